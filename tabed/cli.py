@@ -1,0 +1,124 @@
+"""Command line: `python -m tabed generate ...` (see `python -m tabed generate --help`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .conversation import Turn, load_image
+from .decoding import GenerationConfig, autoregressive_generate, collect, compare, speculative_generate, warm_up
+from .errors import TabedError
+from .models import PRESETS, load_pair, load_preset
+from .spec import RULES, parse_spec
+
+
+def _add_generate(sub) -> None:
+    p = sub.add_parser("generate", help="answer a prompt (about an image) with TABED speculative decoding")
+    p.add_argument("--image", help="image file; without it the prompt is text-only")
+    p.add_argument("--prompt", action="append", required=True,
+                   help="the question; give it again for a follow-up turn on the same conversation")
+    pair = p.add_argument_group("model pair (default: $TABED_PRESET or the bundled teaching pair)")
+    pair.add_argument("--preset", choices=sorted(PRESETS))
+    pair.add_argument("--target", help="target model: hub id or local folder")
+    pair.add_argument("--drafter", help="drafter model: hub id or local folder")
+    pair.add_argument("--device", help="cuda, cuda:1, cpu, ... (default: cuda if present)")
+    pair.add_argument("--dtype", help="float16, bfloat16 or float32 (default: fp16 on CUDA, fp32 on CPU)")
+    d = p.add_argument_group("drafting and decoding")
+    d.add_argument("--drafting", default="tabed-MT", help="M, T, C, P, MT, MTCP, tabed-MT, ... (default: tabed-MT)")
+    d.add_argument("--rule", default="w-grid", choices=RULES, help="TABED weight rule (default: w-grid)")
+    d.add_argument("--window", type=int, default=0, help="TABED history window in positions, 0 = all")
+    d.add_argument("--gamma", type=int, default=5, help="draft tokens per block (default: 5)")
+    d.add_argument("--max-new-tokens", type=int, default=128)
+    d.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    d.add_argument("--top-p", type=float, default=1.0)
+    d.add_argument("--seed", type=int, default=0)
+    p.add_argument("--compare-ar", action="store_true", help="also decode with the target alone and time both")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m tabed", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_generate(sub)
+    return parser
+
+
+def _load(args):
+    if (args.target is None) != (args.drafter is None):
+        raise TabedError("give both --target and --drafter, or a --preset")
+    if args.target and args.preset:
+        raise TabedError("give either --preset or --target/--drafter, not both")
+    progress = None if args.json else (lambda line: print(f"[tabed] {line}", file=sys.stderr))
+    if args.target:
+        return load_pair(args.target, args.drafter, device=args.device, dtype=args.dtype, progress=progress)
+    return load_preset(args.preset, device=args.device, dtype=args.dtype, progress=progress)
+
+
+def generate(args) -> dict:
+    spec = parse_spec(args.drafting)
+    config = GenerationConfig(
+        max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p, seed=args.seed,
+        gamma=args.gamma, rule=args.rule, window=args.window,
+    )
+    images = [load_image(args.image)] if args.image else []
+    pair = _load(args)
+    turns: list[Turn] = []
+    for index, prompt in enumerate(args.prompt):  # earlier turns are answered by the same decoder
+        if turns:
+            turns[-1].answer = collect(speculative_generate(pair, turns, spec, config)).text
+        turns.append(Turn(prompt, images if index == 0 else []))
+    if args.compare_ar:
+        warm_up(pair)
+        ar = collect(autoregressive_generate(pair, turns, config))
+    result = collect(speculative_generate(pair, turns, spec, config))
+    report = result.to_dict()
+    report["pair"] = pair.name
+    report["device"] = str(pair.device)
+    report["dtype"] = str(pair.dtype).removeprefix("torch.")
+    report["turns"] = [{"prompt": t.text, "images": len(t.images), "answer": t.answer} for t in turns]
+    if args.compare_ar:
+        compare(result, ar)
+        report["metrics"] = result.to_dict()["metrics"]
+        report["ar"] = {
+            "token_ids": ar.token_ids,
+            "text": ar.text,
+            "walltime_s": ar.metrics.walltime_s,
+            "decode_s": ar.metrics.decode_s,
+            "tokens_per_s": ar.metrics.tokens_per_s,
+        }
+        report["same_output"] = ar.token_ids == result.token_ids
+    return report
+
+
+def _summary(report: dict) -> str:
+    m = report["metrics"]
+    parts = [
+        f"{report['spec']}: {m['new_tokens']} tokens",
+        f"block efficiency {m['block_efficiency']:.2f}",
+        f"acceptance {m['acceptance_rate']:.0%}",
+        f"{m['tokens_per_s']:.1f} tok/s",
+    ]
+    if "ar" in report:
+        parts.append(f"AR {report['ar']['tokens_per_s']:.1f} tok/s, speedup {m['speedup']:.2f}x")
+    return " | ".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        report = generate(args)
+    except TabedError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(report["text"])
+        for note in report["notes"]:
+            print(f"note: {note}", file=sys.stderr)
+        print(_summary(report), file=sys.stderr)
+    return 0

@@ -1,0 +1,226 @@
+"""The batched drafter: K drafting methods as K rows of ONE forward of one drafter model.
+
+Every row starts from the drafter's own encoding of the conversation (the M row); the other rows
+replace each run of image placeholder tokens: T by a newline, C by "image: <caption>", P by a
+shorter run filled with 2x2 average-pooled image features. Rows have different lengths, so they are
+left-padded, with an attention mask and explicit position ids; after the prompt, every row is
+extended with the same tokens, and a rejected block is rolled back by cropping the shared KV cache.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from transformers import DynamicCache, LlavaForConditionalGeneration
+
+from .conversation import EncodedPrompt
+from .errors import InputError
+
+
+@dataclass
+class DraftRow:
+    """One drafting method's prompt: token ids (L,) and the features for its image placeholders."""
+
+    method: str
+    input_ids: torch.Tensor
+    image_features: torch.Tensor | None = None
+
+
+def image_token_id(model) -> int:
+    config = model.config
+    token = getattr(config, "image_token_id", None)
+    if token is None:
+        token = getattr(config, "image_token_index", None)
+    if token is None:
+        raise InputError(f"{type(model).__name__} has no image_token_id in its config")
+    return int(token)
+
+
+def image_runs(ids: torch.Tensor, token_id: int) -> list[tuple[int, int]]:
+    """(start, end) of each maximal run of `token_id` in a 1-D id tensor."""
+    flags = (ids == token_id).tolist()
+    runs, start = [], None
+    for i, flag in enumerate(flags + [False]):
+        if flag and start is None:
+            start = i
+        elif not flag and start is not None:
+            runs.append((start, i))
+            start = None
+    return runs
+
+
+def splice(ids: torch.Tensor, runs: list[tuple[int, int]], replacements: list[torch.Tensor]) -> torch.Tensor:
+    """Replace each run of `ids` by the matching replacement ids."""
+    pieces, last = [], 0
+    for (start, end), replacement in zip(runs, replacements, strict=True):
+        pieces += [ids[last:start], replacement.to(ids.device, ids.dtype)]
+        last = end
+    pieces.append(ids[last:])
+    return torch.cat(pieces)
+
+
+def newline_ids(tokenizer) -> torch.Tensor:
+    """The newline token that stands in for an image in the T row (the last piece if it splits)."""
+    ids = tokenizer.encode("\n", add_special_tokens=False)
+    return torch.tensor(ids[-1:], dtype=torch.long)
+
+
+def image_features(model, prompt: EncodedPrompt) -> torch.Tensor:
+    """The drafter's projected image features for every placeholder of the prompt, (N, D)."""
+    out = model.get_image_features(**prompt.image_inputs, return_dict=True)
+    return torch.cat(list(out.pooler_output), dim=0)
+
+
+def pooled_image_features(model, prompt: EncodedPrompt) -> list[torch.Tensor]:
+    """Per image, the vision features average-pooled 2x2 BEFORE the projector (576 -> 144 tokens)."""
+    if not isinstance(model, LlavaForConditionalGeneration):
+        raise InputError(
+            f"pooled drafting (P) needs a LLaVA-1.5-style drafter with a square patch grid; "
+            f"{type(model).__name__} is not one"
+        )
+    config = model.config
+    pixel_values = prompt.image_inputs["pixel_values"]
+    hidden = model.model.vision_tower(pixel_values, output_hidden_states=True).hidden_states
+    layers = config.vision_feature_layer
+    layers = [layers] if isinstance(layers, int) else list(layers)
+    skip = 1 if config.vision_feature_select_strategy == "default" else 0
+    features = torch.cat([hidden[layer][:, skip:] for layer in layers], dim=-1)  # (B, N, D)
+    batch, count, width = features.shape
+    side = math.isqrt(count)
+    if side * side != count or side < 2:
+        raise InputError(f"pooled drafting (P) needs a square patch grid; the drafter has {count} patches")
+    grid = features.transpose(1, 2).reshape(batch, width, side, side)
+    pooled = F.avg_pool2d(grid, kernel_size=2).flatten(2).transpose(1, 2)
+    return list(model.model.multi_modal_projector(pooled))
+
+
+def build_rows(
+    model,
+    tokenizer,
+    prompt: EncodedPrompt,
+    methods: tuple[str, ...],
+    captions: list[str] | None = None,
+) -> list[DraftRow]:
+    """The prompt of each drafting method, derived from the drafter's own (M) encoding."""
+    ids = prompt.input_ids[0]
+    token_id = image_token_id(model)
+    runs = image_runs(ids, token_id)
+    rows = []
+    for method in methods:
+        if not runs or method == "T":
+            replacements = [newline_ids(tokenizer)] * len(runs)
+            rows.append(DraftRow(method, splice(ids, runs, replacements)))
+        elif method == "M":
+            rows.append(DraftRow(method, ids, image_features(model, prompt)))
+        elif method == "C":
+            if captions is None or len(captions) != len(runs):
+                raise InputError(f"caption drafting (C) needs one caption per image ({len(runs)})")
+            replacements = [
+                torch.tensor(tokenizer.encode(f"image: {caption}", add_special_tokens=False), dtype=torch.long)
+                for caption in captions
+            ]
+            rows.append(DraftRow(method, splice(ids, runs, replacements)))
+        elif method == "P":
+            pooled = pooled_image_features(model, prompt)
+            if len(pooled) != len(runs):
+                raise InputError(f"pooled drafting (P): {len(pooled)} images but {len(runs)} placeholders")
+            replacements = [torch.full((f.shape[0],), token_id, dtype=torch.long) for f in pooled]
+            rows.append(DraftRow(method, splice(ids, runs, replacements), torch.cat(pooled)))
+        else:
+            raise InputError(f"unknown drafting method {method!r}")
+    return rows
+
+
+class BatchedDrafter:
+    """K rows sharing one drafter's weights and one left-padded KV cache."""
+
+    def __init__(self, model, rows: list[DraftRow], vocab_size: int | None = None) -> None:
+        self.model = model
+        self.rows = rows
+        self.device = model.device
+        self.vocab_size = vocab_size
+        self.cache: DynamicCache | None = None
+        self.mask: torch.Tensor | None = None  # (K, cached length): 0 on left padding
+        self.lengths: torch.Tensor | None = None  # (K,): real tokens per row, the next position id
+
+    @property
+    def methods(self) -> list[str]:
+        return [row.method for row in self.rows]
+
+    def _embed(self, row: DraftRow) -> torch.Tensor:
+        ids = row.input_ids.to(self.device)
+        embeds = self.model.get_input_embeddings()(ids)
+        if row.image_features is not None:
+            slots = ids == image_token_id(self.model)
+            if int(slots.sum()) != row.image_features.shape[0]:
+                raise InputError(
+                    f"row {row.method}: {int(slots.sum())} image placeholders but "
+                    f"{row.image_features.shape[0]} image features"
+                )
+            embeds = embeds.clone()
+            embeds[slots] = row.image_features.to(embeds.dtype)
+        return embeds
+
+    @torch.inference_mode()
+    def prefill(self) -> torch.Tensor:
+        """Run every row's prompt in one left-padded forward; returns the last logits (K, V)."""
+        embeds = [self._embed(row) for row in self.rows]
+        longest = max(e.shape[0] for e in embeds)
+        width = embeds[0].shape[1]
+        batch = embeds[0].new_zeros(len(embeds), longest, width)
+        mask = torch.zeros(len(embeds), longest, dtype=torch.long, device=self.device)
+        for i, e in enumerate(embeds):
+            batch[i, longest - e.shape[0]:] = e
+            mask[i, longest - e.shape[0]:] = 1
+        positions = (mask.cumsum(dim=-1) - 1).clamp_min(0)
+        self.cache = DynamicCache(config=self.model.config)
+        out = self.model(
+            inputs_embeds=batch,
+            attention_mask=mask,
+            position_ids=positions,
+            past_key_values=self.cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        self.mask = mask
+        self.lengths = mask.sum(dim=-1)
+        return self._fit_vocab(out.logits[:, -1])
+
+    @torch.inference_mode()
+    def step(self, tokens: list[int]) -> torch.Tensor:
+        """Append the same tokens to every row; returns each row's next-token logits (K, V)."""
+        k, n = len(self.rows), len(tokens)
+        ids = torch.tensor(tokens, dtype=torch.long, device=self.device).expand(k, n)
+        self.mask = torch.cat([self.mask, self.mask.new_ones(k, n)], dim=1)
+        positions = self.lengths[:, None] + torch.arange(n, device=self.device)
+        out = self.model(
+            input_ids=ids,
+            attention_mask=self.mask,
+            position_ids=positions,
+            past_key_values=self.cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        self.lengths = self.lengths + n
+        return self._fit_vocab(out.logits[:, -1])
+
+    def rollback(self, count: int) -> None:
+        """Forget the last `count` tokens of every row (the rejected drafts)."""
+        if count <= 0:
+            return
+        self.cache.crop(-count)
+        self.mask = self.mask[:, :-count]
+        self.lengths = self.lengths - count
+
+    def _fit_vocab(self, logits: torch.Tensor) -> torch.Tensor:
+        """Drafter logits on the target's vocabulary size (padding rows of the embedding differ)."""
+        size = self.vocab_size
+        if size is None or logits.shape[-1] == size:
+            return logits
+        if logits.shape[-1] > size:
+            return logits[..., :size]
+        pad = logits.new_full((*logits.shape[:-1], size - logits.shape[-1]), float("-inf"))
+        return torch.cat([logits, pad], dim=-1)

@@ -1,0 +1,102 @@
+"""Ensemble weights: static uniform (IbED) and TABED's test-time adaptive rules.
+
+After every verification the target's distributions p at the verified positions are past ground
+truth. For each such position we keep only small per-position statistics (KL and TV per method, or
+per w-grid candidate: whether its top-1 matched and its KL), never the full distributions, so that
+choosing the next block's weights costs a sum over the window.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+
+import torch
+
+from .errors import InputError
+from .spec import RULES
+
+_EPS = 1e-12
+
+
+def simplex_grid(k: int, step: float = 0.1) -> torch.Tensor:
+    """All weight vectors on the K-simplex with the given step (11 for K=2, 286 for K=4 at 0.1)."""
+    units = round(1.0 / step)
+    rows = [c for c in itertools.product(range(units + 1), repeat=k) if sum(c) == units]
+    return torch.tensor(rows, dtype=torch.float32) / units
+
+
+def kl_divergence(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """KL(p ‖ q) over the last axis; terms with p = 0 contribute nothing."""
+    return (torch.xlogy(p, p) - p * torch.log(q.clamp_min(_EPS))).sum(dim=-1)
+
+
+def tv_distance(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    return 0.5 * (p - q).abs().sum(dim=-1)
+
+
+def uniform_weights(k: int) -> torch.Tensor:
+    return torch.full((k,), 1.0 / k)
+
+
+class WeightHistory:
+    """Past (p, q_1..q_K) statistics over a window of verified positions, and the weights they give.
+
+    `window` = h positions kept (0 keeps all). Before any history the weights are uniform.
+    """
+
+    def __init__(self, num_methods: int, rule: str = "w-grid", window: int = 0) -> None:
+        if rule not in RULES:
+            raise InputError(f"unknown weight rule {rule!r}: choose one of {', '.join(RULES)}")
+        if window < 0:
+            raise InputError(f"history window must be >= 0 (0 keeps all), got {window}")
+        self.num_methods = num_methods
+        self.rule = rule
+        self.window = window
+        self.grid = simplex_grid(num_methods) if rule == "w-grid" else None
+        self._rows: deque[torch.Tensor] = deque(maxlen=window or None)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def add(self, p: torch.Tensor, q: torch.Tensor) -> None:
+        """Record verified positions: p (n, V) target distributions, q (n, K, V) per-method ones."""
+        if p.shape[0] == 0:
+            return
+        p = p.float()
+        q = q.float()
+        if self.rule == "kld":
+            stats = kl_divergence(p[:, None, :], q)  # (n, K)
+        elif self.rule == "tvd":
+            stats = tv_distance(p[:, None, :], q)
+        else:
+            stats = self._grid_stats(p, q)  # (n, G, 2)
+        for row in stats.cpu():
+            self._rows.append(row)
+
+    def _grid_stats(self, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        grid = self.grid.to(q.device)
+        out = []
+        for p_i, q_i in zip(p, q, strict=True):  # one position at a time keeps memory at G x V
+            mixed = grid @ q_i  # (G, V)
+            match = (mixed.argmax(dim=-1) == p_i.argmax()).float()
+            out.append(torch.stack([match, kl_divergence(p_i[None, :], mixed)], dim=-1))
+        return torch.stack(out)
+
+    def weights(self) -> torch.Tensor:
+        """The weights for the next block, (K,) summing to 1."""
+        if not self._rows:
+            return uniform_weights(self.num_methods)
+        total = torch.stack(list(self._rows)).sum(dim=0)
+        if self.rule in ("kld", "tvd"):
+            inverse = 1.0 / (total + 1e-6)
+            return inverse / inverse.sum()
+        matches, kls = total[:, 0], total[:, 1]
+        best = matches == matches.max()
+        kls = torch.where(best, kls, torch.full_like(kls, float("inf")))
+        return self.grid[int(kls.argmin())].clone()
+
+
+def ensemble(q: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """The weighted average of per-method distributions q (K, V) with weights (K,)."""
+    return weights.to(q.device, q.dtype) @ q

@@ -1,0 +1,94 @@
+"""What the engine reports while it decodes: typed events, the final result and its metrics.
+
+The app and the benchmark consume these; nothing here knows how they are shown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class Started:
+    """Decoding began: the prompt is encoded and (for speculative decoding) the rows are built."""
+
+    mode: str  # "speculative" or "autoregressive"
+    prompt_tokens: int
+    methods: list[str] = field(default_factory=list)
+    captions: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TokenEvent:
+    """A token the target decoded on its own (every AR token; the prefill token of speculative decoding)."""
+
+    index: int
+    token_id: int
+    step_s: float
+    elapsed_s: float
+
+
+@dataclass
+class BlockEvent:
+    """One draft-then-verify block of speculative decoding."""
+
+    index: int
+    weights: dict[str, float]  # ensemble weight per method used for this block
+    draft: list[int]  # the ensemble's draft tokens
+    drafts: dict[str, list[int]]  # each method's own top-1 guess at each draft position
+    accepted: int  # how many of `draft` the target accepted
+    target_token: int  # the target's token after the accepted prefix: a correction, or a bonus
+    bonus: bool  # True when every draft was accepted
+    emitted: list[int]  # tokens this block added to the answer (cut at EOS / max new tokens)
+    draft_probs: list[float]  # ensemble probability of each draft token
+    target_probs: list[float]  # the target's probability of each draft token
+    target_token_prob: float
+    method_accepted: dict[str, int]  # counterfactual: leading guesses of each method the target agrees with
+    draft_s: float
+    verify_s: float
+    weights_s: float
+    elapsed_s: float
+
+
+@dataclass
+class Metrics:
+    new_tokens: int
+    prefill_s: float  # target prefill (it also yields the first token)
+    decode_s: float  # everything after the target prefill, captioning excepted
+    walltime_s: float  # prefill + decode (+ captioning)
+    tokens_per_s: float
+    target_forwards: int  # in the decode phase
+    block_efficiency: float  # tokens per target forward in the decode phase
+    acceptance_rate: float = 0.0
+    method_block_efficiency: dict[str, float] = field(default_factory=dict)
+    draft_s: float = 0.0
+    verify_s: float = 0.0
+    weights_s: float = 0.0
+    caption_s: float = 0.0
+    speedup: float | None = None  # AR decode time / speculative decode time, when AR ran too
+
+
+@dataclass
+class GenerationResult:
+    mode: str
+    spec: str | None
+    token_ids: list[int]
+    text: str
+    metrics: Metrics
+    blocks: list[BlockEvent] = field(default_factory=list)
+    tokens: list[TokenEvent] = field(default_factory=list)
+    captions: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    stopped: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Finished:
+    result: GenerationResult
+
+
+Event = Started | TokenEvent | BlockEvent | Finished

@@ -1,0 +1,122 @@
+"""Building LLaVA-architecture pairs from configs: a tokenizer, a processor and models.
+
+Used for the bundled teaching pair and for the tiny random pairs of the tests. What it builds is saved
+with `save_pretrained` and loads with the same code as `llava-hf/llava-1.5-7b-hf`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from transformers import (
+    CLIPVisionConfig,
+    LlamaConfig,
+    LlavaConfig,
+    LlavaForConditionalGeneration,
+    LlavaProcessor,
+    PreTrainedTokenizerFast,
+)
+from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+
+# LLaVA-1.5's conversation format: "USER: <image>\n<prompt> ASSISTANT: <answer></s>USER: ..."
+LLAVA_CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% if message['role'] == 'user' %}USER: "
+    "{% for c in message['content'] %}{% if c['type'] == 'image' %}<image>\n{% endif %}{% endfor %}"
+    "{% for c in message['content'] %}{% if c['type'] == 'text' %}{{ c['text'] }}{% endif %}{% endfor %} "
+    "{% else %}ASSISTANT: "
+    "{% for c in message['content'] %}{% if c['type'] == 'text' %}{{ c['text'] }}{% endif %}{% endfor %}"
+    "</s>{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}ASSISTANT:{% endif %}"
+)
+SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<pad>", "<image>", "\n"]
+
+
+def word_tokenizer(words: list[str]) -> PreTrainedTokenizerFast:
+    """A word-level tokenizer: special tokens, a newline token, the chat markers, then `words`."""
+    vocab: dict[str, int] = {}
+    for token in SPECIAL_TOKENS + ["USER:", "ASSISTANT:", "image:"] + list(words):
+        vocab.setdefault(token, len(vocab))
+    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split("\n", "isolated"),
+        pre_tokenizers.Split("</s>", "isolated"),
+        pre_tokenizers.WhitespaceSplit(),
+    ])
+    core.decoder = decoders.WordPiece(prefix="##")
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
+    )
+    tokenizer.add_tokens(["\n"])
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<image>"]})
+    return tokenizer
+
+
+def llava_processor(tokenizer, image_size: int, patch_size: int) -> LlavaProcessor:
+    image_processor = CLIPImageProcessorPil(
+        size={"shortest_edge": image_size}, crop_size={"height": image_size, "width": image_size}
+    )
+    return LlavaProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        patch_size=patch_size,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        chat_template=LLAVA_CHAT_TEMPLATE,
+    )
+
+
+@dataclass(frozen=True)
+class LlavaSize:
+    """The shape of a small LLaVA: CLIP vision tower, projector, Llama language model."""
+
+    text_layers: int = 2
+    text_width: int = 64
+    text_heads: int = 4
+    vision_layers: int = 2
+    vision_width: int = 32
+    vision_heads: int = 2
+    image_size: int = 32
+    patch_size: int = 8
+    context: int = 512
+
+
+def llava_config(size: LlavaSize, tokenizer) -> LlavaConfig:
+    vision = CLIPVisionConfig(
+        hidden_size=size.vision_width,
+        intermediate_size=size.vision_width * 4,
+        num_hidden_layers=size.vision_layers,
+        num_attention_heads=size.vision_heads,
+        image_size=size.image_size,
+        patch_size=size.patch_size,
+    )
+    text = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=size.text_width,
+        intermediate_size=size.text_width * 4,
+        num_hidden_layers=size.text_layers,
+        num_attention_heads=size.text_heads,
+        num_key_value_heads=size.text_heads,
+        max_position_embeddings=size.context,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    return LlavaConfig(
+        vision_config=vision,
+        text_config=text,
+        image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
+        vision_feature_layer=-1,
+        vision_feature_select_strategy="default",
+    )
+
+
+def random_llava(size: LlavaSize, tokenizer, seed: int = 0) -> LlavaForConditionalGeneration:
+    """A LLaVA model with random weights (seeded), in eval mode."""
+    torch.manual_seed(seed)
+    model = LlavaForConditionalGeneration(llava_config(size, tokenizer))
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model.eval()

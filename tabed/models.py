@@ -1,0 +1,221 @@
+"""Loading a target/drafter pair: presets, device and dtype, and the checks that make a pair usable."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
+from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+
+from .errors import ModelLoadError, VocabularyMismatchError
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+PRESET_ENV = "TABED_PRESET"
+FLORENCE_CAPTIONER = "florence-community/Florence-2-large-ft"
+
+
+@dataclass(frozen=True)
+class Preset:
+    target: str
+    drafter: str
+    description: str
+    needs_gpu: bool = False
+    captioner: str | None = None  # model id for C drafting; None: the drafter captions in M mode
+
+
+PRESETS: dict[str, Preset] = {
+    "teaching": Preset(
+        target=str(ASSETS / "models" / "target"),
+        drafter=str(ASSETS / "models" / "drafter"),
+        description="bundled teaching pair (CPU, no network)",
+    ),
+    "llava-1.5-7b": Preset(
+        target="llava-hf/llava-1.5-7b-hf",
+        drafter="mjbooo/lvlm68m",
+        description="the paper's pair: LLaVA-1.5-7B + LLaVA-1.5-68m (GPU, download ~14 GB)",
+        needs_gpu=True,
+        captioner=FLORENCE_CAPTIONER,
+    ),
+    "llava-1.5-13b": Preset(
+        target="llava-hf/llava-1.5-13b-hf",
+        drafter="mjbooo/lvlm68m",
+        description="LLaVA-1.5-13B + LLaVA-1.5-68m (GPU, download ~26 GB)",
+        needs_gpu=True,
+        captioner=FLORENCE_CAPTIONER,
+    ),
+}
+DEFAULT_PRESET = "teaching"
+
+
+def default_preset() -> str:
+    """The preset used when none is named: $TABED_PRESET, else the bundled teaching pair."""
+    name = os.environ.get(PRESET_ENV, "").strip() or DEFAULT_PRESET
+    if name not in PRESETS:
+        raise ModelLoadError(f"${PRESET_ENV}={name!r} is not a preset; choose one of {', '.join(PRESETS)}")
+    return name
+
+
+def resolve_device(device: str | None = None) -> torch.device:
+    if device:
+        return torch.device(device)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
+    """fp16 on CUDA (as in the paper), fp32 on CPU, unless told otherwise."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype:
+        names = {"float16": torch.float16, "fp16": torch.float16, "bfloat16": torch.bfloat16,
+                 "bf16": torch.bfloat16, "float32": torch.float32, "fp32": torch.float32}
+        if dtype not in names:
+            raise ModelLoadError(f"unknown dtype {dtype!r}: choose one of {', '.join(names)}")
+        return names[dtype]
+    return torch.float16 if device.type == "cuda" else torch.float32
+
+
+@dataclass
+class ModelPair:
+    """A target and a drafter that share a vocabulary, with their processors."""
+
+    target: torch.nn.Module
+    drafter: torch.nn.Module
+    target_processor: object
+    drafter_processor: object
+    device: torch.device
+    dtype: torch.dtype
+    name: str
+    captioner: str | None = None  # captioner model id for C drafting; None: the drafter captions
+    caption_model: object | None = field(default=None, repr=False)  # made on first use
+
+    @property
+    def tokenizer(self):
+        return self.target_processor.tokenizer
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.target.get_output_embeddings().weight.shape[0])
+
+    @property
+    def eos_token_ids(self) -> set[int]:
+        ids = self.target.generation_config.eos_token_id
+        if ids is None:
+            ids = self.tokenizer.eos_token_id
+        ids = ids if isinstance(ids, list) else [ids]
+        return {int(i) for i in ids if i is not None}
+
+    @property
+    def context_length(self) -> int:
+        """The shortest context of the two language models (max position embeddings)."""
+        lengths = []
+        for model in (self.target, self.drafter):
+            text = model.config.get_text_config()
+            lengths.append(getattr(text, "max_position_embeddings", None) or 1 << 30)
+        return min(lengths)
+
+
+def _looks_local(name: str) -> bool:
+    """Hub ids are `name` or `owner/name`; anything else is a folder."""
+    return name.startswith((".", "/", "~")) or name.count("/") > 1 or Path(name).exists()
+
+
+def _check_source(name: str, role: str) -> str:
+    expanded = os.path.expanduser(name)
+    if _looks_local(name) and not Path(expanded).is_dir():
+        hint = " (the bundled pair is built by `python -m tabed.teaching train`)" if str(ASSETS) in expanded else ""
+        raise ModelLoadError(f"{role} folder not found: {name}{hint}")
+    return expanded
+
+
+def _load_config(name: str, role: str):
+    try:
+        config = AutoConfig.from_pretrained(name)
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"cannot load the {role} {name!r}: {str(exc).splitlines()[0]}") from None
+    if config.model_type not in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES:
+        raise ModelLoadError(
+            f"the {role} {name!r} is a {config.model_type!r} model, not an image-text-to-text model "
+            "(a vision-language model such as LLaVA)"
+        )
+    return config
+
+
+def _load_processor(name: str, role: str):
+    try:
+        return AutoProcessor.from_pretrained(name)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def check_vocabularies(target_processor, drafter_processor, target_name: str, drafter_name: str) -> None:
+    """Refuse a pair whose tokenizers map tokens to different ids."""
+    target_vocab = target_processor.tokenizer.get_vocab()
+    drafter_vocab = drafter_processor.tokenizer.get_vocab()
+    if target_vocab == drafter_vocab:
+        return
+    differing = sorted(set(target_vocab.items()) ^ set(drafter_vocab.items()), key=lambda item: item[1])
+    example = differing[0][0] if differing else "?"
+    raise VocabularyMismatchError(
+        f"target {target_name!r} ({len(target_vocab)} tokens) and drafter {drafter_name!r} "
+        f"({len(drafter_vocab)} tokens) do not share a vocabulary (e.g. token {example!r} differs); "
+        "speculative decoding needs a drafter with the target's tokenizer"
+    )
+
+
+def load_pair(
+    target: str,
+    drafter: str,
+    device: str | None = None,
+    dtype: str | torch.dtype | None = None,
+    name: str | None = None,
+    captioner: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> ModelPair:
+    """Load a target and a drafter (hub ids or local folders) as one checked pair.
+
+    Hub downloads show transformers' own progress bars; `progress` receives a line per stage.
+    """
+    say = progress or (lambda message: None)
+    torch_device = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, torch_device)
+    sources = {role: _check_source(src, role) for role, src in (("target", target), ("drafter", drafter))}
+    for role, src in sources.items():
+        _load_config(src, role)
+    say("loading processors")
+    target_processor = _load_processor(sources["target"], "target")
+    if target_processor is None:
+        raise ModelLoadError(f"the target {target!r} has no processor (tokenizer + image processor)")
+    drafter_processor = _load_processor(sources["drafter"], "drafter") or target_processor
+    check_vocabularies(target_processor, drafter_processor, target, drafter)
+    models = {}
+    for role, src in sources.items():
+        say(f"loading the {role} {src} ({torch_dtype}, {torch_device})")
+        try:
+            model = AutoModelForImageTextToText.from_pretrained(src, dtype=torch_dtype)
+        except (OSError, ValueError) as exc:
+            raise ModelLoadError(f"cannot load the {role} {src!r}: {str(exc).splitlines()[0]}") from None
+        models[role] = model.to(torch_device).eval()
+    say("models ready")
+    return ModelPair(
+        target=models["target"],
+        drafter=models["drafter"],
+        target_processor=target_processor,
+        drafter_processor=drafter_processor,
+        device=torch_device,
+        dtype=torch_dtype,
+        name=name or f"{target} + {drafter}",
+        captioner=captioner,
+    )
+
+
+def load_preset(name: str | None = None, **kwargs) -> ModelPair:
+    """Load a named preset (default: $TABED_PRESET or the bundled teaching pair)."""
+    name = name or default_preset()
+    if name not in PRESETS:
+        raise ModelLoadError(f"unknown preset {name!r}: choose one of {', '.join(PRESETS)}")
+    preset = PRESETS[name]
+    return load_pair(preset.target, preset.drafter, name=name, captioner=preset.captioner, **kwargs)

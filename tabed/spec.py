@@ -1,0 +1,61 @@
+"""Drafting specs: which drafting methods run as rows, and how their drafts are ensembled.
+
+Users type them as `M`, `T`, `MT`, `MTCP` (static uniform ensemble when several methods are given)
+or `tabed-MT`, `tabed-MTCP` (TABED: weights adapted at test time from past verifications).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import InputError
+
+METHODS = ("M", "T", "C", "P")
+METHOD_NAMES = {
+    "M": "multimodal (image + prompt)",
+    "T": "text-only (image replaced by a newline)",
+    "C": "caption (image replaced by 'image: <caption>')",
+    "P": "pooled (image features average-pooled 2x2)",
+}
+RULES = ("w-grid", "kld", "tvd")
+DYNAMIC_PREFIX = "tabed-"
+
+
+@dataclass(frozen=True)
+class DraftingSpec:
+    """The drafting methods (rows of one batched drafter forward) and the ensembling mode."""
+
+    methods: tuple[str, ...]
+    dynamic: bool = False
+
+    @property
+    def name(self) -> str:
+        letters = "".join(self.methods)
+        return DYNAMIC_PREFIX + letters if self.dynamic else letters
+
+    @property
+    def mode(self) -> str:
+        """`single`, `static` (uniform ensemble, IbED) or `tabed` (dynamic weights)."""
+        if self.dynamic:
+            return "tabed"
+        return "single" if len(self.methods) == 1 else "static"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def parse_spec(text: str) -> DraftingSpec:
+    """Parse `M`, `MT`, `tabed-MTCP`, ... (letters in any order, case-insensitive)."""
+    raw = text.strip()
+    dynamic = raw.lower().startswith(DYNAMIC_PREFIX)
+    letters = raw[len(DYNAMIC_PREFIX):] if dynamic else raw
+    letters = letters.upper()
+    if not letters or any(ch not in METHODS for ch in letters) or len(set(letters)) != len(letters):
+        raise InputError(
+            f"unknown drafting spec {text!r}: use letters from M, T, C, P (each once), "
+            "optionally prefixed by 'tabed-', e.g. 'M', 'MT', 'tabed-MTCP'"
+        )
+    methods = tuple(m for m in METHODS if m in letters)
+    if dynamic and len(methods) < 2:
+        raise InputError(f"drafting spec {text!r}: TABED needs at least two methods to weigh, e.g. 'tabed-MT'")
+    return DraftingSpec(methods=methods, dynamic=dynamic)

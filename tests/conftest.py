@@ -1,0 +1,82 @@
+"""Tiny random LLaVA pairs built from configs (no downloads), shared by the tests."""
+
+import copy
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from PIL import Image  # noqa: E402
+
+from tabed.factory import LlavaSize, llava_processor, random_llava, word_tokenizer  # noqa: E402
+from tabed.models import ModelPair  # noqa: E402
+
+WORDS = [f"w{i}" for i in range(40)]
+SIZE = LlavaSize()
+
+
+def sharpen(model, std: float = 0.1, seed: int = 0):
+    """Redraw the matrices with a larger spread so that the random model has peaked, varied outputs."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for param in model.parameters():
+            if param.dim() >= 2:
+                param.copy_(torch.randn(param.shape, generator=generator) * std)
+    return model
+
+
+def perturbed(model, noise: float, seed: int = 1):
+    """A copy of `model` with Gaussian noise on every weight: a drafter that agrees often, not always."""
+    copy_ = copy.deepcopy(model)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for param in copy_.parameters():
+            param.add_(torch.randn(param.shape, generator=generator) * noise)
+    return copy_
+
+
+def make_pair(target, drafter, processor, name="tiny") -> ModelPair:
+    return ModelPair(target, drafter, processor, processor, torch.device("cpu"), torch.float32, name)
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    return word_tokenizer(WORDS)
+
+
+@pytest.fixture(scope="session")
+def processor(tokenizer):
+    return llava_processor(tokenizer, SIZE.image_size, SIZE.patch_size)
+
+
+@pytest.fixture(scope="session")
+def target(tokenizer):
+    return sharpen(random_llava(SIZE, tokenizer, seed=0), seed=0)
+
+
+@pytest.fixture(scope="session")
+def pair(target, processor):
+    """A drafter close to the target: blocks are partly accepted, partly rejected."""
+    return make_pair(target, perturbed(target, noise=0.004), processor)
+
+
+@pytest.fixture(scope="session")
+def twin_pair(target, processor):
+    """The drafter IS a copy of the target: with the image (M), every draft is accepted."""
+    return make_pair(target, copy.deepcopy(target), processor)
+
+
+@pytest.fixture(scope="session")
+def image():
+    img = Image.new("RGB", (48, 40), (200, 30, 30))
+    for x in range(10, 30):
+        for y in range(5, 25):
+            img.putpixel((x, y), (20, 40, 220))
+    return img
+
+
+@pytest.fixture(scope="session")
+def other_image():
+    return Image.new("RGB", (40, 40), (30, 200, 60))

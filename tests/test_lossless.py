@@ -1,0 +1,155 @@
+"""Speculative output equals the target's own: greedy token for token, sampling in distribution."""
+
+import pytest
+import torch
+from conftest import SIZE, make_pair, perturbed, random_llava, sharpen
+
+from tabed.conversation import Turn
+from tabed.decoding import GenerationConfig, autoregressive_generate, collect, speculative_generate
+from tabed.sampling import verify_greedy, verify_sampling
+from tabed.spec import parse_spec
+
+SPECS = ["M", "T", "C", "P", "MT", "MTC", "MTP", "MTCP", "tabed-MT", "tabed-MTC", "tabed-MTP", "tabed-MTCP"]
+
+
+def conversations(image):
+    return {
+        "image-first-turn": [Turn("w1 w2 w3", [image])],
+        "text-first-turn": [Turn("w7")],
+        "image-second-turn": [Turn("w1 w2 w3", [image], answer="w4 w5 w6"), Turn("w7 w8")],
+        "text-second-turn": [Turn("w1 w2", answer="w9 w10"), Turn("w7")],
+    }
+
+
+@pytest.fixture(scope="module")
+def ar_outputs(pair, image):
+    config = GenerationConfig(max_new_tokens=24)
+    return {name: collect(autoregressive_generate(pair, turns, config)).token_ids
+            for name, turns in conversations(image).items()}
+
+
+@pytest.mark.parametrize("gamma", [1, 3, 5])
+@pytest.mark.parametrize("spec", SPECS)
+def test_greedy_speculative_equals_autoregressive(pair, image, ar_outputs, spec, gamma):
+    config = GenerationConfig(max_new_tokens=24, gamma=gamma)
+    rejected_blocks = 0
+    for name, turns in conversations(image).items():
+        result = collect(speculative_generate(pair, turns, parse_spec(spec), config))
+        assert result.token_ids == ar_outputs[name], (spec, gamma, name)
+        assert len(result.token_ids) > 1
+        rejected_blocks += sum(not b.bonus for b in result.blocks)
+        for block in result.blocks:
+            assert block.emitted == (block.draft[: block.accepted] + [block.target_token])[: len(block.emitted)]
+    assert rejected_blocks > 0  # the roll-back path was exercised
+
+
+def test_the_drafter_is_partly_right(pair, image):
+    """The fixture pair must make blocks partly accepted, or the tests above prove little."""
+    config = GenerationConfig(max_new_tokens=24, gamma=5)
+    result = collect(speculative_generate(pair, [Turn("w1 w2 w3", [image])], parse_spec("M"), config))
+    accepted = [b.accepted for b in result.blocks]
+    assert 0 < sum(accepted) < 5 * len(accepted)
+    assert any(0 < a < 5 for a in accepted)
+
+
+def test_stops_at_eos_exactly_as_ar(target, processor, image):
+    config = GenerationConfig(max_new_tokens=24, gamma=4)
+    turns = [Turn("w1 w2 w3", [image])]
+    pair = make_pair(target, perturbed(target, 0.004), processor)
+    full = collect(autoregressive_generate(pair, turns, config)).token_ids
+    eos = full[9]  # pretend the 10th token is EOS: both must stop at its first occurrence
+    old = target.generation_config.eos_token_id
+    target.generation_config.eos_token_id = eos
+    try:
+        ar = collect(autoregressive_generate(pair, turns, config)).token_ids
+        sd = collect(speculative_generate(pair, turns, parse_spec("tabed-MT"), config)).token_ids
+    finally:
+        target.generation_config.eos_token_id = old
+    assert ar == full[: full.index(eos) + 1]
+    assert sd == ar
+
+
+def test_greedy_verification_by_hand():
+    logits = torch.full((4, 6), -5.0)
+    for position, best in enumerate([2, 4, 1, 5]):
+        logits[position, best] = 5.0
+    assert verify_greedy(torch.tensor([2, 4, 1]), logits) == (3, 5)  # all accepted + bonus
+    assert verify_greedy(torch.tensor([2, 3, 1]), logits) == (1, 4)  # correction at the 2nd
+    assert verify_greedy(torch.tensor([0, 4, 1]), logits) == (0, 2)
+    assert verify_greedy(torch.tensor([], dtype=torch.long), logits[:1]) == (0, 2)
+
+
+def _first_token_frequencies(p, q, trials=40000, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    counts = torch.zeros(p.shape[-1])
+    for _ in range(trials):
+        draft = torch.multinomial(q[0], 1, generator=generator)
+        accepted, token = verify_sampling(draft, q[:1], p, generator)
+        counts[int(draft) if accepted else token] += 1
+    return counts / trials
+
+
+def test_rejection_sampling_reproduces_the_target_distribution():
+    p = torch.tensor([[0.5, 0.3, 0.1, 0.1, 0.0], [0.2, 0.2, 0.2, 0.2, 0.2]])
+    q = torch.tensor([[0.1, 0.1, 0.2, 0.2, 0.4]])
+    frequencies = _first_token_frequencies(p, q)
+    # 40k trials: the standard error of each frequency is <= 0.0025; 0.012 is ~5 standard errors.
+    assert (frequencies - p[0]).abs().max() < 0.012
+    assert (q[0] - p[0]).abs().max() > 0.3  # the drafts alone would be far off: the test has power
+
+
+def _exact_marginals(model, processor, turns, steps, temperature):
+    """The target's exact distributions of answer tokens 2..steps+1, by enumerating every prefix."""
+    from tabed.conversation import encode
+
+    prompt = encode(processor, turns, torch.device("cpu"), torch.float32)
+    ids = prompt.input_ids[0]
+    embed = model.get_input_embeddings()
+    vocab = model.get_output_embeddings().weight.shape[0]
+    with torch.no_grad():
+        features = torch.cat(list(model.get_image_features(**prompt.image_inputs).pooler_output))
+        context = embed(ids).clone()
+        context[ids == model.config.image_token_id] = features
+        first = torch.softmax(model(inputs_embeds=context[None]).logits[0, -1] / temperature, -1)
+        prefixes, weights = torch.arange(vocab)[:, None], first
+        marginals = []
+        for _ in range(steps):
+            batch = torch.cat([context.expand(len(prefixes), -1, -1), embed(prefixes)], dim=1)
+            probs = torch.softmax(model(inputs_embeds=batch).logits[:, -1] / temperature, -1)
+            joint = weights[:, None] * probs  # (prefixes, V)
+            marginals.append(joint.sum(0))
+            grown = torch.arange(vocab).repeat(len(prefixes))[:, None]
+            prefixes = torch.cat([prefixes.repeat_interleave(vocab, 0), grown], dim=1)
+            weights = joint.reshape(-1)
+            keep = weights > 1e-5  # prune negligible prefixes to keep the enumeration small
+            prefixes, weights = prefixes[keep], weights[keep]
+    return marginals
+
+
+def test_speculative_sampling_is_lossless_end_to_end(tokenizer, processor, image):
+    """SD with a drafter unlike the target samples answer tokens with the target's exact marginals."""
+    temperature = 1.0
+    target = sharpen(random_llava(SIZE, tokenizer, seed=3), std=0.1, seed=3)
+    drafter = sharpen(random_llava(SIZE, tokenizer, seed=4), std=0.1, seed=4)  # unrelated drafts
+    target.generation_config.eos_token_id = -1  # no EOS: every run yields 3 tokens, as enumerated
+    pair = make_pair(target, drafter, processor)
+    turns = [Turn("w1 w2", [image])]
+    marginals = _exact_marginals(target, processor, turns, steps=2, temperature=temperature)
+    runs = 1500
+    vocab = marginals[0].shape[0]
+    counts = torch.zeros(2, vocab)
+    draft_counts = torch.zeros(vocab)
+    for seed in range(runs):
+        config = GenerationConfig(max_new_tokens=3, gamma=2, temperature=temperature, seed=seed)
+        result = collect(speculative_generate(pair, turns, parse_spec("tabed-MT"), config))
+        assert len(result.token_ids) == 3
+        for step, token in enumerate(result.token_ids[1:3]):
+            counts[step, token] += 1
+        draft_counts[result.blocks[0].draft[0]] += 1
+    for step in range(2):
+        empirical = counts[step] / counts[step].sum()
+        tv = 0.5 * (empirical - marginals[step]).abs().sum()
+        # With 1500 runs over ~45 tokens the expected TV of a correct sampler is ~0.06; 0.11 is the bound.
+        assert tv < 0.11, (step, float(tv))
+    draft_tv = 0.5 * (draft_counts / runs - marginals[0]).abs().sum()
+    assert draft_tv > 0.3  # accepting drafts blindly would fail the bound above
