@@ -18,12 +18,7 @@ def _add_generate(sub) -> None:
     p.add_argument("--image", help="image file; without it the prompt is text-only")
     p.add_argument("--prompt", action="append", required=True,
                    help="the question; give it again for a follow-up turn on the same conversation")
-    pair = p.add_argument_group("model pair (default: $TABED_PRESET or the bundled teaching pair)")
-    pair.add_argument("--preset", choices=sorted(PRESETS))
-    pair.add_argument("--target", help="target model: hub id or local folder")
-    pair.add_argument("--drafter", help="drafter model: hub id or local folder")
-    pair.add_argument("--device", help="cuda, cuda:1, cpu, ... (default: cuda if present)")
-    pair.add_argument("--dtype", help="float16, bfloat16 or float32 (default: fp16 on CUDA, fp32 on CPU)")
+    _add_pair_arguments(p)
     d = p.add_argument_group("drafting and decoding")
     d.add_argument("--drafting", default="tabed-MT", help="M, T, C, P, MT, MTCP, tabed-MT, ... (default: tabed-MT)")
     d.add_argument("--rule", default="w-grid", choices=RULES, help="TABED weight rule (default: w-grid)")
@@ -37,10 +32,29 @@ def _add_generate(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
+def _add_pair_arguments(p) -> None:
+    pair = p.add_argument_group("model pair (default: $TABED_PRESET or the bundled teaching pair)")
+    pair.add_argument("--preset", choices=sorted(PRESETS))
+    pair.add_argument("--target", help="target model: hub id or local folder")
+    pair.add_argument("--drafter", help="drafter model: hub id or local folder")
+    pair.add_argument("--device", help="cuda, cuda:1, cpu, ... (default: cuda if present)")
+    pair.add_argument("--dtype", help="float16, bfloat16 or float32 (default: fp16 on CUDA, fp32 on CPU)")
+
+
+def _add_overhead(sub) -> None:
+    p = sub.add_parser("overhead", help="time one draft step with K = 1, 2, 4 batched rows")
+    p.add_argument("--image", help="image file (default: a plain grey picture)")
+    p.add_argument("--prompt", default="Describe the image.")
+    p.add_argument("--steps", type=int, default=16)
+    p.add_argument("--rounds", type=int, default=3)
+    _add_pair_arguments(p)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tabed", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     _add_generate(sub)
+    _add_overhead(sub)
     return parser
 
 
@@ -49,7 +63,7 @@ def _load(args):
         raise TabedError("give both --target and --drafter, or a --preset")
     if args.target and args.preset:
         raise TabedError("give either --preset or --target/--drafter, not both")
-    progress = None if args.json else (lambda line: print(f"[tabed] {line}", file=sys.stderr))
+    progress = None if getattr(args, "json", False) else (lambda line: print(f"[tabed] {line}", file=sys.stderr))
     if args.target:
         return load_pair(args.target, args.drafter, device=args.device, dtype=args.dtype, progress=progress)
     return load_preset(args.preset, device=args.device, dtype=args.dtype, progress=progress)
@@ -91,6 +105,18 @@ def generate(args) -> dict:
     return report
 
 
+def overhead(args) -> dict:
+    from PIL import Image
+
+    from .overhead import batching_overhead
+
+    image = load_image(args.image) if args.image else Image.new("RGB", (336, 336), (128, 128, 128))
+    pair = _load(args)
+    warm_up(pair)
+    ratios = batching_overhead(pair, [Turn(args.prompt, [image])], steps=args.steps, rounds=args.rounds)
+    return {"pair": pair.name, "device": str(pair.device), **{str(k): v for k, v in ratios.items()}}
+
+
 def _summary(report: dict) -> str:
     m = report["metrics"]
     parts = [
@@ -98,16 +124,21 @@ def _summary(report: dict) -> str:
         f"block efficiency {m['block_efficiency']:.2f}",
         f"acceptance {m['acceptance_rate']:.0%}",
         f"{m['tokens_per_s']:.1f} tok/s",
+        f"weights {m['weights_s'] / m['decode_s']:.1%} of decode" if m["decode_s"] > 0 else "",
     ]
     if "ar" in report:
         parts.append(f"AR {report['ar']['tokens_per_s']:.1f} tok/s, speedup {m['speedup']:.2f}x")
-    return " | ".join(parts)
+    return " | ".join(part for part in parts if part)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if args.command == "overhead":
+            report = overhead(args)
+            print(json.dumps(report, indent=2))
+            return 0
         report = generate(args)
     except TabedError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -17,6 +17,7 @@ from .errors import InputError
 from .spec import RULES
 
 _EPS = 1e-12
+_GRID_TOP = 32  # top tokens of p and of each q_k kept exactly by w-grid
 
 
 def simplex_grid(k: int, step: float = 0.1) -> torch.Tensor:
@@ -75,12 +76,32 @@ class WeightHistory:
             self._rows.append(row)
 
     def _grid_stats(self, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        """Per position and grid candidate: [top-1 matches the target's, KL(p ‖ mix)].
+
+        Work is done on S, the union of the top tokens of p and of every q_k, plus one bucket for the
+        rest, so it costs G x |S| instead of G x V. The top-1 is exact: when a token outside S could
+        beat the best in S for some candidate, that position is redone on the full vocabulary. The KL
+        of the bucketed distributions is a lower bound of the true KL (equal when the tail is empty);
+        it only breaks ties between candidates with the same number of matches.
+        """
         grid = self.grid.to(q.device)
+        top = min(_GRID_TOP, p.shape[-1])
+        candidates = torch.cat([p.topk(top, dim=-1).indices, q.topk(top, dim=-1).indices.flatten(1)], dim=1)
         out = []
-        for p_i, q_i in zip(p, q, strict=True):  # one position at a time keeps memory at G x V
-            mixed = grid @ q_i  # (G, V)
-            match = (mixed.argmax(dim=-1) == p_i.argmax()).float()
-            out.append(torch.stack([match, kl_divergence(p_i[None, :], mixed)], dim=-1))
+        for p_i, q_i, cand in zip(p, q, candidates, strict=True):
+            support = cand.unique()
+            mixed = grid @ q_i[:, support]  # (G, |S|)
+            best, arg = mixed.max(dim=-1)
+            chosen = support[arg]
+            outside = q_i.clone()
+            outside[:, support] = 0.0
+            if bool((best <= grid @ outside.max(dim=-1).values).any()):
+                chosen = (grid @ q_i).argmax(dim=-1)
+            match = (chosen == p_i.argmax()).float()
+            p_s = p_i[support]
+            p_bucketed = torch.cat([p_s, (1.0 - p_s.sum()).clamp_min(0.0)[None]])
+            q_bucketed = torch.cat([mixed, (1.0 - mixed.sum(dim=-1, keepdim=True)).clamp_min(0.0)], dim=-1)
+            out.append(torch.stack([match, kl_divergence(p_bucketed[None, :], q_bucketed)], dim=-1))
         return torch.stack(out)
 
     def weights(self) -> torch.Tensor:

@@ -126,7 +126,8 @@ def _looks_local(name: str) -> bool:
 def _check_source(name: str, role: str) -> str:
     expanded = os.path.expanduser(name)
     if _looks_local(name) and not Path(expanded).is_dir():
-        hint = " (the bundled pair is built by `python -m tabed.teaching train`)" if str(ASSETS) in expanded else ""
+        bundled = str(ASSETS) in expanded
+        hint = " (the bundled teaching pair is not in assets/ yet: pass --target and --drafter)" if bundled else ""
         raise ModelLoadError(f"{role} folder not found: {name}{hint}")
     return expanded
 

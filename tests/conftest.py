@@ -80,3 +80,13 @@ def image():
 @pytest.fixture(scope="session")
 def other_image():
     return Image.new("RGB", (40, 40), (30, 200, 60))
+
+
+@pytest.fixture(scope="session")
+def pair_dirs(tmp_path_factory, pair, processor):
+    """The `pair` fixture saved as two model folders, as a user would have them on disk."""
+    root = tmp_path_factory.mktemp("pair")
+    for role, model in (("target", pair.target), ("drafter", pair.drafter)):
+        model.save_pretrained(root / role)
+        processor.save_pretrained(root / role)
+    return root

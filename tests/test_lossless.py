@@ -2,8 +2,8 @@
 
 import pytest
 import torch
-from conftest import SIZE, make_pair, perturbed, random_llava, sharpen
 
+from conftest import SIZE, make_pair, perturbed, random_llava, sharpen
 from tabed.conversation import Turn
 from tabed.decoding import GenerationConfig, autoregressive_generate, collect, speculative_generate
 from tabed.sampling import verify_greedy, verify_sampling

@@ -1,0 +1,41 @@
+"""What batching K drafting rows costs: time of one draft step with K rows against K = 1."""
+
+from __future__ import annotations
+
+import statistics
+
+import torch
+
+from .conversation import Turn, encode
+from .decoding import Clock
+from .drafter import BatchedDrafter, build_rows
+from .models import ModelPair
+
+ROW_SETS = {1: ("M",), 2: ("M", "T"), 4: ("M", "T", "C", "P")}
+
+
+def draft_step_seconds(pair: ModelPair, turns: list[Turn], methods: tuple[str, ...], steps: int = 16) -> float:
+    """Median time of one single-token step of a batched drafter with the given rows."""
+    prompt = encode(pair.drafter_processor, turns, pair.device, pair.dtype)
+    captions = ["a simple picture"] * sum(len(t.images) for t in turns)
+    with torch.inference_mode():
+        rows = build_rows(pair.drafter, pair.drafter_processor.tokenizer, prompt, methods, captions)
+    drafter = BatchedDrafter(pair.drafter, rows, vocab_size=pair.vocab_size)
+    drafter.prefill()
+    clock = Clock(pair.device)
+    times, token = [], int(prompt.input_ids[0, -1])
+    for _ in range(steps):
+        start = clock.now()
+        drafter.step([token])
+        times.append(clock.now() - start)
+    return statistics.median(times[2:])  # the first steps warm up
+
+
+def batching_overhead(pair: ModelPair, turns: list[Turn], steps: int = 16, rounds: int = 3) -> dict[int, float]:
+    """Step time of K = 1, 2, 4 rows relative to K = 1, rounds interleaved so drift hits every K."""
+    samples: dict[int, list[float]] = {k: [] for k in ROW_SETS}
+    for _ in range(rounds):
+        for k, methods in ROW_SETS.items():
+            samples[k].append(draft_step_seconds(pair, turns, methods, steps))
+    seconds = {k: statistics.median(v) for k, v in samples.items()}
+    return {k: seconds[k] / seconds[1] for k in ROW_SETS} | {f"seconds_k{k}": s for k, s in seconds.items()}

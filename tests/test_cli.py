@@ -1,0 +1,84 @@
+"""`python -m tabed generate`: JSON keys, text output, one-line errors with exit code 2."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tabed.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def image_file(tmp_path_factory, image):
+    path = tmp_path_factory.mktemp("img") / "scene.png"
+    image.save(path)
+    return path
+
+
+def run_cli(capsys, *args):
+    code = main(["generate", *map(str, args)])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_json_with_compare_ar(capsys, pair_dirs, image_file):
+    code, out, err = run_cli(
+        capsys, "--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter", "--image", image_file,
+        "--prompt", "w1 w2 w3", "--drafting", "tabed-MT", "--gamma", 3, "--max-new-tokens", 16,
+        "--compare-ar", "--json",
+    )
+    assert code == 0, err
+    report = json.loads(out)
+    assert isinstance(report["text"], str) and len(report["token_ids"]) == 16
+    assert report["blocks"] and {"weights", "accepted", "drafts", "draft"} <= set(report["blocks"][0])
+    assert set(report["blocks"][0]["drafts"]) == {"M", "T"}
+    assert report["metrics"]["block_efficiency"] > 1.0
+    assert report["metrics"]["walltime_s"] > 0 and report["metrics"]["speedup"] > 0
+    assert report["ar"]["token_ids"] == report["token_ids"] and report["same_output"] is True
+    assert report["ar"]["walltime_s"] > 0
+
+
+def test_text_output_and_follow_up(capsys, pair_dirs):
+    code, out, err = run_cli(
+        capsys, "--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter",
+        "--prompt", "w1 w2", "--prompt", "w7", "--max-new-tokens", 8, "--drafting", "MT",
+    )
+    assert code == 0, err
+    assert out.strip() and "block efficiency" in err
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--image", "/no/such.png"], "image not found"),
+    (["--drafting", "XYZ"], "unknown drafting spec"),
+    (["--gamma", "0"], "gamma"),
+])
+def test_errors_are_one_line_with_exit_code_2(capsys, pair_dirs, extra, message):
+    code, out, err = run_cli(capsys, "--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter",
+                             "--prompt", "w1", *extra)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1 and out == ""
+
+
+def test_only_target_is_an_error(capsys, pair_dirs):
+    code, _, err = run_cli(capsys, "--target", pair_dirs / "target", "--prompt", "w1")
+    assert code == 2 and "--drafter" in err
+
+
+def test_module_entry_point(pair_dirs, tmp_path):
+    broken = tmp_path / "broken.jpg"
+    broken.write_bytes(b"nope")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    command = [sys.executable, "-m", "tabed", "generate", "--target", str(pair_dirs / "target"),
+               "--drafter", str(pair_dirs / "drafter"), "--prompt", "w1", "--image", str(broken)]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and done.stderr.startswith("error: cannot read image")
+    done = subprocess.run(command[:-2] + ["--max-new-tokens", "4", "--json"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert len(json.loads(done.stdout)["token_ids"]) == 4
+    bad = subprocess.run([sys.executable, "-m", "tabed", "generate"], cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode == 2

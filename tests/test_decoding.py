@@ -1,0 +1,137 @@
+"""What speculative decoding reports: events, weights, metrics, notes, stopping."""
+
+import threading
+
+import pytest
+
+from tabed.conversation import Turn
+from tabed.decoding import GenerationConfig, autoregressive_generate, collect, compare, speculative_generate
+from tabed.errors import InputError
+from tabed.events import BlockEvent, Finished, Started, TokenEvent
+from tabed.spec import parse_spec
+
+
+def test_event_stream_and_metrics(pair, image):
+    config = GenerationConfig(max_new_tokens=20, gamma=4)
+    events = list(speculative_generate(pair, [Turn("w1 w2 w3", [image])], parse_spec("tabed-MTCP"), config))
+    assert isinstance(events[0], Started) and events[0].methods == ["M", "T", "C", "P"]
+    assert len(events[0].captions) == 1  # the drafter captioned the image for C
+    assert isinstance(events[1], TokenEvent)
+    assert isinstance(events[-1], Finished)
+    blocks = [e for e in events if isinstance(e, BlockEvent)]
+    result = events[-1].result
+    assert result.blocks == blocks and len(result.token_ids) == 20
+    assert [events[1].token_id] + [t for b in blocks for t in b.emitted] == result.token_ids
+    for block in blocks:
+        assert sum(block.weights.values()) == pytest.approx(1.0)
+        assert set(block.drafts) == {"M", "T", "C", "P"}
+        assert all(len(guesses) == len(block.draft) for guesses in block.drafts.values())
+        assert 0 <= block.accepted <= len(block.draft)
+        assert block.bonus == (block.accepted == len(block.draft))
+        assert all(0 <= v <= block.accepted + 1 for v in block.method_accepted.values())
+        assert len(block.draft_probs) == len(block.target_probs) == len(block.draft)
+    m = result.metrics
+    assert m.target_forwards == len(blocks)
+    assert m.block_efficiency == pytest.approx(19 / len(blocks))
+    accepted = sum(b.accepted for b in blocks)
+    assert m.acceptance_rate == pytest.approx(accepted / sum(len(b.draft) for b in blocks))
+    assert set(m.method_block_efficiency) == {"M", "T", "C", "P"}
+    assert m.decode_s > 0 and m.weights_s < m.decode_s and m.walltime_s >= m.prefill_s + m.decode_s
+
+
+def test_counterfactual_of_a_single_method_is_its_real_acceptance(pair, image):
+    config = GenerationConfig(max_new_tokens=20, gamma=4)
+    result = collect(speculative_generate(pair, [Turn("w1 w2 w3", [image])], parse_spec("M"), config))
+    for block in result.blocks:
+        assert block.method_accepted["M"] == block.accepted
+        assert block.drafts["M"] == block.draft
+    assert result.metrics.method_block_efficiency["M"] == pytest.approx(
+        1 + sum(b.accepted for b in result.blocks) / len(result.blocks))
+
+
+def test_tabed_weights_move_to_the_method_that_is_right(twin_pair, image):
+    """With a drafter identical to the target, M is always right and T (image-blind) is not."""
+    config = GenerationConfig(max_new_tokens=24, gamma=3)
+    result = collect(speculative_generate(twin_pair, [Turn("w1 w2 w3", [image])], parse_spec("tabed-MT"), config))
+    assert result.blocks[0].weights == {"M": 0.5, "T": 0.5}
+    assert result.blocks[-1].weights["M"] >= 0.9
+    static = collect(speculative_generate(twin_pair, [Turn("w1 w2 w3", [image])], parse_spec("MT"), config))
+    assert all(b.weights == {"M": 0.5, "T": 0.5} for b in static.blocks)
+    assert result.metrics.block_efficiency > static.metrics.block_efficiency
+    assert result.metrics.method_block_efficiency["M"] > result.metrics.method_block_efficiency["T"]
+
+
+@pytest.mark.parametrize("rule", ["kld", "tvd"])
+def test_other_rules_also_prefer_the_right_method(twin_pair, image, rule):
+    config = GenerationConfig(max_new_tokens=24, gamma=3, rule=rule, window=8)
+    result = collect(speculative_generate(twin_pair, [Turn("w1 w2 w3", [image])], parse_spec("tabed-MT"), config))
+    assert result.blocks[-1].weights["M"] > 0.6
+
+
+def test_no_image_is_reported_not_refused(pair):
+    result = collect(speculative_generate(pair, [Turn("w7")], parse_spec("tabed-MTCP"), GenerationConfig(8)))
+    assert any("no image" in note for note in result.notes)
+    assert result.captions == []
+
+
+def test_stop_flag_ends_between_blocks(pair, image):
+    stop = threading.Event()
+    events = speculative_generate(pair, [Turn("w1 w2 w3", [image])], parse_spec("MT"),
+                                  GenerationConfig(max_new_tokens=60, gamma=2), stop=stop)
+    seen = []
+    for event in events:
+        seen.append(event)
+        if isinstance(event, BlockEvent) and event.index == 1:
+            stop.set()
+    result = seen[-1].result
+    assert result.stopped and len(result.blocks) == 2 and len(result.token_ids) < 60
+    ar_stop = threading.Event()
+    ar_stop.set()
+    ar = collect(autoregressive_generate(pair, [Turn("w7")], GenerationConfig(60), stop=ar_stop))
+    assert ar.stopped and len(ar.token_ids) == 1
+
+
+def test_closing_the_generator_stops_it(pair, image):
+    events = speculative_generate(pair, [Turn("w1 w2 w3", [image])], parse_spec("MT"), GenerationConfig(60))
+    next(events)
+    next(events)
+    events.close()
+    with pytest.raises(StopIteration):
+        next(events)
+
+
+def test_compare_records_speedup(pair, image):
+    turns = [Turn("w1 w2 w3", [image])]
+    ar = collect(autoregressive_generate(pair, turns, GenerationConfig(16)))
+    sd = collect(speculative_generate(pair, turns, parse_spec("M"), GenerationConfig(16)))
+    speedup = compare(sd, ar)
+    assert sd.metrics.speedup == speedup == pytest.approx(ar.metrics.decode_s / sd.metrics.decode_s)
+    assert ar.metrics.target_forwards == 15 and ar.metrics.block_efficiency == 1.0
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"max_new_tokens": 0}, "max new tokens"),
+    ({"max_new_tokens": 100000}, "max new tokens"),
+    ({"gamma": 0}, "gamma"),
+    ({"temperature": -1}, "temperature"),
+    ({"top_p": 0}, "top-p"),
+    ({"rule": "mean"}, "rule"),
+    ({"window": -2}, "window"),
+])
+def test_bad_settings(kwargs, message):
+    with pytest.raises(InputError, match=message):
+        GenerationConfig(**kwargs)
+
+
+def test_bad_conversations(pair):
+    spec, config = parse_spec("MT"), GenerationConfig(8)
+    with pytest.raises(InputError, match="empty"):
+        collect(speculative_generate(pair, [Turn("   ")], spec, config))
+    with pytest.raises(InputError, match="empty"):
+        collect(speculative_generate(pair, [], spec, config))
+    with pytest.raises(InputError, match="no answer"):
+        collect(speculative_generate(pair, [Turn("w1"), Turn("w2")], spec, config))
+    with pytest.raises(InputError, match="context"):
+        collect(speculative_generate(pair, [Turn(" ".join(["w1"] * 600))], spec, config))
+    with pytest.raises(InputError, match="context"):
+        collect(autoregressive_generate(pair, [Turn(" ".join(["w1"] * 600))], config))

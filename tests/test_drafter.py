@@ -1,0 +1,91 @@
+"""The batched drafter: rows, one forward for K rows, and cache roll-back."""
+
+import torch
+
+from tabed.conversation import Turn, encode
+from tabed.decoding import TargetSession
+from tabed.drafter import BatchedDrafter, build_rows, image_runs, splice
+
+CPU = torch.device("cpu")
+
+
+def rows_for(pair, turns, methods, captions=None):
+    prompt = encode(pair.drafter_processor, turns, CPU, torch.float32)
+    with torch.no_grad():
+        return build_rows(pair.drafter, pair.tokenizer, prompt, methods, captions)
+
+
+def test_image_runs_and_splice():
+    ids = torch.tensor([1, 4, 4, 4, 7, 4, 4, 9])
+    runs = image_runs(ids, 4)
+    assert runs == [(1, 4), (5, 7)]
+    assert splice(ids, runs, [torch.tensor([5]), torch.tensor([6, 6])]).tolist() == [1, 5, 7, 6, 6, 9]
+
+
+def test_rows_replace_the_image_as_the_methods_say(pair, image):
+    turns = [Turn("w1 w2", [image])]
+    rows = {r.method: r for r in rows_for(pair, turns, ("M", "T", "C", "P"), captions=["w3 w4"])}
+    image_id = pair.drafter.config.image_token_id
+    newline = pair.tokenizer.convert_tokens_to_ids("\n")
+    m_images = int((rows["M"].input_ids == image_id).sum())
+    assert m_images == 16 and rows["M"].image_features.shape[0] == 16
+    assert int((rows["P"].input_ids == image_id).sum()) == 4 == rows["P"].image_features.shape[0]  # 2x2 pooled
+    assert image_id not in rows["T"].input_ids.tolist() and newline in rows["T"].input_ids.tolist()
+    assert rows["T"].image_features is None
+    caption = pair.tokenizer.encode("image: w3 w4", add_special_tokens=False)
+    c_ids = rows["C"].input_ids.tolist()
+    assert any(c_ids[i: i + len(caption)] == caption for i in range(len(c_ids)))
+    assert len(rows["T"].input_ids) == len(rows["M"].input_ids) - 16 + 1
+
+
+def test_rows_without_image_are_all_text_only(pair):
+    rows = rows_for(pair, [Turn("w1 w2")], ("M", "T", "C", "P"))
+    assert all(torch.equal(r.input_ids, rows[0].input_ids) for r in rows)
+    assert all(r.image_features is None for r in rows)
+
+
+def test_one_batched_forward_equals_separate_forwards(pair, image):
+    turns = [Turn("w1 w2 w3", [image])]
+    rows = rows_for(pair, turns, ("M", "T", "P"), captions=None)
+    assert len({len(r.input_ids) for r in rows}) == 3  # different lengths: padding is exercised
+    batched = BatchedDrafter(pair.drafter, rows)
+    alone = [BatchedDrafter(pair.drafter, [row]) for row in rows]
+    outputs = [(batched.prefill(), [a.prefill() for a in alone])]
+    for tokens in ([7], [12], [20, 21], [9]):
+        outputs.append((batched.step(tokens), [a.step(tokens) for a in alone]))
+    for together, separate in outputs:
+        assert torch.allclose(together, torch.cat(separate), atol=1e-4), (together - torch.cat(separate)).abs().max()
+
+
+def _cache_tensors(cache):
+    return [(layer.keys, layer.values) for layer in cache.layers]
+
+
+def test_drafter_rollback_equals_a_fresh_prefix(pair, image):
+    rows = rows_for(pair, [Turn("w1 w2", [image])], ("M", "T"))
+    rolled = BatchedDrafter(pair.drafter, rows)
+    rolled.prefill()
+    rolled.step([7])
+    rolled.step([12])
+    rolled.step([13])
+    rolled.rollback(2)  # keep only [7]
+    fresh = BatchedDrafter(pair.drafter, rows)
+    fresh.prefill()
+    fresh.step([7])
+    for (k1, v1), (k2, v2) in zip(_cache_tensors(rolled.cache), _cache_tensors(fresh.cache), strict=True):
+        assert k1.shape == k2.shape and torch.allclose(k1, k2, atol=1e-5) and torch.allclose(v1, v2, atol=1e-5)
+    assert torch.equal(rolled.mask, fresh.mask) and torch.equal(rolled.lengths, fresh.lengths)
+    assert torch.allclose(rolled.step([20]), fresh.step([20]), atol=1e-4)
+
+
+def test_target_rollback_equals_a_fresh_prefix(pair, image):
+    prompt = encode(pair.target_processor, [Turn("w1 w2", [image])], CPU, torch.float32)
+    rolled, fresh = TargetSession(pair.target), TargetSession(pair.target)
+    rolled.prefill(prompt)
+    rolled.forward([7, 12, 13, 14])
+    rolled.rollback(3)
+    fresh.prefill(prompt)
+    fresh.forward([7])
+    for (k1, v1), (k2, v2) in zip(_cache_tensors(rolled.cache), _cache_tensors(fresh.cache), strict=True):
+        assert k1.shape == k2.shape and torch.allclose(k1, k2, atol=1e-5) and torch.allclose(v1, v2, atol=1e-5)
+    assert torch.allclose(rolled.forward([20, 21]), fresh.forward([20, 21]), atol=1e-4)

@@ -1,0 +1,96 @@
+"""Ensemble weight rules on hand-computed histories."""
+
+import pytest
+import torch
+
+from tabed.ensemble import WeightHistory, ensemble, simplex_grid
+from tabed.errors import InputError
+
+P_A = [0.7, 0.2, 0.1]
+Q_A = [[0.6, 0.3, 0.1], [0.1, 0.2, 0.7]]  # method 1 is close to p, method 2 far
+P_B = [0.1, 0.1, 0.8]
+Q_B = [[0.5, 0.1, 0.4], [0.2, 0.1, 0.7]]  # method 2 has p's top-1, method 1 not
+
+
+def history(rule, positions, window=0):
+    h = WeightHistory(2, rule, window)
+    for p, q in positions:
+        h.add(torch.tensor([p]), torch.tensor([q]))
+    return h
+
+
+def test_grid_sizes():
+    assert simplex_grid(2).shape == (11, 2)
+    assert simplex_grid(4).shape == (286, 4)
+    assert torch.allclose(simplex_grid(4).sum(dim=1), torch.ones(286))
+
+
+@pytest.mark.parametrize("rule", ["w-grid", "kld", "tvd"])
+def test_uniform_before_any_history(rule):
+    assert WeightHistory(4, rule).weights().tolist() == [0.25] * 4
+
+
+def test_kld_rule():
+    # KL(p‖q1) = .7 ln(.7/.6) + .2 ln(.2/.3) = 0.026812;  KL(p‖q2) = .7 ln 7 + .1 ln(1/7) = 1.167546
+    w = history("kld", [(P_A, Q_A)]).weights()
+    expected = (1 / 0.026812) / (1 / 0.026812 + 1 / 1.167546)
+    assert w[0].item() == pytest.approx(expected, abs=1e-4)
+    assert w.sum().item() == pytest.approx(1.0)
+
+
+def test_tvd_rule():
+    # TV(p, q1) = 0.1, TV(p, q2) = 0.6  ->  w ∝ (10, 1.667)
+    w = history("tvd", [(P_A, Q_A)]).weights()
+    assert w.tolist() == pytest.approx([10 / 11.6667, 1.6667 / 11.6667], abs=1e-4)
+
+
+def test_w_grid_rule_one_position():
+    # top-1 of the mix is token 0 (as p's) for w1 >= 0.6; of those, w1 = 1 has the smallest KL.
+    assert history("w-grid", [(P_A, Q_A)]).weights().tolist() == pytest.approx([1.0, 0.0])
+
+
+def test_w_grid_rule_two_positions_tie_broken_by_kl():
+    # Position A matches for w1 in {0.6..1}, position B for w1 in {0..0.8}: 0.6, 0.7, 0.8 match both.
+    # Summed KL: w1=0.8 -> 0.384, 0.7 -> 0.397, 0.6 -> 0.428: 0.8 wins.
+    w = history("w-grid", [(P_A, Q_A), (P_B, Q_B)]).weights()
+    assert w.tolist() == pytest.approx([0.8, 0.2], abs=1e-6)
+
+
+def test_window_keeps_only_recent_positions():
+    # With h = 1 only position B counts: every w1 <= 0.8 matches and w1 = 0 has the smallest KL.
+    w = history("w-grid", [(P_A, Q_A), (P_B, Q_B)], window=1).weights()
+    assert w.tolist() == pytest.approx([0.0, 1.0], abs=1e-6)
+    assert len(history("kld", [(P_A, Q_A)] * 5, window=3)) == 3
+    assert len(history("kld", [(P_A, Q_A)] * 5, window=0)) == 5
+
+
+def test_ensemble_is_the_weighted_average():
+    q = torch.tensor(Q_A)
+    assert ensemble(q, torch.tensor([0.25, 0.75])).tolist() == pytest.approx([0.225, 0.225, 0.55])
+
+
+def test_bad_rule_and_window():
+    with pytest.raises(InputError, match="unknown weight rule"):
+        WeightHistory(2, "median")
+    with pytest.raises(InputError, match="window"):
+        WeightHistory(2, "kld", window=-1)
+
+
+def test_w_grid_on_a_large_vocabulary_matches_brute_force():
+    """The reduced-support computation gives the full-vocabulary top-1 matches for every candidate."""
+    generator = torch.Generator().manual_seed(0)
+    vocab, positions = 3000, 12
+    p = torch.softmax(torch.randn(positions, vocab, generator=generator) * 4, dim=-1)
+    q = torch.softmax(torch.randn(positions, 4, vocab, generator=generator) * 4, dim=-1)
+    q[:6, 0] = p[:6]  # method 1 is right on half the positions
+    h = WeightHistory(4, "w-grid")
+    stats = h._grid_stats(p, q)
+    grid = simplex_grid(4)
+    for i in range(positions):
+        mixed = grid @ q[i]
+        brute_match = (mixed.argmax(dim=-1) == p[i].argmax()).float()
+        assert torch.equal(stats[i, :, 0], brute_match)
+        brute_kl = (torch.xlogy(p[i], p[i]) - p[i] * torch.log(mixed)).sum(dim=-1)
+        assert torch.all(stats[i, :, 1] <= brute_kl + 1e-4)  # a lower bound, equal without a tail
+    h.add(p, q)
+    assert h.weights()[0] >= 0.5

@@ -1,0 +1,99 @@
+"""Loading pairs from folders, presets, and the errors a user meets."""
+
+import pytest
+import torch
+from PIL import Image
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from conftest import SIZE, WORDS
+from tabed.conversation import load_image, to_rgb
+from tabed.errors import InputError, ModelLoadError, VocabularyMismatchError
+from tabed.factory import llava_processor, random_llava, word_tokenizer
+from tabed.models import PRESETS, default_preset, load_pair, load_preset
+from tabed.spec import parse_spec
+
+
+@pytest.fixture(scope="module")
+def folders(pair_dirs):
+    root = pair_dirs
+    other = word_tokenizer([f"x{i}" for i in range(40)])
+    random_llava(SIZE, other).save_pretrained(root / "foreign")
+    llava_processor(other, SIZE.image_size, SIZE.patch_size).save_pretrained(root / "foreign")
+    tokenizer = word_tokenizer(WORDS)
+    text_only = LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32,
+                                             num_hidden_layers=1, num_attention_heads=2))
+    text_only.save_pretrained(root / "text-only")
+    tokenizer.save_pretrained(root / "text-only")
+    return root
+
+
+def test_load_a_local_pair(folders):
+    lines = []
+    pair = load_pair(str(folders / "target"), str(folders / "drafter"), progress=lines.append)
+    assert pair.device == torch.device("cpu") and pair.dtype == torch.float32
+    assert pair.vocab_size == len(pair.tokenizer) and pair.eos_token_ids == {pair.tokenizer.eos_token_id}
+    assert type(pair.target).__name__ == "LlavaForConditionalGeneration"
+    assert any("target" in line for line in lines) and lines[-1] == "models ready"
+
+
+def test_missing_folder(folders):
+    with pytest.raises(ModelLoadError, match="drafter folder not found"):
+        load_pair(str(folders / "target"), str(folders / "nowhere"))
+
+
+def test_different_vocabularies_are_refused(folders):
+    with pytest.raises(VocabularyMismatchError, match="do not share a vocabulary"):
+        load_pair(str(folders / "target"), str(folders / "foreign"))
+
+
+def test_text_only_model_is_refused(folders):
+    with pytest.raises(ModelLoadError, match="not an image-text-to-text model"):
+        load_pair(str(folders / "text-only"), str(folders / "drafter"))
+
+
+def test_unknown_hub_id_offline():
+    with pytest.raises(ModelLoadError, match="cannot load the target"):
+        load_pair("no-such-owner/no-such-model", "no-such-owner/other")
+
+
+def test_presets(monkeypatch):
+    monkeypatch.delenv("TABED_PRESET", raising=False)
+    assert default_preset() == "teaching"
+    monkeypatch.setenv("TABED_PRESET", "llava-1.5-7b")
+    assert default_preset() == "llava-1.5-7b"
+    assert PRESETS["llava-1.5-7b"].target == "llava-hf/llava-1.5-7b-hf"
+    assert PRESETS["llava-1.5-7b"].drafter == "mjbooo/lvlm68m"
+    monkeypatch.setenv("TABED_PRESET", "llava-9000")
+    with pytest.raises(ModelLoadError, match="not a preset"):
+        default_preset()
+    with pytest.raises(ModelLoadError, match="unknown preset"):
+        load_preset("nope")
+
+
+@pytest.mark.parametrize("text", ["", "X", "MM", "tabed-M", "tabed-", "MTQ"])
+def test_bad_specs(text):
+    with pytest.raises(InputError):
+        parse_spec(text)
+
+
+def test_specs():
+    assert parse_spec("tm").name == "MT" and parse_spec("tm").mode == "static"
+    assert parse_spec("TABED-pcmt").name == "tabed-MTCP" and parse_spec("tabed-MT").mode == "tabed"
+    assert parse_spec("C").mode == "single"
+
+
+def test_image_loading(tmp_path):
+    with pytest.raises(InputError, match="not found"):
+        load_image(tmp_path / "missing.png")
+    broken = tmp_path / "broken.png"
+    broken.write_bytes(b"\x89PNG\r\n\x1a\n not really a png")
+    with pytest.raises(InputError, match="cannot read image"):
+        load_image(broken)
+    Image.new("RGBA", (8, 8), (255, 0, 0, 0)).save(tmp_path / "clear.png")
+    assert load_image(tmp_path / "clear.png").getpixel((0, 0)) == (255, 255, 255)
+
+
+@pytest.mark.parametrize("mode", ["RGBA", "LA", "L", "P", "I;16", "I", "F", "1", "CMYK"])
+def test_every_image_mode_becomes_rgb(mode):
+    image = to_rgb(Image.new(mode, (5, 4)))
+    assert image.mode == "RGB" and image.size == (5, 4)
