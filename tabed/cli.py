@@ -86,14 +86,14 @@ def generate(args) -> dict:
         warm_up(pair)
         ar = collect(autoregressive_generate(pair, turns, config))
     result = collect(speculative_generate(pair, turns, spec, config))
+    if args.compare_ar:
+        compare(result, ar)
     report = result.to_dict()
     report["pair"] = pair.name
     report["device"] = str(pair.device)
     report["dtype"] = str(pair.dtype).removeprefix("torch.")
     report["turns"] = [{"prompt": t.text, "images": len(t.images), "answer": t.answer} for t in turns]
     if args.compare_ar:
-        compare(result, ar)
-        report["metrics"] = result.to_dict()["metrics"]
         report["ar"] = {
             "token_ids": ar.token_ids,
             "text": ar.text,

@@ -145,11 +145,13 @@ def _load_config(name: str, role: str):
     return config
 
 
-def _load_processor(name: str, role: str):
+def _load_processor(name: str):
+    """The repo's multimodal processor, or None when it ships none (or only a tokenizer)."""
     try:
-        return AutoProcessor.from_pretrained(name)
+        processor = AutoProcessor.from_pretrained(name)
     except (OSError, ValueError, TypeError):
         return None
+    return processor if hasattr(processor, "image_processor") and hasattr(processor, "tokenizer") else None
 
 
 def check_vocabularies(target_processor, drafter_processor, target_name: str, drafter_name: str) -> None:
@@ -187,10 +189,10 @@ def load_pair(
     for role, src in sources.items():
         _load_config(src, role)
     say("loading processors")
-    target_processor = _load_processor(sources["target"], "target")
+    target_processor = _load_processor(sources["target"])
     if target_processor is None:
         raise ModelLoadError(f"the target {target!r} has no processor (tokenizer + image processor)")
-    drafter_processor = _load_processor(sources["drafter"], "drafter") or target_processor
+    drafter_processor = _load_processor(sources["drafter"]) or target_processor
     check_vocabularies(target_processor, drafter_processor, target, drafter)
     models = {}
     for role, src in sources.items():
