@@ -47,7 +47,8 @@ def word_tokenizer(words: list[str]) -> PreTrainedTokenizerFast:
     ])
     core.decoder = decoders.WordPiece(prefix="##")
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=core, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
+        tokenizer_object=core, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
+        extra_special_tokens={"image_token": "<image>"},
     )
     tokenizer.add_tokens(["\n"])
     tokenizer.add_special_tokens({"additional_special_tokens": ["<image>"]})
