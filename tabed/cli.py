@@ -58,12 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _load(args):
+def _load(args, quiet: bool = False):
     if (args.target is None) != (args.drafter is None):
         raise TabedError("give both --target and --drafter, or a --preset")
     if args.target and args.preset:
         raise TabedError("give either --preset or --target/--drafter, not both")
-    progress = None if getattr(args, "json", False) else (lambda line: print(f"[tabed] {line}", file=sys.stderr))
+    progress = None if quiet else (lambda line: print(f"[tabed] {line}", file=sys.stderr))
     if args.target:
         return load_pair(args.target, args.drafter, device=args.device, dtype=args.dtype, progress=progress)
     return load_preset(args.preset, device=args.device, dtype=args.dtype, progress=progress)
@@ -76,7 +76,7 @@ def generate(args) -> dict:
         gamma=args.gamma, rule=args.rule, window=args.window,
     )
     images = [load_image(args.image)] if args.image else []
-    pair = _load(args)
+    pair = _load(args, quiet=args.json)
     turns: list[Turn] = []
     for index, prompt in enumerate(args.prompt):  # earlier turns are answered by the same decoder
         if turns:
