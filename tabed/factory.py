@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import (
     CLIPVisionConfig,
     LlamaConfig,
@@ -52,6 +52,33 @@ def word_tokenizer(words: list[str]) -> PreTrainedTokenizerFast:
     )
     tokenizer.add_tokens(["\n"])
     tokenizer.add_special_tokens({"additional_special_tokens": ["<image>"]})
+    return tokenizer
+
+
+def bpe_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
+    """A Llama-style BPE tokenizer trained on `texts`: words keep a leading "▁", digits split one
+    by one (so numbers are read and written digit by digit), punctuation stands alone, and every
+    sequence starts with <s>."""
+    core = Tokenizer(models.BPE(unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always"),
+        pre_tokenizers.Punctuation(),
+        pre_tokenizers.Digits(individual_digits=True),
+    ])
+    core.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False, min_frequency=2,
+        initial_alphabet=list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,:;!?'-▁"),
+    )
+    core.train_from_iterator(texts, trainer=trainer)
+    core.post_processor = processors.TemplateProcessing(
+        single="<s> $A", pair="<s> $A $B", special_tokens=[("<s>", core.token_to_id("<s>"))]
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
+        extra_special_tokens={"image_token": "<image>"},
+    )
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<image>", "\n"]})
     return tokenizer
 
 

@@ -1,0 +1,401 @@
+"""Training the bundled teaching pair on the procedural world of `tabed.world`.
+
+    python -m tabed.teaching train      # tokenizer, target, drafter -> assets/models (resumable)
+    python -m tabed.teaching eval       # accuracy and block efficiency on held-out splits
+    python -m tabed.teaching examples   # the app's example pictures and prompts -> assets/examples
+
+Both models are LLaVA (CLIP vision tower, projector, Llama) sharing one BPE tokenizer, saved with
+`save_pretrained` so that the loader for `llava-hf/llava-1.5-7b-hf` loads them unchanged. Training
+data is drawn on the fly from a seeded stream: batch `s` is the same on every run, so a run resumed
+from a checkpoint continues exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from . import world
+from .conversation import Turn, chat_messages
+from .factory import LlavaSize, bpe_tokenizer, llava_processor, random_llava
+
+TOKENIZER_SEED = 0  # the tokenizer is trained on the first dialogues of the training stream
+TOKENIZER_DIALOGUES = 20_000
+VOCAB_SIZE = 1024
+EVAL_SEED = 1  # held-out splits; training uses `Recipe.seed` (different)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Everything that decides what one training run produces."""
+
+    size: LlavaSize
+    steps: int
+    batch_size: int
+    lr: float
+    warmup: int = 100
+    seed: int = 1234
+    weight_decay: float = 0.05
+
+
+IMAGE = dict(image_size=64, patch_size=8, context=1024)
+RECIPES = {
+    "target": Recipe(
+        LlavaSize(text_layers=6, text_width=384, text_heads=6, vision_layers=4, vision_width=192, vision_heads=3,
+                  **IMAGE),
+        steps=1800, batch_size=32, lr=1e-3,
+    ),
+    "drafter": Recipe(
+        LlavaSize(text_layers=2, text_width=128, text_heads=2, vision_layers=2, vision_width=96, vision_heads=2,
+                  **IMAGE),
+        steps=1200, batch_size=32, lr=2e-3, seed=4321,
+    ),
+    # seconds, for the smoke test
+    "micro": Recipe(
+        LlavaSize(text_layers=1, text_width=32, text_heads=2, vision_layers=1, vision_width=16, vision_heads=2,
+                  image_size=32, patch_size=8, context=512),
+        steps=4, batch_size=4, lr=1e-3, warmup=2,
+    ),
+}
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- data
+
+
+def build_tokenizer(dialogues: int = TOKENIZER_DIALOGUES):
+    return bpe_tokenizer(world.corpus(TOKENIZER_SEED, dialogues), VOCAB_SIZE)
+
+
+def dialogue_turns(dialogue: world.Dialogue, answered: int, size: int = world.CANVAS) -> list[Turn]:
+    """The first `answered` exchanges with their answers, then the next question (if any) open."""
+    image = dialogue.image(size)
+    turns = []
+    for i, exchange in enumerate(dialogue.exchanges[: answered + 1]):
+        images = [image] if i == 0 and image is not None else []
+        turns.append(Turn(exchange.question, images, exchange.answer if i < answered else None))
+    return turns
+
+
+def encode_dialogue(processor, dialogue: world.Dialogue) -> tuple[list[int], list[int]]:
+    """Token ids of the whole conversation and labels that train on the answers (and their </s>) only.
+
+    Each answer's span is found from the encoding of the conversation up to its question, so the
+    prompt format is exactly the one the processor's chat template gives at inference time."""
+    tokenizer = processor.tokenizer
+    image_id = tokenizer.convert_tokens_to_ids("<image>")
+    messages = chat_messages([Turn(e.question, [None] if i == 0 and dialogue.scene else [], e.answer)
+                              for i, e in enumerate(dialogue.exchanges)])
+
+    def ids(count: int, open_question: bool) -> list[int]:
+        shown = messages[: 2 * count + (1 if open_question else 0)]
+        text = processor.apply_chat_template(shown, add_generation_prompt=open_question, tokenize=False)
+        return tokenizer(text)["input_ids"]
+
+    full = ids(len(dialogue.exchanges), False)
+    labels = [-100] * len(full)
+    for i in range(len(dialogue.exchanges)):
+        start, end = len(ids(i, True)), len(ids(i + 1, False))
+        if full[:end] != ids(i + 1, False):
+            raise ValueError("the chat template does not encode a conversation as a prefix of its continuation")
+        labels[start:end] = full[start:end]
+    expanded_ids, expanded_labels = [], []
+    for token, label in zip(full, labels, strict=True):
+        repeat = image_tokens(processor) if token == image_id else 1
+        expanded_ids += [token] * repeat
+        expanded_labels += [label] * repeat
+    return expanded_ids, expanded_labels
+
+
+def image_tokens(processor) -> int:
+    size = processor.image_processor.crop_size["height"]
+    return (size // processor.patch_size) ** 2 + processor.num_additional_image_tokens - 1
+
+
+def training_batch(processor, seed: int, step: int, batch_size: int) -> dict[str, torch.Tensor]:
+    """Batch `step` of the stream: right-padded ids, answer-only labels, pixel values of the pictures."""
+    dialogues = [world.training_dialogue(seed, step * batch_size + i) for i in range(batch_size)]
+    encoded = [encode_dialogue(processor, d) for d in dialogues]
+    length = max(len(ids) for ids, _ in encoded)
+    pad = processor.tokenizer.pad_token_id
+    input_ids = torch.full((batch_size, length), pad, dtype=torch.long)
+    labels = torch.full((batch_size, length), -100, dtype=torch.long)
+    mask = torch.zeros((batch_size, length), dtype=torch.long)
+    for row, (ids, labs) in enumerate(encoded):
+        input_ids[row, : len(ids)] = torch.tensor(ids)
+        labels[row, : len(ids)] = torch.tensor(labs)
+        mask[row, : len(ids)] = 1
+    batch = {"input_ids": input_ids, "attention_mask": mask, "labels": labels}
+    images = [d.image() for d in dialogues if d.scene is not None]
+    if images:
+        batch["pixel_values"] = processor.image_processor(images, return_tensors="pt")["pixel_values"]
+    return batch
+
+
+# ---------------------------------------------------------------- training
+
+
+def learning_rate(recipe: Recipe, step: int) -> float:
+    """Linear warm-up, then cosine decay to a tenth."""
+    if step < recipe.warmup:
+        return recipe.lr * (step + 1) / recipe.warmup
+    progress = (step - recipe.warmup) / max(1, recipe.steps - recipe.warmup)
+    return recipe.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+
+
+def _optimizer(model, recipe: Recipe) -> torch.optim.Optimizer:
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": recipe.weight_decay}, {"params": rest, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=recipe.lr, betas=(0.9, 0.98))
+
+
+def train(role: str, processor, work: Path, recipe: Recipe | None = None, restart: bool = False,
+          until: int | None = None, log_every: int = 20, save_every: int = 100):
+    """Train one model of the pair, checkpointing to `work/<role>.pt`; returns the model in eval mode.
+
+    `until` stops early at that step (checkpoint kept), to split a long run into several sittings."""
+    recipe = recipe or RECIPES[role]
+    work.mkdir(parents=True, exist_ok=True)
+    checkpoint = work / f"{role}.pt"
+    model = random_llava(recipe.size, processor.tokenizer, seed=recipe.seed)
+    optimizer = _optimizer(model, recipe)
+    step = 0
+    if checkpoint.exists() and not restart:
+        state = torch.load(checkpoint, weights_only=False)
+        if state["recipe"] != asdict(recipe):
+            raise SystemExit(f"{checkpoint} was made with another recipe; pass --restart to start over")
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        step = state["step"]
+        log(f"[{role}] resuming from step {step}/{recipe.steps}")
+    params = sum(p.numel() for p in model.parameters())
+    log(f"[{role}] {params / 1e6:.1f}M parameters, {recipe.steps} steps of {recipe.batch_size} dialogues")
+    model.train()
+    start, tokens, losses = time.perf_counter(), 0, []
+    first = step
+    last = min(recipe.steps, until or recipe.steps)
+    while step < last:
+        batch = training_batch(processor, recipe.seed, step, recipe.batch_size)
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(recipe, step)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(**batch).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+        tokens += int(batch["attention_mask"].sum())
+        losses.append(float(loss.detach()))
+        if step % log_every == 0 or step == last:
+            elapsed = time.perf_counter() - start
+            eta = elapsed / (step - first) * (last - step)
+            log(f"[{role}] step {step}/{recipe.steps}  loss {sum(losses) / len(losses):.4f}  "
+                f"lr {learning_rate(recipe, step - 1):.2e}  {tokens / elapsed:.0f} tok/s  "
+                f"elapsed {elapsed / 60:.1f} min  eta {eta / 60:.1f} min")
+            losses = []
+        if step % save_every == 0 or step == last:
+            state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
+                     "recipe": asdict(recipe)}
+            torch.save(state, checkpoint.with_suffix(".tmp"))
+            checkpoint.with_suffix(".tmp").replace(checkpoint)
+    return model.eval()
+
+
+def export(model, processor, folder: Path) -> None:
+    """Save in half precision (what ships in assets/), with the processor and chat template."""
+    folder.mkdir(parents=True, exist_ok=True)
+    model.to(torch.float16).save_pretrained(folder)
+    model.to(torch.float32)
+    processor.save_pretrained(folder)
+
+
+def load_or_build_tokenizer(work: Path):
+    folder = work / "tokenizer"
+    if (folder / "tokenizer.json").exists():
+        from transformers import PreTrainedTokenizerFast
+
+        return PreTrainedTokenizerFast.from_pretrained(folder)
+    tokenizer = build_tokenizer()
+    tokenizer.save_pretrained(folder)
+    return tokenizer
+
+
+def train_command(args) -> int:
+    torch.set_num_threads(args.threads) if args.threads else None
+    work, out = Path(args.work), Path(args.out)
+    roles = ["target", "drafter"] if args.role == "both" else [args.role]
+    tokenizer = load_or_build_tokenizer(work)
+    for role in roles:
+        recipe = RECIPES["micro" if args.micro else role]
+        if args.steps:
+            recipe = Recipe(**{**recipe.__dict__, "steps": args.steps})
+        processor = llava_processor(tokenizer, recipe.size.image_size, recipe.size.patch_size)
+        started = time.perf_counter()
+        model = train(role, processor, work, recipe, restart=args.restart, until=args.until)
+        if args.until and args.until < recipe.steps:
+            log(f"[{role}] stopped at step {args.until}; run the same command without --until to go on")
+            return 0
+        export(model, processor, out / role)
+        log(f"[{role}] saved to {out / role} ({(time.perf_counter() - started) / 60:.1f} min)")
+    return 0
+
+
+# ---------------------------------------------------------------- evaluation
+
+
+def answer(model, processor, dialogue: world.Dialogue, max_new_tokens: int = 80) -> str:
+    """Greedy answer of one model alone to the last question of a dialogue."""
+    turns = dialogue_turns(dialogue, len(dialogue.exchanges) - 1)
+    text = processor.apply_chat_template(chat_messages(turns), add_generation_prompt=True, tokenize=False)
+    images = [image for turn in turns for image in turn.images]
+    inputs = processor(images=images or None, text=text, return_tensors="pt")
+    with torch.inference_mode():
+        out = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False,
+                             pad_token_id=processor.tokenizer.pad_token_id)
+    return processor.tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True).strip()
+
+
+def accuracy(model, processor, dialogues: list[world.Dialogue]) -> float:
+    """Share of dialogues whose last answer is exactly the world's answer."""
+    scored = [d for d in dialogues if d.exchanges[-1].answer is not None]
+    right = sum(answer(model, processor, d) == d.exchanges[-1].answer for d in scored)
+    return right / len(scored) if scored else float("nan")
+
+
+def block_efficiency(pair, dialogues: list[world.Dialogue], spec_name: str, gamma: int = 5,
+                     max_new_tokens: int = 80) -> float:
+    """Tokens per target forward over a split (pooled), greedy, with the engine's speculative loop."""
+    from .decoding import GenerationConfig, collect, speculative_generate
+    from .spec import parse_spec
+
+    spec, config = parse_spec(spec_name), GenerationConfig(max_new_tokens=max_new_tokens, gamma=gamma)
+    emitted = forwards = 0
+    for dialogue in dialogues:
+        turns = dialogue_turns(dialogue, len(dialogue.exchanges) - 1)
+        result = collect(speculative_generate(pair, turns, spec, config))
+        emitted += result.metrics.new_tokens - 1
+        forwards += result.metrics.target_forwards
+    return emitted / forwards if forwards else 0.0
+
+
+def step_costs(pair, steps: int = 24, rounds: int = 3) -> dict[str, float]:
+    """Milliseconds of one decoding step: the target alone, the drafter with 1 (M) and 2 (M, T) rows."""
+    import statistics
+
+    from .conversation import encode
+    from .decoding import Clock, TargetSession
+    from .overhead import draft_step_seconds
+
+    turns = dialogue_turns(world.split("image", EVAL_SEED, 1)[0], 0)
+    clock = Clock(pair.device)
+    samples: dict[str, list[float]] = {"target_ms": [], "drafter_ms": [], "drafter_k2_ms": []}
+    for _ in range(rounds):
+        session = TargetSession(pair.target)
+        session.prefill(encode(pair.target_processor, turns, pair.device, pair.dtype))
+        times = []
+        for _ in range(steps):
+            start = clock.now()
+            session.forward([5])
+            times.append(clock.now() - start)
+        samples["target_ms"].append(statistics.median(times[2:]) * 1e3)
+        samples["drafter_ms"].append(draft_step_seconds(pair, turns, ("M",), steps) * 1e3)
+        samples["drafter_k2_ms"].append(draft_step_seconds(pair, turns, ("M", "T"), steps) * 1e3)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def eval_command(args) -> int:
+    from .models import load_pair
+
+    torch.set_num_threads(args.threads) if args.threads else None
+    folder = Path(args.models)
+    pair = load_pair(str(folder / "target"), str(folder / "drafter"), device="cpu", dtype="float32", name="teaching")
+    splits = {s: world.split(s, EVAL_SEED, args.cases) for s in world.SCENARIOS}
+    report: dict = {"cases_per_scenario": args.cases, "threads": torch.get_num_threads(),
+                    "step_costs": step_costs(pair), "accuracy": {}, "block_efficiency": {}}
+    log(f"cost per step: {report['step_costs']}")
+    for role, model, processor in (("target", pair.target, pair.target_processor),
+                                   ("drafter", pair.drafter, pair.drafter_processor)):
+        report["accuracy"][role] = {s: accuracy(model, processor, d) for s, d in splits.items() if s != "odd"}
+        log(f"accuracy of the {role}: {report['accuracy'][role]}")
+    for scenario, dialogues in splits.items():
+        row = {spec: block_efficiency(pair, dialogues, spec) for spec in args.drafting.split(",")}
+        report["block_efficiency"][scenario] = row
+        log(f"block efficiency, {scenario}: " + ", ".join(f"{k} {v:.2f}" for k, v in row.items()))
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+# Pictures and prompts for the app's examples and the tests: one per scenario, all in-world but the last.
+EXAMPLES = (
+    ("chart.png", world.ChartScene((3, 8, 5), ("blue", "orange", "green"), seed=7),
+     "Which bar is the highest?", "Add 5 to that number.", "image"),
+    ("shapes.png", world.ShapesScene((world.Shape("star", "red", "top left"),
+                                      world.Shape("circle", "blue", "bottom right")), "white", seed=3),
+     "Describe the image.", "How many shapes are there?", "image"),
+    ("text.png", world.TextScene("tiger", "blue", "white", seed=5), "What does the text say?",
+     "How do you spell tiger?", "image"),
+    ("shapes.png", None, "What is the capital of Japan?", "Summarise your answer in a few words.", "text"),
+    (None, None, "Continue the list: Monday, Tuesday, Wednesday.", "What is 7 plus 5?", "text"),
+    ("texture.png", world.OddScene("texture", seed=11), "Describe the image.", "What is the capital of Peru?",
+     "odd"),
+)
+
+
+def examples_command(args) -> int:
+    """Write the example pictures and `examples.json` (image, prompt, follow-up, scenario)."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for image, scene, prompt, follow_up, scenario in EXAMPLES:
+        if scene is not None:
+            world.render(scene, args.size).save(out / image)
+        rows.append({"image": image, "prompt": prompt, "follow_up": follow_up, "scenario": scenario})
+    (out / "examples.json").write_text(json.dumps(rows, indent=2) + "\n")
+    log(f"wrote {len(rows)} examples to {out}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m tabed.teaching", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train", help="train the tokenizer, the target and the drafter")
+    t.add_argument("--role", choices=["both", "target", "drafter"], default="both")
+    t.add_argument("--work", default="runs/teaching", help="checkpoints and tokenizer (default: runs/teaching)")
+    t.add_argument("--out", default="assets/models", help="where the trained models go (default: assets/models)")
+    t.add_argument("--steps", type=int, help="override the recipe's number of steps")
+    t.add_argument("--restart", action="store_true", help="ignore an existing checkpoint")
+    t.add_argument("--until", type=int, help="stop at this step, keeping the checkpoint (resume later)")
+    t.add_argument("--micro", action="store_true", help="a tiny recipe that runs in seconds (smoke test)")
+    t.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
+    e = sub.add_parser("eval", help="accuracy and block efficiency on held-out splits")
+    e.add_argument("--models", default="assets/models")
+    e.add_argument("--cases", type=int, default=50, help="dialogues per scenario (default: 50)")
+    e.add_argument("--drafting", default="M,T,MT,tabed-MT")
+    e.add_argument("--threads", type=int)
+    x = sub.add_parser("examples", help="write the example pictures and prompts used by the app")
+    x.add_argument("--out", default="assets/examples")
+    x.add_argument("--size", type=int, default=256, help="picture size in pixels (default: 256)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    commands = {"train": train_command, "eval": eval_command, "examples": examples_command}
+    return commands[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""Training the teaching pair: the data encoding, the schedule, resuming, and the training command."""
+
+import json
+
+import pytest
+import torch
+
+from tabed import teaching, world
+from tabed.conversation import chat_messages
+from tabed.factory import llava_processor
+from tabed.models import load_pair
+
+MICRO = teaching.RECIPES["micro"]
+
+
+@pytest.fixture(scope="module")
+def world_processor():
+    tokenizer = teaching.build_tokenizer(dialogues=2000)
+    return llava_processor(tokenizer, MICRO.size.image_size, MICRO.size.patch_size)
+
+
+def test_tokenizer_keeps_world_words_whole_and_reads_digits_one_by_one(world_processor):
+    tokenizer = world_processor.tokenizer
+    tokens = tokenizer.tokenize("USER: What is the capital of France? ASSISTANT: The capital of France is Paris.")
+    assert "▁Paris" in tokens and "▁ASSISTANT" in tokens
+    assert tokenizer.tokenize("17") == ["▁", "1", "7"]
+    text = "The highest bar is bar C, the green one, with a value of 8."
+    assert tokenizer.decode(tokenizer(text, add_special_tokens=False)["input_ids"]) == text
+    assert tokenizer.convert_tokens_to_ids("<image>") != tokenizer.unk_token_id
+
+
+def test_encoding_matches_the_processor_and_trains_on_answers_only(world_processor):
+    tokenizer = world_processor.tokenizer
+    for index in range(40):
+        dialogue = world.training_dialogue(0, index)
+        ids, labels = teaching.encode_dialogue(world_processor, dialogue)
+        turns = teaching.dialogue_turns(dialogue, len(dialogue.exchanges))
+        text = world_processor.apply_chat_template(chat_messages(turns), tokenize=False)
+        images = [image for turn in turns for image in turn.images]
+        expected = world_processor(text=text, images=images or None, return_tensors="pt")["input_ids"][0].tolist()
+        assert ids == expected
+        trained = [label for label in labels if label != -100]
+        answers = "</s>".join(e.answer for e in dialogue.exchanges) + "</s>"
+        assert tokenizer.decode(trained).replace(" ", "") == answers.replace(" ", "")
+
+
+def test_learning_rate_warms_up_then_decays_to_a_tenth():
+    recipe = teaching.Recipe(MICRO.size, steps=100, batch_size=1, lr=1e-3, warmup=10)
+    assert teaching.learning_rate(recipe, 0) == pytest.approx(1e-4)
+    assert teaching.learning_rate(recipe, 9) == pytest.approx(1e-3)
+    assert teaching.learning_rate(recipe, 99) == pytest.approx(1e-4, rel=0.01)
+    rates = [teaching.learning_rate(recipe, s) for s in range(10, 100)]
+    assert rates == sorted(rates, reverse=True)
+
+
+def test_training_resumed_from_a_checkpoint_ends_where_one_run_ends(world_processor, tmp_path):
+    straight = teaching.train("drafter", world_processor, tmp_path / "a", MICRO)
+    teaching.train("drafter", world_processor, tmp_path / "b", MICRO, until=2)
+    assert torch.load(tmp_path / "b" / "drafter.pt", weights_only=False)["step"] == 2
+    resumed = teaching.train("drafter", world_processor, tmp_path / "b", MICRO)
+    for (name, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items(), strict=True):
+        assert torch.allclose(a, b, atol=1e-6), name
+
+
+def test_a_changed_recipe_does_not_resume_silently(world_processor, tmp_path):
+    teaching.train("drafter", world_processor, tmp_path, MICRO)
+    other = teaching.Recipe(**{**MICRO.__dict__, "lr": 5e-4})
+    with pytest.raises(SystemExit, match="another recipe"):
+        teaching.train("drafter", world_processor, tmp_path, other)
+
+
+def test_train_command_writes_a_pair_the_loader_loads(tmp_path, capsys):
+    out = tmp_path / "models"
+    assert teaching.main(["train", "--micro", "--work", str(tmp_path / "work"), "--out", str(out)]) == 0
+    assert "step 4/4" in capsys.readouterr().err
+    pair = load_pair(str(out / "target"), str(out / "drafter"), device="cpu", dtype="float32", name="micro")
+    assert pair.target.config.text_config.num_hidden_layers == MICRO.size.text_layers
+    assert (out / "target" / "model.safetensors").exists()
+    dialogue = world.split("image", 1, 1)[0]
+    assert isinstance(teaching.answer(pair.target, pair.target_processor, dialogue, max_new_tokens=4), str)
+
+
+def test_examples_command_writes_pictures_and_prompts(tmp_path):
+    assert teaching.main(["examples", "--out", str(tmp_path), "--size", "96"]) == 0
+    rows = json.loads((tmp_path / "examples.json").read_text())
+    assert {row["scenario"] for row in rows} == {"image", "text", "odd"}
+    for row in rows:
+        assert row["image"] is None or (tmp_path / row["image"]).exists()
