@@ -463,7 +463,7 @@ def training_dialogue(seed: int, index: int) -> Dialogue:
     """Dialogue `index` of the training stream named by `seed`: 1 to 3 turns, in-world pictures."""
     rng = _dialogue_rng(seed, index)
     scene = random_scene(rng) if rng.random() < 0.8 else None
-    if scene is not None and rng.random() < 0.65:
+    if scene is not None and rng.random() < 0.75:
         first = image_question(scene, rng)
     else:
         first = text_question(rng)

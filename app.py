@@ -1,0 +1,430 @@
+"""TABED demo: speculative decoding for vision-language models with a test-time adaptive ensemble.
+
+    python app.py            # the bundled teaching pair on CPU, or $TABED_PRESET on a GPU
+
+The page streams TABED's answer block by block (accepted, rejected, corrected and bonus tokens),
+the ensemble weights, and then the same answer from plain autoregressive decoding with the speed of
+both. Decoding runs in a background thread (tabed.runner); this file only lays out and renders.
+"""
+
+from __future__ import annotations
+
+try:  # ZeroGPU: `spaces` must be imported before anything touches CUDA; elsewhere GPU() is a no-op
+    import spaces
+
+    GPU = spaces.GPU
+except ImportError:
+    def GPU(function=None, **_kwargs):
+        return function if function is not None else (lambda f: f)
+
+import json
+import os
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import gradio as gr
+import torch
+
+from tabed import render
+from tabed.conversation import Turn, load_image
+from tabed.decoding import GenerationConfig, warm_up
+from tabed.errors import InputError, TabedError
+from tabed.events import BlockEvent, Finished, GenerationResult, Started, TokenEvent
+from tabed.models import PRESETS, ModelPair, default_preset, load_preset
+from tabed.runner import AUTOREGRESSIVE, SPECULATIVE, ComparisonWorker, Done, Failure, PhaseEvent
+from tabed.spec import METHOD_NAMES, RULES, DraftingSpec
+
+ROOT = Path(__file__).resolve().parent
+EXAMPLES = ROOT / "assets" / "examples"
+HTML_EVERY_S = 0.1  # token stream and status
+PLOT_EVERY_S = 0.75  # plotly figures and tables are resent whole: keep them rare (Stop stays responsive)
+MAX_NEW_TOKENS = 512
+MODES = ["TABED (adaptive weights)", "static ensemble (uniform)", "single method"]
+
+# ---------------------------------------------------------------- the model pair, loaded once
+
+
+class PairCache:
+    """One loaded pair at a time (memory); loading another preset replaces it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.name: str | None = None
+        self.pair: ModelPair | None = None
+
+    def get(self, name: str) -> ModelPair:
+        with self.lock:
+            if self.name != name:
+                self.pair, self.name = None, None
+                pair = load_preset(name)
+                warm_up(pair)
+                self.pair, self.name = pair, name
+            return self.pair
+
+    def loaded(self, name: str) -> bool:
+        return self.name == name
+
+
+PAIRS = PairCache()
+
+
+def preset_choices() -> list[tuple[str, str]]:
+    return [(f"{name}: {preset.description}", name) for name, preset in PRESETS.items()]
+
+
+# ---------------------------------------------------------------- conversation state
+
+
+@dataclass
+class Conversation:
+    """What a browser session keeps between runs: the turns so far and the last run for export."""
+
+    image: str | None = None
+    turns: list[tuple[str, str]] = field(default_factory=list)  # (prompt, answer) of finished turns
+    last_run: dict | None = None
+    frames: dict[str, list[tuple[float, str]]] = field(default_factory=dict)  # replay pace per side
+
+
+def chat_history(conversation: Conversation) -> list[dict]:
+    messages = []
+    for i, (prompt, answer) in enumerate(conversation.turns):
+        shown = ("\U0001f5bc\ufe0f " if i == 0 and conversation.image else "") + prompt
+        messages += [{"role": "user", "content": shown}, {"role": "assistant", "content": answer}]
+    return messages
+
+
+def build_turns(conversation: Conversation, prompt: str) -> list[Turn]:
+    images = [load_image(conversation.image)] if conversation.image else []
+    turns = [Turn(p, images if i == 0 else [], a) for i, (p, a) in enumerate(conversation.turns)]
+    turns.append(Turn(prompt, images if not turns else []))
+    return turns
+
+
+def drafting_spec(methods: list[str], mode: str) -> DraftingSpec:
+    chosen = tuple(m for m in METHOD_NAMES if m in (methods or []))
+    if not chosen:
+        raise InputError("tick at least one drafting method (M, T, C or P)")
+    if mode == MODES[2]:
+        if len(chosen) != 1:
+            raise InputError(f"single-method drafting uses one method; {len(chosen)} are ticked")
+        return DraftingSpec(chosen)
+    if len(chosen) < 2:
+        raise InputError("an ensemble needs at least two methods: tick another, or choose 'single method'")
+    return DraftingSpec(chosen, dynamic=mode == MODES[0])
+
+
+# ---------------------------------------------------------------- one run, streamed
+
+
+@dataclass
+class RunView:
+    """Everything the page shows about one run, updated from engine events."""
+
+    pair: ModelPair
+    spec: DraftingSpec
+    gamma: int
+    tabed: render.TokenStream
+    plain: render.TokenStream
+    blocks: list[BlockEvent] = field(default_factory=list)
+    results: dict[str, GenerationResult] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    phase: str = SPECULATIVE
+    error: str | None = None
+
+    def add(self, item: PhaseEvent) -> None:
+        event = item.event
+        self.phase = item.phase
+        stream = self.tabed if item.phase == SPECULATIVE else self.plain
+        if isinstance(event, Started):
+            self.notes += event.notes
+        elif isinstance(event, TokenEvent):
+            stream.token(event, "prefill" if item.phase == SPECULATIVE else "plain")
+        elif isinstance(event, BlockEvent):
+            self.blocks.append(event)
+            stream.block(event)
+        elif isinstance(event, Finished):
+            self.results[item.phase] = event.result
+
+    def metrics(self) -> list[list]:
+        speculative = self.results.get(SPECULATIVE)
+        plain = self.results.get(AUTOREGRESSIVE)
+        return render.metrics_rows(speculative.metrics if speculative else None, plain.metrics if plain else None)
+
+    def block_table(self):
+        methods = list(self.spec.methods)
+        return gr.Dataframe(value=render.block_rows(self.pair.tokenizer, self.blocks, methods),
+                            headers=render.block_columns(methods))
+
+    def figure(self):
+        return render.weights_figure(self.blocks, list(self.spec.methods), self.gamma)
+
+    def status(self, finished: bool, stopped: bool = False) -> str:
+        pair = self.pair
+        where = f"{pair.name} on {pair.device.type} ({str(pair.dtype).removeprefix('torch.')})"
+        if self.error:
+            return f"\u26a0\ufe0f {self.error}"
+        if stopped:
+            return f"\u23f9 Stopped. {where}."
+        if not finished:
+            doing = "TABED decoding" if self.phase == SPECULATIVE else "plain decoding (the target alone)"
+            return f"\u23f3 {doing}… block {len(self.blocks)} · {where}"
+        text = f"\u2705 Done · {where}."
+        speculative, plain = self.results.get(SPECULATIVE), self.results.get(AUTOREGRESSIVE)
+        if speculative and plain and speculative.metrics.decode_s > 0:
+            text += f" Speedup {plain.metrics.decode_s / speculative.metrics.decode_s:.2f}× (decode time)."
+            if speculative.token_ids != plain.token_ids and speculative.metrics.block_efficiency:
+                text += " The two answers differ: expected when sampling (temperature > 0), or from fp16 rounding."
+        return text + "".join(f" Note: {note}" for note in self.notes)
+
+
+def _export(conversation: Conversation, view: RunView, request: dict) -> list[str]:
+    """The run as JSON (events and metrics) and the weights plot as HTML, for download."""
+    folder = Path(tempfile.mkdtemp(prefix="tabed-run-"))
+    record = {"request": request, "pair": view.pair.name, "device": str(view.pair.device),
+              "dtype": str(view.pair.dtype), "results": {k: r.to_dict() for k, r in view.results.items()}}
+    speculative, plain = view.results.get(SPECULATIVE), view.results.get(AUTOREGRESSIVE)
+    if speculative and plain and speculative.metrics.decode_s > 0:
+        record["speedup"] = plain.metrics.decode_s / speculative.metrics.decode_s
+    conversation.last_run = record
+    (folder / "tabed-run.json").write_text(json.dumps(record, indent=2))
+    view.figure().write_html(folder / "tabed-weights.html", include_plotlyjs=True)
+    return [str(folder / "tabed-run.json"), str(folder / "tabed-weights.html")]
+
+
+def _gpu_seconds(*args, **kwargs) -> int:
+    """ZeroGPU budget for one request: both runs, scaled with max new tokens."""
+    max_new = args[9] if len(args) > 9 else kwargs.get("max_new_tokens", 128)
+    return int(min(300, 30 + 0.5 * float(max_new or 128)))
+
+
+@GPU(duration=_gpu_seconds)
+def respond(follow_up, image, prompt, conversation, preset, methods, mode, rule, window, gamma, max_new_tokens,
+            temperature, seed, compare_ar, progress=gr.Progress(track_tqdm=True)):  # noqa: B008 - gradio's idiom
+    """Event handler: validate, load the pair if needed, run TABED then plain decoding, stream the views.
+
+    Yields (status, tabed html, plain html, metrics, weights plot, blocks, chat, state, downloads)."""
+    skip = gr.skip()
+    conversation = conversation if isinstance(conversation, Conversation) else Conversation()
+    try:
+        prompt = (prompt or "").strip()
+        if not prompt:
+            raise InputError("type a prompt first")
+        if not follow_up or not conversation.turns:
+            conversation = Conversation(image=image or None)
+        elif image and image != conversation.image:
+            raise InputError("a follow-up continues the same picture: press Run to start over with the new one")
+        spec = drafting_spec(methods, mode)
+        config = GenerationConfig(max_new_tokens=int(max_new_tokens), temperature=float(temperature),
+                                  seed=int(seed or 0), gamma=int(gamma), rule=rule, window=int(window or 0))
+        if not 1 <= config.max_new_tokens <= MAX_NEW_TOKENS:
+            raise InputError(f"max new tokens must be between 1 and {MAX_NEW_TOKENS}")
+        turns = build_turns(conversation, prompt)
+        name = preset or default_preset()
+        if PRESETS[name].needs_gpu and not torch.cuda.is_available():
+            raise InputError(f"the preset {name!r} needs a GPU and this machine has none: choose 'teaching'")
+        if not PAIRS.loaded(name):
+            yield (f"\u23f3 Loading the model pair {name!r} (first run only)…", "", "", skip, skip, skip, skip,
+                   conversation, skip)
+        pair = PAIRS.get(name)
+    except TabedError as error:
+        yield (f"\u26a0\ufe0f {error}", skip, skip, skip, skip, skip, skip, conversation, skip)
+        return
+
+    view = RunView(pair, spec, config.gamma, render.TokenStream(pair.tokenizer), render.TokenStream(pair.tokenizer))
+    worker = ComparisonWorker(pair, turns, spec, config, compare_ar=bool(compare_ar)).start()
+    request = {"prompt": prompt, "turn": len(turns), "image": bool(conversation.image), "spec": spec.name,
+               "config": config.__dict__}
+    last_html = last_plot = 0.0
+    finished = False
+    try:
+        while not finished:
+            items = worker.drain(HTML_EVERY_S)
+            for item in items:
+                if isinstance(item, PhaseEvent):
+                    view.add(item)
+                elif isinstance(item, Failure):
+                    view.error = item.message
+                elif isinstance(item, Done):
+                    finished = True
+            now = time.monotonic()
+            if not finished and now - last_html < HTML_EVERY_S:
+                continue
+            last_html = now
+            heavy = finished or now - last_plot >= PLOT_EVERY_S
+            if heavy:
+                last_plot = now
+            yield (view.status(finished), view.tabed.html, view.plain.html, view.metrics() if heavy else skip,
+                   view.figure() if heavy else skip, view.block_table() if heavy else skip, skip, conversation,
+                   skip)
+    finally:
+        worker.stop()
+
+    speculative = view.results.get(SPECULATIVE)
+    if view.error or speculative is None:
+        return
+    stopped = speculative.stopped or (AUTOREGRESSIVE in view.results and view.results[AUTOREGRESSIVE].stopped)
+    if not stopped:
+        conversation.turns.append((prompt, speculative.text))
+    conversation.frames = {phase: render.result_texts(pair.tokenizer, result)
+                           for phase, result in view.results.items()}
+    files = _export(conversation, view, request)
+    yield (view.status(True, stopped), view.tabed.html, view.plain.html, view.metrics(), view.figure(),
+           view.block_table(), chat_history(conversation), conversation, files)
+
+
+def run(*args):
+    yield from respond(False, *args)
+
+
+def ask_follow_up(*args):
+    yield from respond(True, *args)
+
+
+def replay_race(conversation):
+    """Both answers again, side by side, at the pace each was measured at."""
+    conversation = conversation if isinstance(conversation, Conversation) else Conversation()
+    frames = conversation.frames
+    if SPECULATIVE not in frames or AUTOREGRESSIVE not in frames:
+        yield "<i>Run a prompt with 'compare with plain decoding' ticked first.</i>"
+        return
+    end = max(frames[SPECULATIVE][-1][0], frames[AUTOREGRESSIVE][-1][0])
+    scale = max(1.0, end / 20.0)  # replays longer than 20 s are sped up, and say so
+    start = time.monotonic()
+    shown = {SPECULATIVE: 0, AUTOREGRESSIVE: 0}
+    while True:
+        clock = (time.monotonic() - start) * scale
+        for phase, sequence in frames.items():
+            while shown[phase] < len(sequence) and sequence[shown[phase]][0] <= clock:
+                shown[phase] += 1
+
+        def side(phase: str, label: str) -> str:
+            sequence = frames[phase]
+            text = sequence[shown[phase] - 1][1] if shown[phase] else ""
+            return render.race_html(text, label, shown[phase] == len(sequence))
+
+        note = f" (×{scale:.1f} faster than measured)" if scale > 1 else " (at the measured pace)"
+        yield (f'<div class="tabed-race"><div>{side(SPECULATIVE, "TABED")}</div>'
+               f'<div>{side(AUTOREGRESSIVE, "plain decoding")}</div></div><small>{clock:.2f} s{note}</small>')
+        if all(shown[p] == len(frames[p]) for p in frames):
+            return
+        time.sleep(0.05)
+
+
+def new_conversation():
+    return (Conversation(), [], "", "", "Start a new conversation: pick an image (or none) and type a prompt.",
+            None)
+
+
+# ---------------------------------------------------------------- layout
+
+CSS = """
+#tabed-answer, #plain-answer { white-space: pre-wrap; font-family: ui-monospace, monospace; line-height: 1.6;
+  min-height: 4em; }
+.tabed-legend { font-size: 0.85em; }
+.tabed-race { display: grid; grid-template-columns: 1fr 1fr; gap: 1em; white-space: pre-wrap; }
+"""
+
+INTRO = """# TABED: speculative decoding for vision-language models
+A small **drafter** guesses the next few tokens in several ways at once — **M** sees the image, **T** sees only
+the text, **C** a caption, **P** a pooled image — and an ensemble mixes the guesses with weights learned while
+decoding (TABED). The big **target** checks a whole block in one forward pass and keeps the longest correct
+prefix, so the answer is exactly the target's own, only faster.
+"""
+
+TIMING = """**How the speed is measured.** TABED runs first, then (if ticked) the target alone, one after the
+other on the same device — never at the same time. Each model did one warm-up forward when the pair was
+loaded. Speedup is the ratio of decode times (everything after the prompt's prefill, which both share);
+walltime includes the prefill. *Replay race* plays both answers back side by side at the measured pace."""
+
+
+def load_examples() -> tuple[list[list], list[list]]:
+    """(image, prompt) rows to start a conversation, and follow-up prompts to continue one."""
+    path = EXAMPLES / "examples.json"
+    if not path.exists():
+        return [], []
+    rows = json.loads(path.read_text())
+    starts = [[str(EXAMPLES / row["image"]) if row["image"] else None, row["prompt"]] for row in rows]
+    follow_ups = sorted({row["follow_up"] for row in rows})
+    return starts, [[text] for text in follow_ups]
+
+
+def build_demo() -> gr.Blocks:
+    default = default_preset()
+    with gr.Blocks(title="TABED demo") as demo:
+        state = gr.State(Conversation())
+        gr.Markdown(INTRO)
+        with gr.Row():
+            with gr.Column(scale=2):
+                image = gr.Image(label="Image (optional)", type="filepath", sources=["upload", "clipboard"],
+                                 elem_id="image", height=260)
+                prompt = gr.Textbox(label="Prompt", placeholder="Ask about the image, or anything else",
+                                    elem_id="prompt", lines=2)
+                with gr.Row():
+                    run_button = gr.Button("Run", variant="primary", elem_id="run")
+                    follow_button = gr.Button("Ask as follow-up", elem_id="follow-up")
+                    stop_button = gr.Button("Stop", variant="stop", elem_id="stop")
+                clear_button = gr.Button("New conversation", size="sm", elem_id="new")
+                chat = gr.Chatbot(label="Conversation", height=220, elem_id="chat")
+                with gr.Accordion("Settings", open=False, elem_id="settings"):
+                    preset = gr.Dropdown(preset_choices(), value=default, label="Model pair",
+                                         info="presets marked GPU need a GPU and download their weights once")
+                    methods = gr.CheckboxGroup(
+                        [(f"{m}: {name}", m) for m, name in METHOD_NAMES.items()], value=["M", "T"],
+                        label="Drafting methods")
+                    mode = gr.Radio(MODES, value=MODES[0], label="Ensemble")
+                    with gr.Row():
+                        rule = gr.Dropdown(list(RULES), value="w-grid", label="TABED weight rule")
+                        window = gr.Number(0, label="history window (positions, 0 = all)", precision=0,
+                                           minimum=0)
+                    gamma = gr.Slider(1, 10, value=5, step=1, label="γ (draft tokens per block)")
+                    max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=96, step=1, label="max new tokens",
+                                               elem_id="settings-max-new-tokens")
+                    temperature = gr.Slider(0, 2, value=0, step=0.05, label="temperature (0 = greedy)")
+                    seed = gr.Number(0, label="seed", precision=0)
+                    compare_ar = gr.Checkbox(True, label="compare with plain decoding (the target alone)")
+                starts, follow_ups = load_examples()
+                gr.Examples(starts, inputs=[image, prompt], cache_examples=False,
+                            label="Examples: image-oriented, text-oriented, no image, an odd picture (then Run)")
+                gr.Examples(follow_ups, inputs=[prompt], cache_examples=False,
+                            label="Follow-ups: after a run, pick one and press 'Ask as follow-up'")
+            with gr.Column(scale=3):
+                status = gr.Markdown("Pick an image (or none), type a prompt and press Run.", elem_id="status")
+                gr.HTML(render.legend_html())
+                tabed_html = gr.HTML(label="TABED answer", elem_id="tabed-answer", show_label=True, container=True)
+                plain_html = gr.HTML(label="Plain decoding (the target alone)", elem_id="plain-answer", container=True,
+                                     show_label=True)
+                metrics = gr.Dataframe(headers=["", "TABED", "plain"], label="Speed and acceptance",
+                                       elem_id="metrics", interactive=False)
+                gr.Markdown(TIMING)
+                plot = gr.Plot(label="Ensemble weights", elem_id="weights-plot")
+                blocks = gr.Dataframe(label="Block by block (scroll; hover a token above for details)",
+                                      elem_id="blocks", interactive=False, max_height=320)
+                with gr.Row():
+                    race_button = gr.Button("Replay race", elem_id="race")
+                    downloads = gr.File(label="Download the run (JSON) and the plot (HTML)", file_count="multiple",
+                                        elem_id="downloads")
+                race = gr.HTML(elem_id="race-view")
+
+        settings = [preset, methods, mode, rule, window, gamma, max_new_tokens, temperature, seed, compare_ar]
+        outputs = [status, tabed_html, plain_html, metrics, plot, blocks, chat, state, downloads]
+        run_event = run_button.click(run, [image, prompt, state, *settings], outputs, api_name="run",
+                                     concurrency_id="decode", concurrency_limit=1)
+        follow_event = follow_button.click(ask_follow_up, [image, prompt, state, *settings], outputs,
+                                           api_name="follow_up", concurrency_id="decode", concurrency_limit=1)
+        submit_event = prompt.submit(run, [image, prompt, state, *settings], outputs, api_name=False,
+                                     concurrency_id="decode", concurrency_limit=1)
+        race_event = race_button.click(replay_race, [state], [race], api_name="replay_race")
+        stop_button.click(None, None, None, cancels=[run_event, follow_event, submit_event, race_event])
+        clear_button.click(new_conversation, None, [state, chat, tabed_html, plain_html, status, downloads],
+                           api_name=False)
+    return demo
+
+
+demo = build_demo()
+demo.queue(max_size=32, default_concurrency_limit=1)
+
+if __name__ == "__main__":
+    demo.launch(css=CSS, server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))

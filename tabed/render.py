@@ -1,0 +1,181 @@
+"""Turning engine events into what a page shows: coloured token HTML, block rows and plotly figures.
+
+Nothing here knows Gradio; the app and the benchmark report both use it. Token text always comes
+from token ids and is escaped, so code or markdown in an answer cannot break the page.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+
+import plotly.graph_objects as go
+
+from .events import BlockEvent, GenerationResult, Metrics, TokenEvent
+
+# The colours users of speculative-decoding visualisers know (see the legend).
+KINDS = {
+    "prefill": ("#555555", "first token, from the target's prefill"),
+    "accepted": ("#1a7f37", "draft accepted by the target"),
+    "rejected": ("#cf222e", "draft rejected (not part of the answer)"),
+    "corrected": ("#d4760a", "the target's own token at a rejection"),
+    "bonus": ("#0969da", "bonus token after a fully accepted block"),
+    "plain": ("#24292f", "decoded by the target alone"),
+}
+METHOD_COLOURS = {"M": "#1a7f37", "T": "#8250df", "C": "#d4760a", "P": "#0969da"}
+CONTEXT = 8  # tokens of left context used to decode one token's text (keeps leading spaces right)
+
+
+def token_text(tokenizer, previous: list[int], token: int) -> str:
+    """The text `token` adds after `previous`: the difference of two decodes, so that every
+    tokenizer family (SentencePiece, byte-level BPE) gets its spaces right."""
+    context = previous[-CONTEXT:]
+    before = tokenizer.decode(context, skip_special_tokens=True)
+    after = tokenizer.decode(context + [token], skip_special_tokens=True)
+    if after.startswith(before):
+        return after[len(before):]
+    return tokenizer.decode([token], skip_special_tokens=True)
+
+
+def legend_html() -> str:
+    items = []
+    for kind, (colour, meaning) in KINDS.items():
+        style = f"color:{colour};font-weight:600" + (";text-decoration:line-through" if kind == "rejected" else "")
+        items.append(f'<span class="tabed-legend-item" style="{style}" title="{html.escape(meaning)}">'
+                     f"{kind}</span> {html.escape(meaning)}")
+    return '<div class="tabed-legend">' + " &nbsp;·&nbsp; ".join(items) + "</div>"
+
+
+def _span(kind: str, text: str, title: str) -> str:
+    colour = KINDS[kind][0]
+    style = f"color:{colour}"
+    if kind == "rejected":
+        style += ";text-decoration:line-through;opacity:0.75"
+    elif kind in ("corrected", "bonus"):
+        style += ";font-weight:600"
+    shown = html.escape(text) if text else "\u23ce"  # an end-of-sequence token shows as ⏎
+    return f'<span class="tk tk-{kind}" style="{style}" title="{html.escape(title, quote=True)}">{shown}</span>'
+
+
+@dataclass
+class TokenStream:
+    """The answer as coloured HTML, appended to block by block (what streamed stays a prefix)."""
+
+    tokenizer: object
+    show_rejected: bool = True
+    ids: list[int] = field(default_factory=list)
+    html: str = ""
+
+    def _add(self, kind: str, token: int, title: str, keep: bool = True) -> None:
+        self.html += _span(kind, token_text(self.tokenizer, self.ids, token), title)
+        if keep:
+            self.ids.append(token)
+
+    def token(self, event: TokenEvent, kind: str = "prefill") -> None:
+        self._add(kind, event.token_id, f"token {event.index} · {event.step_s * 1e3:.1f} ms")
+
+    def block(self, block: BlockEvent) -> None:
+        kept = len(block.emitted)
+        for j, token in enumerate(block.draft):
+            proposers = ", ".join(m for m, guesses in block.drafts.items() if j < len(guesses) and guesses[j] == token)
+            title = (f"block {block.index} · draft {j + 1}/{len(block.draft)} · ensemble p={block.draft_probs[j]:.2f}"
+                     f" · target p={block.target_probs[j]:.2f} · proposed by {proposers or 'the ensemble only'}")
+            if j < block.accepted:
+                if j < kept:
+                    self._add("accepted", token, title + " · accepted")
+            elif self.show_rejected:
+                self._add("rejected", token, title + " · rejected", keep=False)
+        if kept > block.accepted:
+            kind = "bonus" if block.bonus else "corrected"
+            title = (f"block {block.index} · the target's token · target p={block.target_token_prob:.2f}"
+                     f" · {'all drafts accepted' if block.bonus else 'replaces the first rejected draft'}")
+            self._add(kind, block.target_token, title)
+
+
+def block_rows(tokenizer, blocks: list[BlockEvent], methods: list[str]) -> list[list]:
+    """One row per block: weights, each method's guesses, the ensemble draft, what the target kept."""
+    rows = []
+    for block in blocks:
+        def words(ids: list[int]) -> str:
+            return " | ".join(token_text(tokenizer, [], t).strip() or "\u23ce" for t in ids)
+
+        target = token_text(tokenizer, [], block.target_token).strip() or "\u23ce"
+        rows.append(
+            [block.index, " ".join(f"{m} {block.weights.get(m, 0):.2f}" for m in methods)]
+            + [words(block.drafts.get(m, [])) for m in methods]
+            + [words(block.draft), block.accepted, ("+" if block.bonus else "\u2192") + target,
+               round(block.draft_s * 1e3, 1), round(block.verify_s * 1e3, 1)]
+        )
+    return rows
+
+
+def block_columns(methods: list[str]) -> list[str]:
+    return (["block", "weights"] + [f"{m} guesses" for m in methods]
+            + ["ensemble draft", "accepted", "target token", "draft ms", "verify ms"])
+
+
+def weights_figure(blocks: list[BlockEvent], methods: list[str], gamma: int) -> go.Figure:
+    """Ensemble weight of each method per block (lines) and accepted drafts per block (bars)."""
+    figure = go.Figure()
+    index = [b.index for b in blocks]
+    figure.add_bar(x=index, y=[b.accepted for b in blocks], name="accepted drafts", yaxis="y2",
+                   marker_color="rgba(140,140,140,0.35)", hovertemplate="block %{x}: %{y} accepted<extra></extra>")
+    for method in methods:
+        figure.add_scatter(x=index, y=[b.weights.get(method, 0.0) for b in blocks], mode="lines+markers",
+                           name=f"weight of {method}", line={"color": METHOD_COLOURS.get(method)},
+                           hovertemplate=f"block %{{x}}: w({method}) = %{{y:.2f}}<extra></extra>")
+    figure.update_layout(
+        title="Ensemble weights and accepted drafts per block",
+        xaxis={"title": "block"},
+        yaxis={"title": "weight", "range": [-0.02, 1.02]},
+        yaxis2={"title": "accepted", "overlaying": "y", "side": "right", "range": [0, gamma + 0.5],
+                "showgrid": False},
+        legend={"orientation": "h", "y": -0.25},
+        margin={"l": 50, "r": 50, "t": 40, "b": 40},
+        height=340,
+        uirevision="weights",
+    )
+    return figure
+
+
+def metrics_rows(speculative: Metrics | None, autoregressive: Metrics | None) -> list[list]:
+    """Headline numbers, TABED next to plain decoding."""
+    def value(metrics: Metrics | None, name: str, fmt: str) -> str:
+        if metrics is None:
+            return "…"
+        return format(getattr(metrics, name), fmt)
+
+    rows = [
+        ["tokens", value(speculative, "new_tokens", "d"), value(autoregressive, "new_tokens", "d")],
+        ["tokens / s", value(speculative, "tokens_per_s", ".1f"), value(autoregressive, "tokens_per_s", ".1f")],
+        ["walltime (s)", value(speculative, "walltime_s", ".3f"), value(autoregressive, "walltime_s", ".3f")],
+        ["decode time (s)", value(speculative, "decode_s", ".3f"), value(autoregressive, "decode_s", ".3f")],
+        ["target forwards", value(speculative, "target_forwards", "d"), value(autoregressive, "target_forwards", "d")],
+        ["block efficiency", value(speculative, "block_efficiency", ".2f"), value(autoregressive, "block_efficiency",
+                                                                                  ".2f")],
+        ["acceptance rate", value(speculative, "acceptance_rate", ".2f"), "—"],
+    ]
+    if speculative is not None:
+        for method, efficiency in speculative.method_block_efficiency.items():
+            rows.append([f"block efficiency if {method} alone had drafted", f"{efficiency:.2f}", "—"])
+        rows.append(["draft / verify time (s)", f"{speculative.draft_s:.3f} / {speculative.verify_s:.3f}", "—"])
+    if speculative is not None and autoregressive is not None and speculative.decode_s > 0:
+        rows.insert(0, ["speedup (decode time)", f"{autoregressive.decode_s / speculative.decode_s:.2f}×", "1.00×"])
+    return rows
+
+
+def race_html(text: str, label: str, done: bool) -> str:
+    mark = " \u2714" if done else " \u258c"
+    return f"<b>{html.escape(label)}</b><br>{html.escape(text)}{mark}"
+
+
+def result_texts(tokenizer, result: GenerationResult) -> list[tuple[float, str]]:
+    """(time, text so far) after each step of a finished run: the pace for a replay race."""
+    frames, ids = [], []
+    for event in result.tokens:
+        ids.append(event.token_id)
+        frames.append((event.elapsed_s, tokenizer.decode(ids, skip_special_tokens=True)))
+    for block in result.blocks:
+        ids.extend(block.emitted)
+        frames.append((block.elapsed_s, tokenizer.decode(ids, skip_special_tokens=True)))
+    return sorted(frames, key=lambda frame: frame[0])

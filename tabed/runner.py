@@ -1,0 +1,130 @@
+"""One comparison in a background thread: TABED, then plain decoding, never both at once.
+
+The worker puts every engine event on a queue, tagged with its phase; a consumer (the app) drains
+the queue at its own pace and can stop the worker at any time: the engine checks the stop flag
+between blocks, so a stop takes effect within one block.
+"""
+
+from __future__ import annotations
+
+import queue
+import sys
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from .conversation import Turn
+from .decoding import GenerationConfig, autoregressive_generate, speculative_generate
+from .errors import TabedError
+from .events import Event
+from .models import ModelPair
+from .spec import DraftingSpec
+
+SPECULATIVE, AUTOREGRESSIVE = "speculative", "autoregressive"
+
+
+@dataclass
+class PhaseEvent:
+    phase: str  # SPECULATIVE or AUTOREGRESSIVE
+    event: Event
+
+
+@dataclass
+class Failure:
+    """The run ended with an error; `message` is fit to show to a user."""
+
+    message: str
+
+
+class Done:
+    """The worker has finished (after its last event or failure)."""
+
+
+Item = PhaseEvent | Failure | Done
+
+
+def user_message(error: BaseException) -> str:
+    """A one-line explanation of an error for the page; details go to the server log."""
+    if isinstance(error, TabedError):
+        return str(error)
+    if isinstance(error, torch.cuda.OutOfMemoryError):
+        return ("the GPU ran out of memory: lower max new tokens, use fewer drafting methods or a "
+                "smaller pair, and try again")
+    return f"internal error ({type(error).__name__}: {error}); the details are in the server log"
+
+
+class ComparisonWorker:
+    """Runs speculative decoding and then (optionally) the autoregressive baseline in a thread."""
+
+    def __init__(
+        self,
+        pair: ModelPair,
+        turns: list[Turn],
+        spec: DraftingSpec,
+        config: GenerationConfig,
+        compare_ar: bool = True,
+        captioner=None,
+    ) -> None:
+        self.pair, self.turns, self.spec, self.config = pair, turns, spec, config
+        self.compare_ar, self.captioner = compare_ar, captioner
+        self.items: queue.Queue[Item] = queue.Queue()
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="tabed-worker", daemon=True)
+
+    def start(self) -> ComparisonWorker:
+        self.thread.start()
+        return self
+
+    def _phases(self) -> list[tuple[str, Callable[[], object]]]:
+        phases = [(SPECULATIVE, lambda: speculative_generate(
+            self.pair, self.turns, self.spec, self.config, captioner=self.captioner, stop=self.stop_event))]
+        if self.compare_ar:
+            phases.append((AUTOREGRESSIVE, lambda: autoregressive_generate(
+                self.pair, self.turns, self.config, stop=self.stop_event)))
+        return phases
+
+    def _run(self) -> None:
+        try:
+            for phase, start in self._phases():
+                if self.stop_event.is_set():
+                    break
+                events = start()
+                try:
+                    for event in events:
+                        self.items.put(PhaseEvent(phase, event))
+                finally:
+                    events.close()
+        except Exception as error:  # noqa: BLE001 - every failure must reach the page as a message
+            if not isinstance(error, TabedError):
+                traceback.print_exc(file=sys.stderr)
+            if isinstance(error, torch.cuda.OutOfMemoryError):
+                torch.cuda.empty_cache()
+            self.items.put(Failure(user_message(error)))
+        finally:
+            self.items.put(Done())
+
+    def drain(self, wait: float = 0.1) -> list[Item]:
+        """Everything queued now, waiting up to `wait` seconds for the first item."""
+        try:
+            items = [self.items.get(timeout=wait)]
+        except queue.Empty:
+            return []
+        while True:
+            try:
+                items.append(self.items.get_nowait())
+            except queue.Empty:
+                return items
+
+    def stop(self, timeout: float = 5.0) -> bool:
+        """Ask the worker to stop and wait for it; True when the thread has ended."""
+        self.stop_event.set()
+        if self.thread.is_alive():
+            self.thread.join(timeout)
+        return not self.thread.is_alive()
+
+    @property
+    def alive(self) -> bool:
+        return self.thread.is_alive()

@@ -1,0 +1,179 @@
+"""The app's event handlers, driven directly with a tiny pair: what they yield, errors, Stop."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+import app
+from tabed.models import ModelPair
+
+SETTINGS = dict(preset="teaching", methods=["M", "T"], mode=app.MODES[0], rule="w-grid", window=0, gamma=5,
+                max_new_tokens=24, temperature=0.0, seed=0, compare_ar=True)
+
+
+def settings(**changes):
+    values = {**SETTINGS, **changes}
+    return [values[k] for k in ("preset", "methods", "mode", "rule", "window", "gamma", "max_new_tokens",
+                                "temperature", "seed", "compare_ar")]
+
+
+@pytest.fixture
+def tiny_app(pair):
+    """The app with the tiny test pair standing in for the teaching preset."""
+    saved = (app.PAIRS.name, app.PAIRS.pair)
+    app.PAIRS.name, app.PAIRS.pair = "teaching", pair
+    yield app
+    app.PAIRS.name, app.PAIRS.pair = saved
+
+
+@pytest.fixture
+def image_path(tmp_path, image):
+    path = tmp_path / "picture.png"
+    image.save(path)
+    return str(path)
+
+
+def workers_alive() -> int:
+    return sum(thread.name == "tabed-worker" and thread.is_alive() for thread in threading.enumerate())
+
+
+def final(outputs):
+    return outputs[-1]
+
+
+def test_run_streams_coloured_tokens_then_metrics_and_exports(tiny_app, image_path):
+    outputs = list(tiny_app.run(image_path, "w1 w2 w3", None, *settings()))
+    status, tabed_html, plain_html, metrics, figure, blocks, chat, state, files = final(outputs)
+    assert status.startswith("\u2705 Done") and "Speedup" in status
+    streamed = [o[1] for o in outputs if isinstance(o[1], str) and o[1]]
+    assert all(later.startswith(earlier) for earlier, later in zip(streamed, streamed[1:], strict=False))
+    assert "tk-accepted" in tabed_html and "tk-rejected" in tabed_html and "tk-prefill" in tabed_html
+    assert "tk-corrected" in tabed_html or "tk-bonus" in tabed_html
+    assert "tk-plain" in plain_html
+    result = state.last_run["results"]
+    assert result["speculative"]["token_ids"] == result["autoregressive"]["token_ids"]
+    rows = {row[0]: row for row in metrics}
+    assert "speedup (decode time)" in rows and "block efficiency" in rows
+    assert float(rows["block efficiency"][1]) > 1.0
+    assert {trace.name for trace in figure.data} == {"accepted drafts", "weight of M", "weight of T"}
+    assert len(blocks.value["data"]) == result["speculative"]["metrics"]["target_forwards"]
+    assert chat[-1]["role"] == "assistant" and chat[-1]["content"] == result["speculative"]["text"]
+    assert [f.rsplit("/", 1)[-1] for f in files] == ["tabed-run.json", "tabed-weights.html"]
+
+
+def test_follow_up_continues_the_conversation(tiny_app, image_path):
+    state = final(list(tiny_app.run(image_path, "w1 w2", None, *settings())))[7]
+    outputs = list(tiny_app.ask_follow_up(image_path, "w3 w4", state, *settings()))
+    chat, state = final(outputs)[6], final(outputs)[7]
+    assert len(chat) == 4 and chat[2] == {"role": "user", "content": "w3 w4"}
+    assert state.last_run["request"]["turn"] == 2
+
+
+def test_token_text_is_escaped(tiny_app):
+    from tabed.render import TokenStream
+
+    class AngleTokenizer:
+        def decode(self, ids, skip_special_tokens=True):
+            return "".join("<b>&" for _ in ids)
+
+    stream = TokenStream(AngleTokenizer())
+    stream._add("accepted", 1, 'quote " title')
+    assert "&lt;b&gt;&amp;" in stream.html and "<b>" not in stream.html and "&quot;" in stream.html
+
+
+@pytest.mark.parametrize("mode", ["RGBA", "LA", "L", "P", "1", "I;16", "CMYK"])
+def test_every_image_mode_runs(tiny_app, tmp_path, mode):
+    path = tmp_path / ("picture.tiff" if mode == "CMYK" else "picture.png")
+    if mode == "I;16":
+        Image.fromarray(np.arange(48 * 40, dtype=np.uint16).reshape(40, 48) * 30).save(path)
+    else:
+        Image.new("RGB", (48, 40), (200, 30, 30)).convert(mode).save(path)
+    status = final(list(tiny_app.run(str(path), "w1", None, *settings(max_new_tokens=4))))[0]
+    assert status.startswith("\u2705 Done"), status
+
+
+@pytest.mark.parametrize(
+    ("prompt", "image", "changes", "message"),
+    [
+        ("", None, {}, "type a prompt first"),
+        ("   ", None, {}, "type a prompt first"),
+        ("w1", "missing.png", {}, "image not found"),
+        ("w1", "corrupt", {}, "cannot read image"),
+        ("w1", "huge", {}, "image too large"),
+        ("w1", None, {"max_new_tokens": 0}, "max new tokens must be"),
+        ("w1", None, {"max_new_tokens": 100_000}, "between 1 and"),
+        ("w1", None, {"methods": []}, "tick at least one"),
+        ("w1", None, {"methods": ["M"]}, "at least two methods"),
+        ("w1", None, {"methods": ["M", "T"], "mode": app.MODES[2]}, "uses one method"),
+        ("w1", None, {"gamma": 0}, "gamma"),
+        (" ".join(["w1"] * 600), None, {}, "exceeds the model's context"),
+    ],
+)
+def test_bad_input_gives_a_message_not_a_trace(tiny_app, tmp_path, prompt, image, changes, message):
+    if image == "corrupt":
+        image = tmp_path / "broken.png"
+        image.write_bytes(b"\x89PNG\r\n\x1a\n this is not an image")
+    elif image == "huge":
+        image = tmp_path / "huge.png"
+        Image.new("L", (9000, 8000)).save(image)
+    outputs = list(tiny_app.run(str(image) if image else None, prompt, None, *settings(**changes)))
+    status = final(outputs)[0]
+    assert status.startswith("\u26a0\ufe0f") and message in status, status
+    assert "Traceback" not in status
+    assert workers_alive() == 0
+
+
+def test_gpu_presets_are_refused_on_a_machine_without_one(tiny_app, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    status = final(list(tiny_app.run(None, "w1", None, *settings(preset="llava-1.5-7b"))))[0]
+    assert status.startswith("\u26a0\ufe0f") and "needs a GPU" in status
+
+
+def test_closing_the_handler_stops_the_worker_within_a_second(tiny_app, image_path):
+    events = tiny_app.run(image_path, "w1 w2", None, *settings(max_new_tokens=400, compare_ar=True))
+    for output in events:
+        if output[1]:
+            break  # TABED tokens are streaming
+    assert workers_alive() == 1
+    start = time.monotonic()
+    events.close()  # what Gradio does when Stop cancels the event
+    while workers_alive() and time.monotonic() - start < 1.0:
+        time.sleep(0.01)
+    assert workers_alive() == 0, "the worker thread outlived Stop by more than a second"
+
+
+class OutOfMemoryTarget(torch.nn.Module):
+    """A stand-in target whose forward fails the way a full GPU does."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        self.config = model.config
+        self.generation_config = model.generation_config
+
+    def get_output_embeddings(self):
+        return self.model.get_output_embeddings()
+
+    def forward(self, **kwargs):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+
+def test_out_of_memory_is_a_message_and_the_app_keeps_serving(tiny_app, pair, image_path):
+    broken = ModelPair(OutOfMemoryTarget(pair.target), pair.drafter, pair.target_processor,
+                       pair.drafter_processor, pair.device, pair.dtype, "teaching")
+    tiny_app.PAIRS.pair = broken
+    status = final(list(tiny_app.run(image_path, "w1", None, *settings())))[0]
+    assert "ran out of memory" in status and "Traceback" not in status
+    tiny_app.PAIRS.pair = pair
+    assert final(list(tiny_app.run(image_path, "w1", None, *settings())))[0].startswith("\u2705 Done")
+
+
+def test_replay_race_plays_both_answers(tiny_app, image_path):
+    state = final(list(tiny_app.run(image_path, "w1", None, *settings(max_new_tokens=8))))[7]
+    frames = list(tiny_app.replay_race(state))
+    assert "TABED" in frames[-1] and "plain decoding" in frames[-1] and frames[-1].count("\u2714") == 2
+    assert "Run a prompt" in next(tiny_app.replay_race(None))

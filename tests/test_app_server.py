@@ -1,0 +1,74 @@
+"""The launched app through gradio_client: a run completes, a cancelled run stops, two runs queue."""
+
+import threading
+import time
+
+import pytest
+from gradio_client import Client, handle_file
+
+import app
+
+SETTINGS = ["teaching", ["M", "T"], app.MODES[0], "w-grid", 0, 5]
+
+
+@pytest.fixture(scope="module")
+def server(pair):
+    saved = (app.PAIRS.name, app.PAIRS.pair)
+    app.PAIRS.name, app.PAIRS.pair = "teaching", pair
+    _, url, _ = app.demo.launch(prevent_thread_lock=True, quiet=True, server_port=None)
+    yield Client(url, verbose=False)
+    app.demo.close()
+    app.PAIRS.name, app.PAIRS.pair = saved
+
+
+@pytest.fixture(scope="module")
+def picture(tmp_path_factory, image):
+    path = tmp_path_factory.mktemp("pictures") / "picture.png"
+    image.save(path)
+    return handle_file(str(path))
+
+
+def workers_alive() -> int:
+    return sum(thread.name == "tabed-worker" and thread.is_alive() for thread in threading.enumerate())
+
+
+def submit(client, picture, prompt, max_new_tokens=24):
+    return client.submit(picture, prompt, *SETTINGS, max_new_tokens, 0.0, 0, True, api_name="/run")
+
+
+def test_a_run_completes_with_both_answers_and_downloads(server, picture):
+    status, tabed_html, plain_html, metrics, plot, blocks, chat, files = submit(server, picture, "w1 w2").result(60)
+    assert status.startswith("\u2705 Done")
+    assert "tk-accepted" in tabed_html and "tk-plain" in plain_html
+    assert any(row[0] == "block efficiency" for row in metrics["data"])
+    assert plot["type"] == "plotly"
+    assert chat[0]["role"] == "user" and len(files) == 2
+
+
+def test_a_cancelled_run_stops_its_worker(server, picture):
+    job = submit(server, picture, "w3 w4", max_new_tokens=400)
+    deadline = time.monotonic() + 30
+    while not any(output[1] for output in job.outputs()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert workers_alive() == 1
+    job.cancel()
+    deadline = time.monotonic() + 3
+    while workers_alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert workers_alive() == 0
+
+
+def test_two_sessions_at_once_both_complete_without_mixing(pair, server, picture):
+    first = submit(server, picture, "w5 w6", max_new_tokens=200)
+    second = submit(Client(server.src, verbose=False), None, "w7 w8 w9", max_new_tokens=200)
+    codes, most_workers = set(), 0
+    while not second.done():
+        codes.add(second.status().code.name)
+        most_workers = max(most_workers, workers_alive())
+        time.sleep(0.01)
+    results = first.result(60), second.result(60)
+    assert "IN_QUEUE" in codes  # the second waited its turn (Gradio shows its position)
+    assert most_workers == 1  # one decode at a time: the timings are never shared
+    assert [r[0].startswith("\u2705 Done") for r in results] == [True, True]
+    assert results[0][6][0]["content"][0]["text"].endswith("w5 w6")
+    assert results[1][6][0]["content"][0]["text"] == "w7 w8 w9"

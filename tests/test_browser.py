@@ -1,0 +1,79 @@
+"""The page in headless Chromium (Debian's package, driven by playwright), like a person uses it."""
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+import app
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--no-first-run"]
+SCREENSHOTS = Path(__file__).resolve().parent.parent / "screenshots"
+
+
+@pytest.fixture(scope="module")
+def url(pair):
+    """The app as `python app.py` starts it, with the tiny test pair standing in for the preset."""
+    saved = (app.PAIRS.name, app.PAIRS.pair)
+    app.PAIRS.name, app.PAIRS.pair = "teaching", pair
+    _, address, _ = app.demo.launch(prevent_thread_lock=True, quiet=True, css=app.CSS)
+    yield address
+    app.demo.close()
+    app.PAIRS.name, app.PAIRS.pair = saved
+
+
+def workers_alive() -> int:
+    return sum(thread.name == "tabed-worker" and thread.is_alive() for thread in threading.enumerate())
+
+
+@pytest.fixture(scope="module")
+def page(url):
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"Chromium not found at {CHROMIUM}: install Debian's package (apt-get install chromium)")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1300})
+        page.goto(url)
+        yield page
+        browser.close()
+
+
+def test_upload_ask_run_and_see_every_part_of_the_answer(page):
+    page.locator("#image input[type=file]").set_input_files(str(app.EXAMPLES / "chart.png"))
+    page.locator("#prompt textarea").fill("w1 w2 w3")
+    page.locator("#run").click()
+    expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
+    answer = page.locator("#tabed-answer")
+    assert answer.locator(".tk-accepted").count() > 0
+    assert answer.locator(".tk-rejected").count() > 0
+    assert "line-through" in answer.locator(".tk-rejected").first.get_attribute("style")
+    assert "target p=" in answer.locator(".tk-accepted").first.get_attribute("title")
+    expect(page.locator("#plain-answer .tk-plain").first).to_be_visible()
+    expect(page.locator("#metrics")).to_contain_text("block efficiency")
+    expect(page.locator("#weights-plot .js-plotly-plot")).to_have_count(1)
+    expect(page.locator("#blocks")).to_contain_text("ensemble draft")
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "app.png"), full_page=True)
+    assert (SCREENSHOTS / "app.png").stat().st_size > 20_000
+
+
+def test_follow_up_and_stop_from_the_page(page):
+    page.locator("#prompt textarea").fill("w4 w5")
+    page.locator("#follow-up").click()
+    expect(page.locator("#chat")).to_contain_text("w4 w5", timeout=120_000)
+    expect(page.locator("#status")).to_contain_text("Done")
+    page.locator("#settings").get_by_text("Settings").first.click()
+    page.locator("#settings-max-new-tokens input[type=number]").fill("400")
+    page.locator("#prompt textarea").fill("w6 w7")
+    page.locator("#run").click()
+    expect(page.locator("#status")).to_contain_text("decoding", timeout=30_000)
+    clicked = time.monotonic()
+    page.locator("#stop").click()
+    while workers_alive() and time.monotonic() - clicked < 3:
+        time.sleep(0.02)
+    assert workers_alive() == 0, "Stop did not end the decoding thread"
+    assert time.monotonic() - clicked < 3
