@@ -44,6 +44,23 @@ def test_encoding_matches_the_processor_and_trains_on_answers_only(world_process
         assert tokenizer.decode(trained).replace(" ", "") == answers.replace(" ", "")
 
 
+def test_scene_attributes_name_what_the_picture_shows():
+    chart = world.ChartScene((3, 8), ("blue", "red"), seed=0)
+    labels = teaching.scene_attributes(chart)
+    assert labels["kind"] == [2] and labels["bars"] == [0] and labels["value"] == [3, 8, 0, 0]
+    shapes = world.ShapesScene((world.Shape("star", "green", "bottom left"),), "dotted", seed=0)
+    labels = teaching.scene_attributes(shapes)
+    assert labels["shape"] == [4, 4, world.SHAPES.index("star"), 4]
+    assert labels["colour"][2] == list(world.COLOURS).index("green")
+    assert labels["background"] == [world.BACKGROUNDS.index("dotted")]
+    text = teaching.scene_attributes(world.TextScene("17", "red", "grey", seed=0))
+    assert text["kind"] == [1] and teaching.TEXTS[text["text"][0]] == "17"
+    for name, (slots, classes) in teaching.ATTRIBUTES.items():
+        for scene in (chart, shapes):
+            assert len(teaching.scene_attributes(scene)[name]) == slots
+            assert all(0 <= c < classes for c in teaching.scene_attributes(scene)[name])
+
+
 def test_learning_rate_warms_up_then_decays_to_a_tenth():
     recipe = teaching.Recipe(MICRO.size, steps=100, batch_size=1, lr=1e-3, warmup=10)
     assert teaching.learning_rate(recipe, 0) == pytest.approx(1e-4)
@@ -55,6 +72,7 @@ def test_learning_rate_warms_up_then_decays_to_a_tenth():
 
 def test_training_resumed_from_a_checkpoint_ends_where_one_run_ends(world_processor, tmp_path):
     straight = teaching.train("drafter", world_processor, tmp_path / "a", MICRO)
+    assert (tmp_path / "a" / "drafter-vision.pt").exists()  # the vision pretraining stage, cached
     teaching.train("drafter", world_processor, tmp_path / "b", MICRO, until=2)
     assert torch.load(tmp_path / "b" / "drafter.pt", weights_only=False)["step"] == 2
     resumed = teaching.train("drafter", world_processor, tmp_path / "b", MICRO)
