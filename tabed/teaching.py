@@ -195,9 +195,14 @@ def pretrain_vision(model, processor, recipe: Recipe, work: Path, role: str) -> 
     """Train the vision tower with linear read-outs of the scene attributes; cached in `work`."""
     cache = work / f"{role}-vision.pt"
     tower = model.model.vision_tower
+    made_by = {"size": asdict(recipe.size), "seed": recipe.seed, "steps": recipe.vision_pretrain_steps,
+               "batch": recipe.vision_pretrain_batch, "lr": recipe.vision_pretrain_lr}
     if cache.exists():
-        tower.load_state_dict(torch.load(cache, weights_only=True))
-        return
+        state = torch.load(cache, weights_only=False)
+        if state.get("made_by") == made_by:
+            tower.load_state_dict(state["tower"])
+            return
+        log(f"[{role}] {cache} was made with another recipe: pretraining the vision tower again")
     if recipe.vision_pretrain_steps <= 0:
         return
     size = recipe.size
@@ -226,7 +231,7 @@ def pretrain_vision(model, processor, recipe: Recipe, work: Path, role: str) -> 
             log(f"[{role}] vision pretraining {step + 1}/{recipe.vision_pretrain_steps}  "
                 f"loss {float(loss.detach()):.3f}  elapsed {(time.perf_counter() - started) / 60:.1f} min")
     tower.eval()
-    torch.save(tower.state_dict(), cache)
+    torch.save({"made_by": made_by, "tower": tower.state_dict()}, cache)
 
 
 def learning_rate(recipe: Recipe, step: int) -> float:

@@ -80,6 +80,17 @@ def test_training_resumed_from_a_checkpoint_ends_where_one_run_ends(world_proces
         assert torch.allclose(a, b, atol=1e-6), name
 
 
+def test_vision_pretraining_is_cached_per_recipe(world_processor, tmp_path, capsys):
+    teaching.train("drafter", world_processor, tmp_path, MICRO, until=1)
+    (tmp_path / "drafter.pt").unlink()
+    teaching.train("drafter", world_processor, tmp_path, MICRO, until=1)
+    assert "another recipe" not in capsys.readouterr().err
+    (tmp_path / "drafter.pt").unlink()
+    longer = teaching.Recipe(**{**MICRO.__dict__, "vision_pretrain_steps": 5})
+    teaching.train("drafter", world_processor, tmp_path, longer, until=1)
+    assert "pretraining the vision tower again" in capsys.readouterr().err
+
+
 def test_a_changed_recipe_does_not_resume_silently(world_processor, tmp_path):
     teaching.train("drafter", world_processor, tmp_path, MICRO)
     other = teaching.Recipe(**{**MICRO.__dict__, "lr": 5e-4})
