@@ -88,6 +88,11 @@ class Conversation:
     frames: dict[str, list[tuple[float, str]]] = field(default_factory=dict)  # replay pace per side
 
 
+def session_state(value) -> Conversation:
+    """The session's conversation; a fresh one when the session has none yet (or an API call sent none)."""
+    return value if isinstance(value, Conversation) else Conversation()
+
+
 def chat_history(conversation: Conversation) -> list[dict]:
     messages = []
     for i, (prompt, answer) in enumerate(conversation.turns):
@@ -207,7 +212,7 @@ def respond(follow_up, image, prompt, conversation, preset, methods, mode, rule,
 
     Yields (status, tabed html, plain html, metrics, weights plot, blocks, chat, state, downloads)."""
     skip = gr.skip()
-    conversation = conversation if isinstance(conversation, Conversation) else Conversation()
+    conversation = session_state(conversation)
     try:
         prompt = (prompt or "").strip()
         if not prompt:
@@ -285,8 +290,7 @@ def ask_follow_up(*args):
 
 def replay_race(conversation):
     """Both answers again, side by side, at the pace each was measured at."""
-    conversation = conversation if isinstance(conversation, Conversation) else Conversation()
-    frames = conversation.frames
+    frames = session_state(conversation).frames
     if SPECULATIVE not in frames or AUTOREGRESSIVE not in frames:
         yield "<i>Run a prompt with 'compare with plain decoding' ticked first.</i>"
         return

@@ -94,12 +94,12 @@ class TokenStream:
 
 def block_rows(tokenizer, blocks: list[BlockEvent], methods: list[str]) -> list[list]:
     """One row per block: weights, each method's guesses, the ensemble draft, what the target kept."""
+    def words(ids: list[int]) -> str:
+        return " | ".join(token_text(tokenizer, [], t).strip() or "\u23ce" for t in ids)
+
     rows = []
     for block in blocks:
-        def words(ids: list[int]) -> str:
-            return " | ".join(token_text(tokenizer, [], t).strip() or "\u23ce" for t in ids)
-
-        target = token_text(tokenizer, [], block.target_token).strip() or "\u23ce"
+        target = words([block.target_token])
         rows.append(
             [block.index, " ".join(f"{m} {block.weights.get(m, 0):.2f}" for m in methods)]
             + [words(block.drafts.get(m, [])) for m in methods]

@@ -24,6 +24,7 @@ from .models import ModelPair
 from .spec import DraftingSpec
 
 SPECULATIVE, AUTOREGRESSIVE = "speculative", "autoregressive"
+WORKER_THREAD = "tabed-worker"  # the name of every worker thread
 
 
 @dataclass
@@ -72,7 +73,7 @@ class ComparisonWorker:
         self.compare_ar, self.captioner = compare_ar, captioner
         self.items: queue.Queue[Item] = queue.Queue()
         self.stop_event = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="tabed-worker", daemon=True)
+        self.thread = threading.Thread(target=self._run, name=WORKER_THREAD, daemon=True)
 
     def start(self) -> ComparisonWorker:
         self.thread.start()

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from . import world
-from .conversation import Turn, chat_messages
+from .conversation import Turn, chat_messages, encode
 from .factory import LlavaSize, bpe_tokenizer, llava_processor, random_llava
 
 TOKENIZER_SEED = 0  # the tokenizer is trained on the first dialogues of the training stream
@@ -340,7 +340,8 @@ def load_or_build_tokenizer(work: Path):
 
 
 def train_command(args) -> int:
-    torch.set_num_threads(args.threads) if args.threads else None
+    if args.threads:
+        torch.set_num_threads(args.threads)
     work, out = Path(args.work), Path(args.out)
     roles = ["target", "drafter"] if args.role == "both" else [args.role]
     tokenizer = load_or_build_tokenizer(work)
@@ -365,13 +366,11 @@ def train_command(args) -> int:
 def answer(model, processor, dialogue: world.Dialogue, max_new_tokens: int = 80) -> str:
     """Greedy answer of one model alone to the last question of a dialogue."""
     turns = dialogue_turns(dialogue, len(dialogue.exchanges) - 1)
-    text = processor.apply_chat_template(chat_messages(turns), add_generation_prompt=True, tokenize=False)
-    images = [image for turn in turns for image in turn.images]
-    inputs = processor(images=images or None, text=text, return_tensors="pt")
+    prompt = encode(processor, turns, model.device, model.dtype)
     with torch.inference_mode():
-        out = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False,
-                             pad_token_id=processor.tokenizer.pad_token_id)
-    return processor.tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True).strip()
+        out = model.generate(input_ids=prompt.input_ids, **prompt.image_inputs, max_new_tokens=max_new_tokens,
+                             do_sample=False, pad_token_id=processor.tokenizer.pad_token_id)
+    return processor.tokenizer.decode(out[0, prompt.length:], skip_special_tokens=True).strip()
 
 
 def accuracy(model, processor, dialogues: list[world.Dialogue]) -> float:
@@ -425,7 +424,8 @@ def step_costs(pair, steps: int = 24, rounds: int = 3) -> dict[str, float]:
 def eval_command(args) -> int:
     from .models import load_pair
 
-    torch.set_num_threads(args.threads) if args.threads else None
+    if args.threads:
+        torch.set_num_threads(args.threads)
     folder = Path(args.models)
     pair = load_pair(str(folder / "target"), str(folder / "drafter"), device="cpu", dtype="float32", name="teaching")
     splits = {s: world.split(s, EVAL_SEED, args.cases) for s in world.SCENARIOS}

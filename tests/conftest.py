@@ -1,7 +1,9 @@
 """Tiny random LLaVA pairs built from configs (no downloads), shared by the tests."""
 
+import contextlib
 import copy
 import os
+import threading
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -12,6 +14,7 @@ from PIL import Image  # noqa: E402
 
 from tabed.factory import LlavaSize, llava_processor, random_llava, word_tokenizer  # noqa: E402
 from tabed.models import ModelPair  # noqa: E402
+from tabed.runner import WORKER_THREAD  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(40)]
 SIZE = LlavaSize()
@@ -39,6 +42,24 @@ def perturbed(model, noise: float, seed: int = 1):
 
 def make_pair(target, drafter, processor, name="tiny") -> ModelPair:
     return ModelPair(target, drafter, processor, processor, torch.device("cpu"), torch.float32, name)
+
+
+@contextlib.contextmanager
+def serving(pair):
+    """The app module with `pair` standing in for the (default) teaching preset."""
+    import app
+
+    saved = (app.PAIRS.name, app.PAIRS.pair)
+    app.PAIRS.name, app.PAIRS.pair = "teaching", pair
+    try:
+        yield app
+    finally:
+        app.PAIRS.name, app.PAIRS.pair = saved
+
+
+def workers_alive() -> int:
+    """Decoding worker threads still running."""
+    return sum(thread.name == WORKER_THREAD and thread.is_alive() for thread in threading.enumerate())
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,5 @@
 """The app's event handlers, driven directly with a tiny pair: what they yield, errors, Stop."""
 
-import threading
 import time
 
 import numpy as np
@@ -9,6 +8,7 @@ import torch
 from PIL import Image
 
 import app
+from conftest import serving, workers_alive
 from tabed.models import ModelPair
 
 SETTINGS = dict(preset="teaching", methods=["M", "T"], mode=app.MODES[0], rule="w-grid", window=0, gamma=5,
@@ -24,10 +24,8 @@ def settings(**changes):
 @pytest.fixture
 def tiny_app(pair):
     """The app with the tiny test pair standing in for the teaching preset."""
-    saved = (app.PAIRS.name, app.PAIRS.pair)
-    app.PAIRS.name, app.PAIRS.pair = "teaching", pair
-    yield app
-    app.PAIRS.name, app.PAIRS.pair = saved
+    with serving(pair) as served:
+        yield served
 
 
 @pytest.fixture
@@ -35,10 +33,6 @@ def image_path(tmp_path, image):
     path = tmp_path / "picture.png"
     image.save(path)
     return str(path)
-
-
-def workers_alive() -> int:
-    return sum(thread.name == "tabed-worker" and thread.is_alive() for thread in threading.enumerate())
 
 
 def final(outputs):

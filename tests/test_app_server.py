@@ -1,24 +1,22 @@
 """The launched app through gradio_client: a run completes, a cancelled run stops, two runs queue."""
 
-import threading
 import time
 
 import pytest
 from gradio_client import Client, handle_file
 
 import app
+from conftest import serving, workers_alive
 
 SETTINGS = ["teaching", ["M", "T"], app.MODES[0], "w-grid", 0, 5]
 
 
 @pytest.fixture(scope="module")
 def server(pair):
-    saved = (app.PAIRS.name, app.PAIRS.pair)
-    app.PAIRS.name, app.PAIRS.pair = "teaching", pair
-    _, url, _ = app.demo.launch(prevent_thread_lock=True, quiet=True, server_port=None)
-    yield Client(url, verbose=False)
-    app.demo.close()
-    app.PAIRS.name, app.PAIRS.pair = saved
+    with serving(pair):
+        _, url, _ = app.demo.launch(prevent_thread_lock=True, quiet=True, server_port=None)
+        yield Client(url, verbose=False)
+        app.demo.close()
 
 
 @pytest.fixture(scope="module")
@@ -26,10 +24,6 @@ def picture(tmp_path_factory, image):
     path = tmp_path_factory.mktemp("pictures") / "picture.png"
     image.save(path)
     return handle_file(str(path))
-
-
-def workers_alive() -> int:
-    return sum(thread.name == "tabed-worker" and thread.is_alive() for thread in threading.enumerate())
 
 
 def submit(client, picture, prompt, max_new_tokens=24):

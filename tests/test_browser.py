@@ -1,6 +1,5 @@
 """The page in headless Chromium (Debian's package, driven by playwright), like a person uses it."""
 
-import threading
 import time
 from pathlib import Path
 
@@ -8,6 +7,7 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 import app
+from conftest import serving, workers_alive
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -18,16 +18,10 @@ SCREENSHOTS = Path(__file__).resolve().parent.parent / "screenshots"
 @pytest.fixture(scope="module")
 def url(pair):
     """The app as `python app.py` starts it, with the tiny test pair standing in for the preset."""
-    saved = (app.PAIRS.name, app.PAIRS.pair)
-    app.PAIRS.name, app.PAIRS.pair = "teaching", pair
-    _, address, _ = app.demo.launch(prevent_thread_lock=True, quiet=True, css=app.CSS)
-    yield address
-    app.demo.close()
-    app.PAIRS.name, app.PAIRS.pair = saved
-
-
-def workers_alive() -> int:
-    return sum(thread.name == "tabed-worker" and thread.is_alive() for thread in threading.enumerate())
+    with serving(pair):
+        _, address, _ = app.demo.launch(prevent_thread_lock=True, quiet=True, css=app.CSS)
+        yield address
+        app.demo.close()
 
 
 @pytest.fixture(scope="module")
