@@ -50,11 +50,27 @@ def _add_overhead(sub) -> None:
     _add_pair_arguments(p)
 
 
+def _add_bench(sub) -> None:
+    p = sub.add_parser("bench", help="block efficiency and walltime per scenario and spec, against AR and a peer")
+    p.add_argument("--suite", help="JSONL suite of cases (default: assets/bench/teaching.jsonl)")
+    p.add_argument("--drafting", default="M,T,MT,tabed-MT", help="comma-separated specs (default: M,T,MT,tabed-MT)")
+    p.add_argument("--gamma", type=int, default=5, help="draft tokens per block (default: 5)")
+    p.add_argument("--max-new-tokens", type=int, default=96)
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--limit", type=int, help="at most this many cases per scenario")
+    p.add_argument("--peer", action="store_true", help="also time transformers' assisted generation")
+    p.add_argument("--no-overhead", action="store_true", help="skip the batched-drafting overhead measurement")
+    p.add_argument("--out", required=True, help="folder for report.json, report.md and report.html")
+    _add_pair_arguments(p)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tabed", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     _add_generate(sub)
     _add_overhead(sub)
+    _add_bench(sub)
     return parser
 
 
@@ -117,6 +133,24 @@ def overhead(args) -> dict:
     return {"pair": pair.name, "device": str(pair.device), **{str(k): v for k, v in ratios.items()}}
 
 
+def bench(args) -> dict:
+    from pathlib import Path
+
+    from .bench import BenchSettings, default_suite, log, run_bench
+
+    if args.limit is not None and args.limit < 1:
+        raise TabedError(f"--limit must be at least 1, got {args.limit}")
+    config = GenerationConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
+                              gamma=args.gamma)
+    settings = BenchSettings(Path(args.suite) if args.suite else default_suite(),
+                             [s.strip() for s in args.drafting.split(",") if s.strip()], config, Path(args.out),
+                             peer=args.peer, limit=args.limit, overhead=not args.no_overhead)
+    pair = _load(args)
+    report = run_bench(pair, settings, progress=log)
+    log(f"reports in {settings.out}/report.{{json,md,html}}")
+    return report
+
+
 def _summary(report: dict) -> str:
     m = report["metrics"]
     parts = [
@@ -138,6 +172,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "overhead":
             report = overhead(args)
             print(json.dumps(report, indent=2))
+            return 0
+        if args.command == "bench":
+            report = bench(args)
+            print(json.dumps({"scenarios": {name: {spec: {k: row[k] for k in ("block_efficiency", "speedup_vs_ar",
+                                                                                "mismatches")}
+                                                   for spec, row in s["specs"].items()}
+                                            for name, s in report["scenarios"].items()}}, indent=2))
             return 0
         report = generate(args)
     except TabedError as exc:

@@ -127,7 +127,8 @@ def _check_source(name: str, role: str) -> str:
     expanded = os.path.expanduser(name)
     if _looks_local(name) and not Path(expanded).is_dir():
         bundled = str(ASSETS) in expanded
-        hint = (" (the teaching pair is not in assets/ yet: train it with `python -m tabed.teaching train`, "
+        hint = (" (the bundled teaching pair is missing: restore assets/models from git, or retrain it with "
+                "`python -m tabed.teaching train`, "
                 "or choose another pair)") if bundled else ""
         raise ModelLoadError(f"{role} folder not found: {name}{hint}")
     return expanded

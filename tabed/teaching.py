@@ -3,6 +3,7 @@
     python -m tabed.teaching train      # tokenizer, target, drafter -> assets/models (resumable)
     python -m tabed.teaching eval       # accuracy and block efficiency on held-out splits
     python -m tabed.teaching examples   # the app's example pictures and prompts -> assets/examples
+    python -m tabed.teaching suite      # the benchmark suite of held-out cases -> assets/bench
 
 Both models are LLaVA (CLIP vision tower, projector, Llama) sharing one BPE tokenizer, saved with
 `save_pretrained` so that the loader for `llava-hf/llava-1.5-7b-hf` loads them unchanged. Training
@@ -18,7 +19,7 @@ import math
 import random
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
@@ -44,18 +45,22 @@ class Recipe:
     warmup: int = 100
     seed: int = 1234
     weight_decay: float = 0.05
-    # The image encoder (vision tower + projector) stays frozen at its random init for the first steps,
-    # then trains at a fraction of the rate. Trained from the start, it collapses within ~50 steps to a
-    # constant "prompt" that ignores the picture (measured: loss with shuffled pictures = loss with the
-    # right ones); frozen, random features keep the picture and the language model learns to read them.
+    # The image encoder (vision tower + projector) stays frozen for the first steps, then the tower and
+    # the projector train at their own fractions of the rate (0: the tower stays as pretrained).
+    # Trained from the start, the encoder collapses within ~50 steps to a constant "prompt" that ignores
+    # the picture (measured: loss with shuffled pictures = loss with the right ones).
     vision_frozen_steps: int = 300
     vision_lr_scale: float = 0.2
+    projector_lr_scale: float = 0.2
     # Before that, the vision tower alone learns to name what is in a picture (scene type, shape and
     # colour per quadrant, the printed text, bar values and colours), as LLaVA starts from a trained
     # CLIP: with random features the language model did not ground within 500 steps.
     vision_pretrain_steps: int = 600
     vision_pretrain_batch: int = 64
     vision_pretrain_lr: float = 1e-3
+    # Share of pictured dialogues the model sees without their picture (answers unchanged): a drafter
+    # trained so guesses from the text alone, as a text-only drafter (T) must.
+    image_dropout: float = 0.0
 
 
 IMAGE = dict(image_size=64, patch_size=16, context=1024)  # 16 image tokens per picture
@@ -63,12 +68,12 @@ RECIPES = {
     "target": Recipe(
         LlavaSize(text_layers=6, text_width=384, text_heads=6, vision_layers=4, vision_width=192, vision_heads=3,
                   **IMAGE),
-        steps=1800, batch_size=32, lr=1e-3,
+        steps=6000, batch_size=128, lr=1e-3, vision_pretrain_steps=1500,
     ),
     "drafter": Recipe(
         LlavaSize(text_layers=2, text_width=128, text_heads=2, vision_layers=2, vision_width=96, vision_heads=2,
                   **IMAGE),
-        steps=1200, batch_size=32, lr=2e-3, seed=4321,
+        steps=3000, batch_size=64, lr=2e-3, seed=4321, vision_pretrain_steps=1500, image_dropout=0.3,
     ),
     # seconds, for the smoke test
     "micro": Recipe(
@@ -136,9 +141,15 @@ def image_tokens(processor) -> int:
     return (size // processor.patch_size) ** 2 + processor.num_additional_image_tokens - 1
 
 
-def training_batch(processor, seed: int, step: int, batch_size: int) -> dict[str, torch.Tensor]:
+def training_batch(processor, seed: int, step: int, batch_size: int,
+                   image_dropout: float = 0.0) -> dict[str, torch.Tensor]:
     """Batch `step` of the stream: right-padded ids, answer-only labels, pixel values of the pictures."""
-    dialogues = [world.training_dialogue(seed, step * batch_size + i) for i in range(batch_size)]
+    dialogues = []
+    for index in range(step * batch_size, (step + 1) * batch_size):
+        dialogue = world.training_dialogue(seed, index)
+        if dialogue.scene is not None and random.Random(f"dropout {seed} {index}").random() < image_dropout:
+            dialogue = replace(dialogue, scene=None)
+        dialogues.append(dialogue)
     encoded = [encode_dialogue(processor, d) for d in dialogues]
     length = max(len(ids) for ids, _ in encoded)
     pad = processor.tokenizer.pad_token_id
@@ -192,23 +203,25 @@ def scene_attributes(scene: world.Scene) -> dict[str, list[int]]:
 
 
 def pretrain_vision(model, processor, recipe: Recipe, work: Path, role: str) -> None:
-    """Train the vision tower with linear read-outs of the scene attributes; cached in `work`."""
+    """Train the vision tower with linear read-outs of the scene attributes; cached in `work`.
+
+    The read-outs see the patch features only, the ones LLaVA passes on to the language model."""
     cache = work / f"{role}-vision.pt"
     tower = model.model.vision_tower
     made_by = {"size": asdict(recipe.size), "seed": recipe.seed, "steps": recipe.vision_pretrain_steps,
-               "batch": recipe.vision_pretrain_batch, "lr": recipe.vision_pretrain_lr}
+               "batch": recipe.vision_pretrain_batch, "lr": recipe.vision_pretrain_lr, "features": "patches"}
     if cache.exists():
-        state = torch.load(cache, weights_only=False)
+        state = torch.load(cache, weights_only=False, map_location="cpu")
         if state.get("made_by") == made_by:
             tower.load_state_dict(state["tower"])
             return
         log(f"[{role}] {cache} was made with another recipe: pretraining the vision tower again")
     if recipe.vision_pretrain_steps <= 0:
         return
-    size = recipe.size
-    tokens = (size.image_size // size.patch_size) ** 2 + 1
-    heads = torch.nn.ModuleDict({name: torch.nn.Linear(size.vision_width * tokens, slots * classes)
-                                 for name, (slots, classes) in ATTRIBUTES.items()})
+    size, device = recipe.size, next(tower.parameters()).device
+    patches = (size.image_size // size.patch_size) ** 2
+    heads = torch.nn.ModuleDict({name: torch.nn.Linear(size.vision_width * patches, slots * classes)
+                                 for name, (slots, classes) in ATTRIBUTES.items()}).to(device)
     optimizer = torch.optim.AdamW([*tower.parameters(), *heads.parameters()], lr=recipe.vision_pretrain_lr)
     tower.train()
     started = time.perf_counter()
@@ -217,12 +230,12 @@ def pretrain_vision(model, processor, recipe: Recipe, work: Path, role: str) -> 
         scenes = [world.random_scene(rng) for _ in range(recipe.vision_pretrain_batch)]
         pixels = processor.image_processor([world.render(s) for s in scenes], return_tensors="pt")["pixel_values"]
         labels = [scene_attributes(s) for s in scenes]
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            features = tower(pixels, output_hidden_states=True).hidden_states[-1].flatten(1)
+        with torch.autocast(device.type, dtype=torch.bfloat16):
+            features = tower(pixels.to(device), output_hidden_states=True).hidden_states[-1][:, 1:].flatten(1)
             loss = 0.0
             for name, (_, classes) in ATTRIBUTES.items():
                 logits = heads[name](features).view(-1, classes)
-                target = torch.tensor([label[name] for label in labels]).view(-1)
+                target = torch.tensor([label[name] for label in labels], device=device).view(-1)
                 loss = loss + torch.nn.functional.cross_entropy(logits.float(), target)
         loss.backward()
         optimizer.step()
@@ -242,43 +255,58 @@ def learning_rate(recipe: Recipe, step: int) -> float:
     return recipe.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
 
 
-def _is_image_encoder(name: str) -> bool:
-    return "vision_tower" in name or "multi_modal_projector" in name
+def _part(name: str) -> str:
+    return "tower" if "vision_tower" in name else "projector" if "multi_modal_projector" in name else "language"
 
 
 def _optimizer(model, recipe: Recipe) -> torch.optim.Optimizer:
     groups = []
-    for vision in (True, False):
+    for part in ("tower", "projector", "language"):
         for decay in (True, False):
-            params = [p for n, p in model.named_parameters()
-                      if _is_image_encoder(n) == vision and (p.dim() >= 2) == decay]
-            groups.append({"params": params, "weight_decay": recipe.weight_decay if decay else 0.0,
-                           "vision": vision})
+            params = [p for n, p in model.named_parameters() if _part(n) == part and (p.dim() >= 2) == decay]
+            groups.append({"params": params, "weight_decay": recipe.weight_decay if decay else 0.0, "part": part})
     return torch.optim.AdamW(groups, lr=recipe.lr, betas=(0.9, 0.98))
 
 
 def _set_rates(optimizer: torch.optim.Optimizer, recipe: Recipe, step: int) -> None:
     rate = learning_rate(recipe, step)
+    scales = {"language": 1.0, "tower": recipe.vision_lr_scale, "projector": recipe.projector_lr_scale}
     for group in optimizer.param_groups:
-        if not group["vision"]:
-            group["lr"] = rate
-        else:
-            group["lr"] = 0.0 if step < recipe.vision_frozen_steps else rate * recipe.vision_lr_scale
+        frozen = group["part"] != "language" and step < recipe.vision_frozen_steps
+        group["lr"] = 0.0 if frozen else rate * scales[group["part"]]
+
+
+class _Batches(torch.utils.data.Dataset):
+    """Batches `first`, `first + 1`, ... of the training stream, for a DataLoader's worker processes."""
+
+    def __init__(self, processor, recipe: Recipe, first: int, last: int):
+        self.processor, self.recipe, self.first, self.last = processor, recipe, first, last
+
+    def __len__(self) -> int:
+        return self.last - self.first
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        r = self.recipe
+        return training_batch(self.processor, r.seed, self.first + i, r.batch_size, r.image_dropout)
 
 
 def train(role: str, processor, work: Path, recipe: Recipe | None = None, restart: bool = False,
-          until: int | None = None, log_every: int = 20, save_every: int = 100):
+          until: int | None = None, log_every: int = 20, save_every: int = 100, device: str = "cpu",
+          workers: int | None = None):
     """Train one model of the pair, checkpointing to `work/<role>.pt`; returns the model in eval mode.
 
-    `until` stops early at that step (checkpoint kept), to split a long run into several sittings."""
+    `until` stops early at that step (checkpoint kept), to split a long run into several sittings.
+    Batches are drawn in `workers` processes (default: none on a CPU, whose cores the model needs;
+    four beside a GPU); batch `s` is the same whichever process draws it."""
     recipe = recipe or RECIPES[role]
+    device = torch.device(device)
     work.mkdir(parents=True, exist_ok=True)
     checkpoint = work / f"{role}.pt"
-    model = random_llava(recipe.size, processor.tokenizer, seed=recipe.seed)
+    model = random_llava(recipe.size, processor.tokenizer, seed=recipe.seed).to(device)
     optimizer = _optimizer(model, recipe)
     step = 0
     if checkpoint.exists() and not restart:
-        state = torch.load(checkpoint, weights_only=False)
+        state = torch.load(checkpoint, weights_only=False, map_location=device)
         if state["recipe"] != asdict(recipe):
             raise SystemExit(f"{checkpoint} was made with another recipe; pass --restart to start over")
         model.load_state_dict(state["model"])
@@ -293,10 +321,13 @@ def train(role: str, processor, work: Path, recipe: Recipe | None = None, restar
     start, tokens, losses = time.perf_counter(), 0, []
     first = step
     last = min(recipe.steps, until or recipe.steps)
+    workers = (0 if device.type == "cpu" else 4) if workers is None else workers
+    batches = iter(torch.utils.data.DataLoader(_Batches(processor, recipe, step, last), batch_size=None,
+                                               num_workers=workers, prefetch_factor=4 if workers else None))
     while step < last:
-        batch = training_batch(processor, recipe.seed, step, recipe.batch_size)
+        batch = {name: tensor.to(device) for name, tensor in next(batches).items()}
         _set_rates(optimizer, recipe, step)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.autocast(device.type, dtype=torch.bfloat16):
             loss = model(**batch).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -351,7 +382,8 @@ def train_command(args) -> int:
             recipe = Recipe(**{**recipe.__dict__, "steps": args.steps})
         processor = llava_processor(tokenizer, recipe.size.image_size, recipe.size.patch_size)
         started = time.perf_counter()
-        model = train(role, processor, work, recipe, restart=args.restart, until=args.until)
+        model = train(role, processor, work, recipe, restart=args.restart, until=args.until, device=args.device,
+                      workers=args.workers)
         if args.until and args.until < recipe.steps:
             log(f"[{role}] stopped at step {args.until}; run the same command without --until to go on")
             return 0
@@ -427,7 +459,8 @@ def eval_command(args) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     folder = Path(args.models)
-    pair = load_pair(str(folder / "target"), str(folder / "drafter"), device="cpu", dtype="float32", name="teaching")
+    pair = load_pair(str(folder / "target"), str(folder / "drafter"), device=args.device, dtype="float32",
+                     name="teaching")
     splits = {s: world.split(s, EVAL_SEED, args.cases) for s in world.SCENARIOS}
     report: dict = {"cases_per_scenario": args.cases, "threads": torch.get_num_threads(),
                     "step_costs": step_costs(pair), "accuracy": {}, "block_efficiency": {}}
@@ -474,6 +507,30 @@ def examples_command(args) -> int:
     return 0
 
 
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def suite_command(args) -> int:
+    """Write the benchmark suite of the teaching pair: held-out dialogues of every scenario, as JSONL."""
+    out = Path(args.out)
+    (out / "images").mkdir(parents=True, exist_ok=True)
+    lines = []
+    for scenario in world.SCENARIOS:
+        for i, dialogue in enumerate(world.split(scenario, EVAL_SEED, args.cases)):
+            case_id = f"{scenario}-{i:02d}"
+            images = []
+            if dialogue.scene is not None:
+                images = [f"images/{case_id}.png"]
+                world.render(dialogue.scene, args.size).save(out / images[0])
+            turns = [{"prompt": e.question, "answer": e.answer} for e in dialogue.exchanges[:-1]]
+            turns.append({"prompt": dialogue.exchanges[-1].question})
+            lines.append(json.dumps({"id": case_id, "scenario": scenario, "images": images, "turns": turns}))
+    (out / "teaching.jsonl").write_text("\n".join(lines) + "\n")
+    log(f"wrote {len(lines)} cases to {out / 'teaching.jsonl'}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tabed.teaching", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -487,20 +544,27 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--until", type=int, help="stop at this step, keeping the checkpoint (resume later)")
     t.add_argument("--micro", action="store_true", help="a tiny recipe that runs in seconds (smoke test)")
     t.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
+    t.add_argument("--device", default=default_device(), help="cpu or cuda (default: cuda where there is one)")
+    t.add_argument("--workers", type=int, help="processes drawing batches (default: 0 on a CPU, 4 beside a GPU)")
     e = sub.add_parser("eval", help="accuracy and block efficiency on held-out splits")
     e.add_argument("--models", default="assets/models")
     e.add_argument("--cases", type=int, default=50, help="dialogues per scenario (default: 50)")
     e.add_argument("--drafting", default="M,T,MT,tabed-MT")
     e.add_argument("--threads", type=int)
+    e.add_argument("--device", default="cpu", help="where to measure (default: cpu, the pair's home)")
     x = sub.add_parser("examples", help="write the example pictures and prompts used by the app")
     x.add_argument("--out", default="assets/examples")
     x.add_argument("--size", type=int, default=256, help="picture size in pixels (default: 256)")
+    b = sub.add_parser("suite", help="write the benchmark suite (held-out cases of every scenario)")
+    b.add_argument("--out", default="assets/bench")
+    b.add_argument("--cases", type=int, default=24, help="cases per scenario (default: 24)")
+    b.add_argument("--size", type=int, default=96, help="picture size in pixels (default: 96)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    commands = {"train": train_command, "eval": eval_command, "examples": examples_command}
+    commands = {"train": train_command, "eval": eval_command, "examples": examples_command, "suite": suite_command}
     return commands[args.command](args)
 
 

@@ -1,5 +1,8 @@
-"""The page in headless Chromium (Debian's package, driven by playwright), like a person uses it."""
+"""The page in headless Chromium (Debian's package, driven by playwright), like a person uses it:
+first with the tiny test pair (every token colour, follow-up, Stop), then with the bundled teaching
+pair that `python app.py` serves by default."""
 
+import contextlib
 import time
 from pathlib import Path
 
@@ -15,32 +18,39 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
 SCREENSHOTS = Path(__file__).resolve().parent.parent / "screenshots"
 
 
-@pytest.fixture(scope="module")
-def url(pair):
-    """The app as `python app.py` starts it, with the tiny test pair standing in for the preset."""
-    with serving(pair):
-        _, address, _ = app.demo.launch(prevent_thread_lock=True, quiet=True, css=app.CSS)
-        yield address
+@contextlib.contextmanager
+def served_page():
+    """The app as `python app.py` starts it, open in a headless Chromium page."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"Chromium not found at {CHROMIUM}: install Debian's package (apt-get install chromium)")
+    _, address, _ = app.demo.launch(prevent_thread_lock=True, quiet=True, css=app.CSS)
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            page = browser.new_page(viewport={"width": 1400, "height": 1300})
+            page.goto(address)
+            yield page
+            browser.close()
+    finally:
         app.demo.close()
 
 
 @pytest.fixture(scope="module")
-def page(url):
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"Chromium not found at {CHROMIUM}: install Debian's package (apt-get install chromium)")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1300})
-        page.goto(url)
+def page(pair):
+    """With the tiny test pair standing in for the preset: fast, and its drafts are often rejected."""
+    with serving(pair), served_page() as page:
         yield page
-        browser.close()
+
+
+def ask(page, image: Path, prompt: str) -> None:
+    page.locator("#image input[type=file]").set_input_files(str(image))
+    page.locator("#prompt textarea").fill(prompt)
+    page.locator("#run").click()
+    expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
 
 
 def test_upload_ask_run_and_see_every_part_of_the_answer(page):
-    page.locator("#image input[type=file]").set_input_files(str(app.EXAMPLES / "chart.png"))
-    page.locator("#prompt textarea").fill("w1 w2 w3")
-    page.locator("#run").click()
-    expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
+    ask(page, app.EXAMPLES / "chart.png", "w1 w2 w3")
     answer = page.locator("#tabed-answer")
     assert answer.locator(".tk-accepted").count() > 0
     assert answer.locator(".tk-rejected").count() > 0
@@ -71,3 +81,17 @@ def test_follow_up_and_stop_from_the_page(page):
         time.sleep(0.02)
     assert workers_alive() == 0, "Stop did not end the decoding thread"
     assert time.monotonic() - clicked < 3
+
+
+def test_the_bundled_pair_answers_the_chart_example_on_the_page():
+    """No stand-in: the app loads the teaching pair itself, as on a fresh laptop."""
+    app.PAIRS.name = app.PAIRS.pair = None
+    with served_page() as page:
+        ask(page, app.EXAMPLES / "chart.png", "Which bar is the highest?")
+        expected = "The highest bar is bar B, the orange one, with a value of 8."
+        expect(page.locator("#tabed-answer")).to_contain_text(expected)
+        expect(page.locator("#plain-answer")).to_contain_text(expected)
+        expect(page.locator("#status")).to_contain_text("teaching")
+        expect(page.locator("#metrics")).to_contain_text("speedup")
+        SCREENSHOTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "teaching.png"), full_page=True)

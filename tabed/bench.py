@@ -1,0 +1,430 @@
+"""`python -m tabed bench`: the paper's Table 1 for any pair, and walltime against plain decoding and a peer.
+
+For every case of a suite and every drafting spec, the target decodes the case alone (AR) and then
+speculatively (SD), back to back, after a warm-up: drift hits both sides alike. Greedy runs also
+check that SD gave AR's tokens. The peer is transformers' own assisted generation
+(`generate(assistant_model=drafter)`) on the same pair and cases, timed the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from .conversation import Turn, encode, load_image
+from .decoding import GenerationConfig, autoregressive_generate, collect, speculative_generate, warm_up
+from .errors import InputError
+from .events import GenerationResult
+from .models import ModelPair
+from .spec import parse_spec
+
+PEER = "peer"
+PEER_NOTE = ("peer: transformers assisted generation, `target.generate(assistant_model=drafter)`, with γ draft "
+             "tokens per block (constant schedule). In transformers 5 a vision-language assistant drafts without "
+             "the image: the peer's drafter is image-blind, like T. Its block efficiency is tokens per target "
+             "forward, the prefill included.")
+
+
+# ---------------------------------------------------------------- suites
+
+
+@dataclass
+class Case:
+    """One benchmark case: a conversation whose last user turn is the one decoded and timed."""
+
+    id: str
+    scenario: str
+    images: list[str]  # paths, relative to the suite file
+    turns: list[dict]  # {"prompt": str, "answer": str}; the last has no answer
+
+
+def load_suite(path: str | Path) -> list[Case]:
+    """Read a JSONL suite; each line is {"id", "scenario", "images": [...], "turns": [...]}.
+
+    A turn is a prompt string or {"prompt", "answer"}; every turn but the last needs its answer,
+    so that each spec decodes the same conversation."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"suite not found: {path}")
+    cases = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            turns = [t if isinstance(t, dict) else {"prompt": t} for t in row["turns"]]
+            case = Case(str(row["id"]), str(row["scenario"]), list(row.get("images") or []), turns)
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise InputError(f"{path}:{number}: not a suite case ({exc})") from None
+        if not case.turns or any("prompt" not in t for t in case.turns):
+            raise InputError(f"{path}:{number}: every turn needs a prompt")
+        if any(not t.get("answer") for t in case.turns[:-1]):
+            raise InputError(f"{path}:{number}: every turn but the last needs its answer")
+        for image in case.images:
+            if not (path.parent / image).is_file():
+                raise InputError(f"{path}:{number}: image not found: {image}")
+        cases.append(case)
+    if not cases:
+        raise InputError(f"suite {path} has no cases")
+    return cases
+
+
+def limit_cases(cases: list[Case], per_scenario: int | None) -> list[Case]:
+    """The first `per_scenario` cases of each scenario, in suite order."""
+    if per_scenario is None:
+        return cases
+    seen: dict[str, int] = {}
+    kept = []
+    for case in cases:
+        seen[case.scenario] = seen.get(case.scenario, 0) + 1
+        if seen[case.scenario] <= per_scenario:
+            kept.append(case)
+    return kept
+
+
+def case_turns(case: Case, root: Path) -> list[Turn]:
+    images = [load_image(root / image) for image in case.images]
+    return [Turn(t["prompt"], images if i == 0 else [], t.get("answer")) for i, t in enumerate(case.turns)]
+
+
+# ---------------------------------------------------------------- one run
+
+
+@dataclass
+class Run:
+    """One case decoded with one spec, and by the target alone just before it."""
+
+    case: str
+    scenario: str
+    spec: str
+    new_tokens: int
+    target_forwards: int
+    emitted: int  # tokens the target forwards account for (block efficiency = emitted / forwards)
+    accepted: int = 0
+    drafted: int = 0
+    walltime_s: float = 0.0
+    draft_s: float = 0.0
+    verify_s: float = 0.0
+    weights_s: float = 0.0
+    decode_s: float = 0.0
+    ar_walltime_s: float = 0.0
+    ar_decode_s: float = 0.0
+    mismatch: bool = False
+
+
+def _sd_run(pair: ModelPair, case: Case, turns: list[Turn], spec: str, config: GenerationConfig,
+            ar: GenerationResult) -> Run:
+    result = collect(speculative_generate(pair, turns, parse_spec(spec), config))
+    m = result.metrics
+    accepted = sum(block.accepted for block in result.blocks)
+    drafted = sum(len(block.draft) for block in result.blocks)
+    return Run(case.id, case.scenario, spec, m.new_tokens, m.target_forwards, max(0, m.new_tokens - 1),
+               accepted, drafted, m.walltime_s, m.draft_s, m.verify_s, m.weights_s, m.decode_s,
+               ar.metrics.walltime_s, ar.metrics.decode_s, config.temperature == 0 and result.token_ids != ar.token_ids)
+
+
+def peer_generate(pair: ModelPair, turns: list[Turn], config: GenerationConfig) -> tuple[list[int], float, int]:
+    """Transformers' assisted generation on the pair: token ids, walltime, target forwards."""
+    prompt = encode(pair.target_processor, turns, pair.device, pair.dtype)
+    forwards = []
+    hook = pair.target.register_forward_pre_hook(lambda *_: forwards.append(1))
+    saved = (pair.drafter.generation_config.num_assistant_tokens,
+             pair.drafter.generation_config.num_assistant_tokens_schedule)
+    pair.drafter.generation_config.num_assistant_tokens = config.gamma
+    pair.drafter.generation_config.num_assistant_tokens_schedule = "constant"
+    sample = config.temperature > 0
+    options = {"do_sample": True, "temperature": config.temperature, "top_p": config.top_p} if sample else {
+        "do_sample": False}
+    try:
+        if sample:
+            torch.manual_seed(config.seed)
+        start = _now(pair)
+        with torch.inference_mode():
+            out = pair.target.generate(
+                input_ids=prompt.input_ids, attention_mask=torch.ones_like(prompt.input_ids), **prompt.image_inputs,
+                assistant_model=pair.drafter, max_new_tokens=config.max_new_tokens,
+                pad_token_id=pair.tokenizer.pad_token_id, **options)
+        seconds = _now(pair) - start
+    finally:
+        hook.remove()
+        (pair.drafter.generation_config.num_assistant_tokens,
+         pair.drafter.generation_config.num_assistant_tokens_schedule) = saved
+    return out[0, prompt.length:].tolist(), seconds, len(forwards)
+
+
+def _now(pair: ModelPair) -> float:
+    if pair.device.type == "cuda":
+        torch.cuda.synchronize(pair.device)
+    return time.perf_counter()
+
+
+def _peer_run(pair: ModelPair, case: Case, turns: list[Turn], config: GenerationConfig,
+              ar: GenerationResult) -> Run:
+    """The peer's prefill cannot be told apart from its decoding: its decode time is its walltime."""
+    ids, seconds, forwards = peer_generate(pair, turns, config)
+    return Run(case.id, case.scenario, PEER, len(ids), forwards, len(ids), walltime_s=seconds, decode_s=seconds,
+               ar_walltime_s=ar.metrics.walltime_s, ar_decode_s=ar.metrics.walltime_s,
+               mismatch=config.temperature == 0 and ids != ar.token_ids)
+
+
+def run_case(pair: ModelPair, case: Case, root: Path, specs: list[str], config: GenerationConfig,
+             peer: bool) -> list[Run]:
+    """Each spec (and the peer) right after its own AR run on the same case."""
+    turns = case_turns(case, root)
+    runs = []
+    for spec in [*specs, *([PEER] if peer else [])]:
+        ar = collect(autoregressive_generate(pair, turns, config))
+        if spec == PEER:
+            runs.append(_peer_run(pair, case, turns, config, ar))
+        else:
+            runs.append(_sd_run(pair, case, turns, spec, config, ar))
+    return runs
+
+
+# ---------------------------------------------------------------- statistics
+
+
+def pooled(numerators: Iterable[float], denominators: Iterable[float]) -> float:
+    """Sum over sum (e.g. tokens per target forward over a whole scenario); 0 when nothing was counted."""
+    top, bottom = sum(numerators), sum(denominators)
+    return top / bottom if bottom else 0.0
+
+
+def mean(values: Iterable[float]) -> float:
+    values = list(values)
+    return statistics.fmean(values) if values else 0.0
+
+
+def best_of(scores: dict[str, float]) -> list[str]:
+    """The names with the highest score (all of them when tied)."""
+    if not scores:
+        return []
+    top = max(scores.values())
+    return [name for name, value in scores.items() if value == top]
+
+
+def summarize(runs: list[Run]) -> dict:
+    """Per scenario and spec: block efficiency, acceptance, speedups, mismatches, times."""
+    scenarios: dict[str, dict] = {}
+    for scenario in dict.fromkeys(r.scenario for r in runs):
+        rows = {}
+        for spec in dict.fromkeys(r.spec for r in runs if r.scenario == scenario):
+            mine = [r for r in runs if r.scenario == scenario and r.spec == spec]
+            rows[spec] = {
+                "cases": len(mine),
+                "block_efficiency": pooled((r.emitted for r in mine), (r.target_forwards for r in mine)),
+                "acceptance_rate": pooled((r.accepted for r in mine), (r.drafted for r in mine)),
+                "speedup_vs_ar": pooled((r.ar_decode_s for r in mine), (r.decode_s for r in mine)),
+                "walltime_speedup_vs_ar": pooled((r.ar_walltime_s for r in mine), (r.walltime_s for r in mine)),
+                "mismatches": sum(r.mismatch for r in mine),
+                "walltime_s": sum(r.walltime_s for r in mine),
+                "ar_walltime_s": sum(r.ar_walltime_s for r in mine),
+                "ar_decode_s": sum(r.ar_decode_s for r in mine),
+                "draft_s": sum(r.draft_s for r in mine),
+                "verify_s": sum(r.verify_s for r in mine),
+                "weights_s": sum(r.weights_s for r in mine),
+                "decode_s": sum(r.decode_s for r in mine),
+                "new_tokens": sum(r.new_tokens for r in mine),
+            }
+        if PEER in rows:
+            for row in rows.values():
+                row["speedup_vs_peer"] = pooled([rows[PEER]["walltime_s"]], [row["walltime_s"]])
+        scenarios[scenario] = {
+            "specs": rows,
+            "best_block_efficiency": best_of({s: r["block_efficiency"] for s, r in rows.items() if s != PEER}),
+        }
+    specs = list(dict.fromkeys(r.spec for r in runs))
+    average = {spec: {key: mean(s["specs"][spec][key] for s in scenarios.values() if spec in s["specs"])
+                      for key in ("block_efficiency", "speedup_vs_ar")} for spec in specs}
+    return {"scenarios": scenarios, "average": average}
+
+
+def goals(summary: dict, tabed: str = "tabed-MT", singles: tuple[str, ...] = ("M", "T")) -> list[dict]:
+    """The project's goals for the teaching pair, each with its measured value, where the specs allow."""
+    scenarios, average = summary["scenarios"], summary["average"]
+    if not scenarios or any(tabed not in s["specs"] or any(m not in s["specs"] for m in singles)
+                            for s in scenarios.values()):
+        return []
+    out = []
+    worst = min(s["specs"][tabed]["block_efficiency"] / max(s["specs"][m]["block_efficiency"] for m in singles)
+                for s in scenarios.values())
+    out.append({"goal": f"{tabed} block efficiency >= the best single method's minus 2% on every scenario",
+                "measured": f"worst scenario: {worst:.3f} of the best single", "met": worst >= 0.98})
+    base = mean(average[m]["block_efficiency"] for m in singles)
+    gain = average[tabed]["block_efficiency"] / base - 1 if base else 0.0
+    out.append({"goal": f"{tabed} block efficiency >= 3% above the mean of {' and '.join(singles)}",
+                "measured": f"{gain:+.1%}", "met": gain >= 0.03})
+    speedup = pooled((s["specs"][tabed]["ar_decode_s"] for s in scenarios.values()),
+                     (s["specs"][tabed]["decode_s"] for s in scenarios.values()))
+    out.append({"goal": f"{tabed} speedup over AR >= 1.5x (stretch 2x), decode time", "measured": f"{speedup:.2f}x",
+                "met": speedup >= 1.5})
+    if all(PEER in s["specs"] for s in scenarios.values()):
+        peer = pooled((s["specs"][PEER]["walltime_s"] for s in scenarios.values()),
+                      (s["specs"][tabed]["walltime_s"] for s in scenarios.values()))
+        out.append({"goal": f"{tabed} faster than the transformers assisted-generation peer",
+                    "measured": f"{peer:.2f}x the peer's speed", "met": peer > 1.0})
+    mismatches = sum(r["mismatches"] for s in scenarios.values() for r in s["specs"].values())
+    out.append({"goal": "zero greedy mismatches", "measured": str(mismatches), "met": mismatches == 0})
+    return out
+
+
+# ---------------------------------------------------------------- reports
+
+
+def markdown(report: dict) -> str:
+    scenarios, specs = report["scenarios"], report["specs_run"]
+    lines = [f"# Benchmark: {report['pair']} on {report['device']} ({report['dtype']})", "",
+             f"γ = {report['gamma']}, max new tokens {report['max_new_tokens']}, temperature "
+             f"{report['temperature']}, suite `{report['suite']}`, {report['cases']} cases"
+             + ("" if report["complete"] else " (interrupted: partial results)") + ".", "",
+             "## Block efficiency (tokens per target forward; best per scenario in bold)", "",
+             "| spec | " + " | ".join(scenarios) + " | average |", "|---" * (len(scenarios) + 2) + "|"]
+    for spec in specs:
+        cells = []
+        for scenario in scenarios.values():
+            row = scenario["specs"].get(spec)
+            value = f"{row['block_efficiency']:.2f}" if row else "–"
+            cells.append(f"**{value}**" if spec in scenario["best_block_efficiency"] else value)
+        average = report["average"].get(spec, {}).get("block_efficiency", 0.0)
+        lines.append(f"| {spec} | " + " | ".join(cells) + f" | {average:.2f} |")
+    has_peer = PEER in specs
+    header = ["scenario", "spec", "speedup vs AR", "walltime speedup", *(["speedup vs peer"] if has_peer else []),
+              "acceptance",
+              "mismatches", "SD s", "AR s", "draft s", "verify s"]
+    lines += ["", "## Speed (seconds summed over the scenario's cases)", "", report["timing"] + ".", "",
+              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name, scenario in scenarios.items():
+        for spec, row in scenario["specs"].items():
+            peer = [f"{row.get('speedup_vs_peer', 0):.2f}×"] if has_peer else []
+            cells = [name, spec, f"{row['speedup_vs_ar']:.2f}×", f"{row['walltime_speedup_vs_ar']:.2f}×", *peer,
+                     f"{row['acceptance_rate']:.0%}", str(row["mismatches"]), f"{row['walltime_s']:.2f}",
+                     f"{row['ar_walltime_s']:.2f}", f"{row['draft_s']:.2f}", f"{row['verify_s']:.2f}"]
+            lines.append("| " + " | ".join(cells) + " |")
+    overhead = report.get("overhead", {})
+    if overhead:
+        lines += ["", "## Overheads", ""]
+        if "batched_drafting" in overhead:
+            lines.append("One draft step with K batched rows, relative to K = 1: " + ", ".join(
+                f"K={k}: {v:.2f}×" for k, v in overhead["batched_drafting"].items()) + ".")
+        for spec, share in overhead.get("weights_share", {}).items():
+            lines.append(f"Weight computation of {spec}: {share:.2%} of its decode time.")
+    if report.get("goals"):
+        lines += ["", "## Goals", "", "| goal | measured | met |", "|---|---|---|"]
+        lines += [f"| {g['goal']} | {g['measured']} | {'yes' if g['met'] else '**no**'} |" for g in report["goals"]]
+    if report.get("notes"):
+        lines += ["", "## Notes", ""] + [f"- {note}" for note in report["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+def html(report: dict) -> str:
+    import plotly.graph_objects as go
+
+    scenarios = list(report["scenarios"])
+    figures = []
+    for key, title in (("block_efficiency", "Block efficiency (tokens per target forward)"),
+                       ("speedup_vs_ar", "Walltime speedup over the target alone")):
+        figure = go.Figure([go.Bar(name=spec, x=scenarios,
+                                   y=[report["scenarios"][s]["specs"].get(spec, {}).get(key) for s in scenarios])
+                            for spec in report["specs_run"]])
+        figure.update_layout(title=title, barmode="group", template="plotly_white", height=420)
+        figures.append(figure.to_html(full_html=False, include_plotlyjs=not figures))
+    body = "\n".join(figures)
+    table = markdown(report).replace("&", "&amp;").replace("<", "&lt;")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>tabed bench: {report['pair']}</title></head>"
+            f"<body style='font-family:sans-serif;max-width:1100px;margin:auto'>{body}<pre>{table}</pre></body></html>")
+
+
+def write_reports(report: dict, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / "report.md").write_text(markdown(report))
+    (out / "report.html").write_text(html(report))
+
+
+# ---------------------------------------------------------------- the whole benchmark
+
+
+@dataclass
+class BenchSettings:
+    suite: Path
+    specs: list[str]
+    config: GenerationConfig
+    out: Path
+    peer: bool = False
+    limit: int | None = None
+    overhead: bool = True
+    notes: list[str] = field(default_factory=list)
+
+
+def run_bench(pair: ModelPair, settings: BenchSettings, progress: Callable[[str], None] = lambda line: None) -> dict:
+    """Run the suite, writing the reports after every case (an interrupted run keeps what it measured)."""
+    for spec in settings.specs:
+        parse_spec(spec)  # fail before any work on a bad spec
+    cases = limit_cases(load_suite(settings.suite), settings.limit)
+    root = settings.suite.parent
+    report = {"pair": pair.name, "device": str(pair.device), "dtype": str(pair.dtype).removeprefix("torch."),
+              "suite": str(settings.suite), "gamma": settings.config.gamma,
+              "max_new_tokens": settings.config.max_new_tokens, "temperature": settings.config.temperature,
+              "specs_run": settings.specs + ([PEER] if settings.peer else []), "cases": 0, "complete": False,
+              "notes": list(settings.notes) + ([PEER_NOTE] if settings.peer else []),
+              "timing": "each spec right after its own AR run of the same case, after one untimed warm-up case. "
+                        "speedup_vs_ar: summed AR decode time / summed SD decode time (the prefill, one target "
+                        "forward, is the same on both sides); walltime_speedup_vs_ar and speedup_vs_peer: the "
+                        "same with prefill included"}
+    warm_up(pair)
+    run_case(pair, cases[0], root, settings.specs, settings.config, settings.peer)  # untimed warm-up
+    runs: list[Run] = []
+    started = time.perf_counter()
+    try:
+        for index, case in enumerate(cases, 1):
+            runs += run_case(pair, case, root, settings.specs, settings.config, settings.peer)
+            report.update(summarize(runs), cases=index, runs=[asdict(r) for r in runs])
+            write_reports(report, settings.out)
+            mine = {r.spec: r for r in runs[-len(report["specs_run"]):]}
+            eta = (time.perf_counter() - started) / index * (len(cases) - index)
+            progress(f"{index}/{len(cases)} {case.scenario}/{case.id}: " + ", ".join(
+                f"{spec} {pooled([r.emitted], [r.target_forwards]):.2f}" for spec, r in mine.items())
+                + f"  eta {eta:.0f} s")
+        if settings.overhead:
+            report["overhead"] = overheads(pair, cases, root, report)
+        report["complete"] = True
+    finally:
+        report["goals"] = goals(report) if runs else []
+        if runs:
+            write_reports(report, settings.out)
+    return report
+
+
+def overheads(pair: ModelPair, cases: list[Case], root: Path, report: dict) -> dict:
+    """Batched drafting (K rows against 1) on the first pictured case; weights' share of decode time."""
+    from .overhead import batching_overhead
+
+    out: dict = {}
+    pictured = next((c for c in cases if c.images), None)
+    if pictured is not None:
+        ratios = batching_overhead(pair, case_turns(pictured, root)[:1])
+        out["batched_drafting"] = {str(k): v for k, v in ratios.items() if isinstance(k, int)}
+    shares = {}
+    for spec in report["specs_run"]:
+        rows = [s["specs"][spec] for s in report["scenarios"].values() if spec in s["specs"]]
+        if spec.startswith("tabed") and rows:
+            shares[spec] = pooled((r["weights_s"] for r in rows), (r["decode_s"] for r in rows))
+    out["weights_share"] = shares
+    return out
+
+
+def default_suite() -> Path:
+    from .models import ASSETS
+
+    return ASSETS / "bench" / "teaching.jsonl"
+
+
+def log(line: str) -> None:
+    print(f"[bench] {line}", file=sys.stderr, flush=True)

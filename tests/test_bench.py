@@ -1,0 +1,140 @@
+"""`python -m tabed bench`: suites, the statistics, the reports, and a smoke run on a tiny pair."""
+
+import json
+
+import pytest
+
+from tabed import bench, cli
+from tabed.decoding import GenerationConfig
+from tabed.errors import InputError
+
+
+def run(case, scenario, spec, emitted, forwards, walltime, ar_walltime, mismatch=False, accepted=0, drafted=0,
+        weights=0.0, prefill=0.1):
+    return bench.Run(case, scenario, spec, emitted + 1, forwards, emitted, accepted, drafted, walltime,
+                     weights_s=weights, decode_s=walltime - prefill, ar_walltime_s=ar_walltime,
+                     ar_decode_s=ar_walltime - prefill, mismatch=mismatch)
+
+
+def test_statistics_on_hand_made_numbers():
+    assert bench.pooled([3, 5], [1, 3]) == 2.0
+    assert bench.pooled([], []) == 0.0
+    assert bench.mean([1.0, 2.0, 6.0]) == 3.0
+    assert bench.mean([]) == 0.0
+    assert bench.best_of({"M": 4.0, "T": 5.0, "MT": 5.0}) == ["T", "MT"]
+    runs = [
+        run("a", "image", "M", 8, 2, 1.0, 3.0, accepted=8, drafted=10),
+        run("b", "image", "M", 4, 2, 1.0, 1.0, accepted=4, drafted=10),
+        run("a", "image", "T", 4, 4, 2.0, 3.0, mismatch=True),
+        run("c", "text", "M", 3, 1, 1.0, 2.0),
+        run("c", "text", "T", 6, 2, 1.0, 2.0),
+    ]
+    summary = bench.summarize(runs)
+    image = summary["scenarios"]["image"]
+    assert image["specs"]["M"]["block_efficiency"] == 3.0  # (8 + 4) / (2 + 2), pooled
+    assert image["specs"]["M"]["acceptance_rate"] == 0.6
+    assert image["specs"]["M"]["walltime_speedup_vs_ar"] == 2.0  # (3 + 1) / (1 + 1)
+    assert image["specs"]["M"]["speedup_vs_ar"] == pytest.approx(3.8 / 1.8)  # decode times: prefill left out
+    assert image["specs"]["T"]["mismatches"] == 1
+    assert image["best_block_efficiency"] == ["M"]
+    assert summary["scenarios"]["text"]["best_block_efficiency"] == ["M", "T"]
+    assert summary["average"]["M"]["block_efficiency"] == 3.0  # mean of 3.0 and 3.0
+    assert summary["average"]["T"]["block_efficiency"] == 2.0  # mean of 1.0 and 3.0
+
+
+def test_goals_report_each_measured_value():
+    runs = [
+        run("a", "image", "M", 10, 2, 1.0, 2.0), run("a", "image", "T", 6, 2, 1.0, 2.0),
+        run("a", "image", "tabed-MT", 10, 2, 1.0, 2.0, weights=0.01),
+        run("b", "text", "M", 8, 2, 1.0, 2.0), run("b", "text", "T", 8, 2, 1.0, 2.0),
+        run("b", "text", "tabed-MT", 8, 2, 0.5, 2.0),
+    ]
+    goals = bench.goals(bench.summarize(runs))
+    assert all(g["met"] for g in goals) and len(goals) == 4  # no peer run: no peer goal
+    # tabed-MT matches the best single method on both scenarios; its mean 4.5 is 12.5% above
+    # the mean of M (4.5) and T (3.5); AR decode time 3.8 s against 1.3 s
+    assert [g["measured"] for g in goals] == ["worst scenario: 1.000 of the best single", "+12.5%", "2.92x", "0"]
+    assert bench.goals(bench.summarize(runs[:2])) == []  # no tabed-MT: nothing to judge
+
+
+def write_suite(folder, image):
+    image.save(folder / "red.png")
+    rows = [
+        {"id": "one", "scenario": "image", "images": ["red.png"], "turns": ["w1 w2"]},
+        {"id": "two", "scenario": "followup", "images": ["red.png"],
+         "turns": [{"prompt": "w3", "answer": "w4 w5"}, {"prompt": "w6 w7"}]},
+    ]
+    (folder / "suite.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return folder / "suite.jsonl"
+
+
+@pytest.mark.parametrize("line, message", [
+    ("not json", "not a suite case"),
+    ('{"id": 1, "scenario": "x"}', "not a suite case"),
+    ('{"id": 1, "scenario": "x", "turns": []}', "needs a prompt"),
+    ('{"id": 1, "scenario": "x", "turns": ["a", "b"]}', "needs its answer"),
+    ('{"id": 1, "scenario": "x", "images": ["gone.png"], "turns": ["a"]}', "image not found"),
+])
+def test_bad_suites_are_named_with_their_line(tmp_path, line, message):
+    (tmp_path / "s.jsonl").write_text(line + "\n")
+    with pytest.raises(InputError, match=message):
+        bench.load_suite(tmp_path / "s.jsonl")
+
+
+def test_limit_keeps_the_first_cases_of_each_scenario():
+    cases = [bench.Case(str(i), scenario, [], [{"prompt": "p"}]) for i, scenario in enumerate("aabba")]
+    assert [c.id for c in bench.limit_cases(cases, 1)] == ["0", "2"]
+    assert bench.limit_cases(cases, None) == cases
+
+
+def test_smoke_run_writes_every_report(pair, image, tmp_path):
+    settings = bench.BenchSettings(write_suite(tmp_path, image), ["M", "tabed-MT"],
+                                   GenerationConfig(max_new_tokens=12), tmp_path / "out", peer=True)
+    lines = []
+    report = bench.run_bench(pair, settings, progress=lines.append)
+    assert len(lines) == 2 and lines[0].startswith("1/2 image/one")
+    saved = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert saved["complete"] and saved["cases"] == 2 and saved["specs_run"] == ["M", "tabed-MT", "peer"]
+    for scenario in ("image", "followup"):
+        for spec in ("M", "tabed-MT", "peer"):
+            row = saved["scenarios"][scenario]["specs"][spec]
+            assert {"block_efficiency", "speedup_vs_ar", "walltime_speedup_vs_ar", "mismatches",
+                    "speedup_vs_peer"} <= set(row)
+            assert row["mismatches"] == 0  # greedy on CPU fp32: exactly the target's tokens
+            assert row["block_efficiency"] >= 1.0
+    assert set(saved["overhead"]["batched_drafting"]) == {"1", "2", "4"}
+    assert "tabed-MT" in saved["overhead"]["weights_share"]
+    assert len(saved["runs"]) == 6 and report["goals"] == []  # no T run: the goals need M and T
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    assert "| spec | image | followup | average |" in markdown and "peer" in markdown
+    assert "plotly" in (tmp_path / "out" / "report.html").read_text()
+
+
+def test_an_interrupted_run_keeps_what_it_measured(pair, image, tmp_path):
+    settings = bench.BenchSettings(write_suite(tmp_path, image), ["M"], GenerationConfig(max_new_tokens=8),
+                                   tmp_path / "out", overhead=False)
+
+    def interrupt(line):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        bench.run_bench(pair, settings, progress=interrupt)
+    saved = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert saved["cases"] == 1 and not saved["complete"]
+    assert "interrupted" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_bench_command_line(pair_dirs, image, tmp_path, capsys):
+    suite = write_suite(tmp_path, image)
+    out = tmp_path / "out"
+    code = cli.main(["bench", "--suite", str(suite), "--drafting", "M,T", "--target", str(pair_dirs / "target"),
+                     "--drafter", str(pair_dirs / "drafter"), "--max-new-tokens", "8", "--limit", "1",
+                     "--no-overhead", "--out", str(out)])
+    assert code == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert set(printed["scenarios"]) == {"image", "followup"}
+    assert set(printed["scenarios"]["image"]) == {"M", "T"}
+    assert cli.main(["bench", "--suite", str(tmp_path / "none.jsonl"), "--out", str(out)]) == 2
+    assert "suite not found" in capsys.readouterr().err
+    assert cli.main(["bench", "--suite", str(suite), "--drafting", "XYZ", "--target", str(pair_dirs / "target"),
+                     "--drafter", str(pair_dirs / "drafter"), "--out", str(out)]) == 2

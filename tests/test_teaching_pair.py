@@ -1,0 +1,69 @@
+"""The bundled teaching pair in assets/: loads offline with the project's loader and answers correctly."""
+
+import json
+
+import pytest
+
+from tabed import teaching, world
+from tabed.conversation import Turn, load_image
+from tabed.decoding import GenerationConfig, autoregressive_generate, collect, speculative_generate
+from tabed.models import ASSETS, load_preset
+from tabed.spec import parse_spec
+
+MODELS = ASSETS / "models"
+EXAMPLES = ASSETS / "examples"
+
+
+@pytest.fixture(scope="module")
+def teaching_pair():
+    return load_preset("teaching", device="cpu")
+
+
+def test_shipped_weights_are_small_and_half_precision():
+    files = [path for path in MODELS.rglob("*") if path.is_file()]
+    assert sum(path.stat().st_size for path in files) < 60_000_000
+    assert (MODELS / "README.md").exists()
+    for role in ("target", "drafter"):
+        config = json.loads((MODELS / role / "config.json").read_text())
+        assert config["model_type"] == "llava"
+        assert config.get("dtype", config.get("torch_dtype")) == "float16"
+
+
+def test_the_pair_shares_one_tokenizer_and_the_llava_chat_format(teaching_pair):
+    assert teaching_pair.target_processor.tokenizer.get_vocab() == teaching_pair.drafter_processor.tokenizer.get_vocab()
+    text = teaching_pair.target_processor.apply_chat_template(
+        [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Hi"}]}],
+        add_generation_prompt=True, tokenize=False)
+    assert text == "USER: <image>\nHi ASSISTANT:"
+
+
+def test_target_is_several_times_larger_than_the_drafter(teaching_pair):
+    target = sum(p.numel() for p in teaching_pair.target.parameters())
+    drafter = sum(p.numel() for p in teaching_pair.drafter.parameters())
+    assert target > 10 * drafter
+
+
+@pytest.mark.parametrize("spec", ["M", "tabed-MT"])
+def test_known_chart_example_is_answered_right_by_both_decoders(teaching_pair, spec):
+    turns = [Turn("Which bar is the highest?", [load_image(EXAMPLES / "chart.png")])]
+    config = GenerationConfig(max_new_tokens=40)
+    expected = "The highest bar is bar B, the orange one, with a value of 8."
+    plain = collect(autoregressive_generate(teaching_pair, turns, config))
+    fast = collect(speculative_generate(teaching_pair, turns, parse_spec(spec), config))
+    assert plain.text == expected
+    assert fast.token_ids == plain.token_ids
+    assert fast.metrics.block_efficiency > 2.0
+
+
+def test_known_text_example_and_follow_up(teaching_pair):
+    config = GenerationConfig(max_new_tokens=40)
+    first = collect(autoregressive_generate(teaching_pair, [Turn("What is the capital of Japan?")], config))
+    assert first.text == "The capital of Japan is Tokyo, a city in Asia."
+    turns = [Turn("What is the capital of Japan?", answer=first.text), Turn("Are you sure?")]
+    second = collect(speculative_generate(teaching_pair, turns, parse_spec("tabed-MT"), config))
+    assert second.text == "Yes, I am sure. The capital of Japan is Tokyo, a city in Asia."
+
+
+def test_held_out_image_questions_are_mostly_right(teaching_pair):
+    dialogues = [d for d in world.split("image", teaching.EVAL_SEED, 12)]
+    assert teaching.accuracy(teaching_pair.target, teaching_pair.target_processor, dialogues) >= 0.75
