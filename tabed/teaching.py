@@ -19,13 +19,14 @@ import math
 import random
 import sys
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
 from . import world
 from .conversation import Turn, chat_messages, encode
+from .drafter import newline_ids
 from .factory import LlavaSize, bpe_tokenizer, llava_processor, random_llava
 
 TOKENIZER_SEED = 0  # the tokenizer is trained on the first dialogues of the training stream
@@ -58,8 +59,9 @@ class Recipe:
     vision_pretrain_steps: int = 600
     vision_pretrain_batch: int = 64
     vision_pretrain_lr: float = 1e-3
-    # Share of pictured dialogues the model sees without their picture (answers unchanged): a drafter
-    # trained so guesses from the text alone, as a text-only drafter (T) must.
+    # Share of pictured dialogues the model sees without their picture, exactly as the text-only row (T)
+    # shows them (the picture replaced by a newline), answers unchanged: a drafter trained so has
+    # practised guessing from the text alone.
     image_dropout: float = 0.0
 
 
@@ -106,11 +108,12 @@ def dialogue_turns(dialogue: world.Dialogue, answered: int, size: int = world.CA
     return turns
 
 
-def encode_dialogue(processor, dialogue: world.Dialogue) -> tuple[list[int], list[int]]:
+def encode_dialogue(processor, dialogue: world.Dialogue, image_as_newline: bool = False) -> tuple[list[int], list[int]]:
     """Token ids of the whole conversation and labels that train on the answers (and their </s>) only.
 
     Each answer's span is found from the encoding of the conversation up to its question, so the
-    prompt format is exactly the one the processor's chat template gives at inference time."""
+    prompt format is exactly the one the processor's chat template gives at inference time. With
+    `image_as_newline` the picture's place holds one newline token, as in the drafter's T row."""
     tokenizer = processor.tokenizer
     image_id = tokenizer.convert_tokens_to_ids("<image>")
     messages = chat_messages([Turn(e.question, [None] if i == 0 and dialogue.scene else [], e.answer)
@@ -128,8 +131,13 @@ def encode_dialogue(processor, dialogue: world.Dialogue) -> tuple[list[int], lis
         if full[:end] != ids(i + 1, False):
             raise ValueError("the chat template does not encode a conversation as a prefix of its continuation")
         labels[start:end] = full[start:end]
+    newline = int(newline_ids(tokenizer)[-1])
     expanded_ids, expanded_labels = [], []
     for token, label in zip(full, labels, strict=True):
+        if token == image_id and image_as_newline:
+            expanded_ids.append(newline)
+            expanded_labels.append(label)
+            continue
         repeat = image_tokens(processor) if token == image_id else 1
         expanded_ids += [token] * repeat
         expanded_labels += [label] * repeat
@@ -144,13 +152,14 @@ def image_tokens(processor) -> int:
 def training_batch(processor, seed: int, step: int, batch_size: int,
                    image_dropout: float = 0.0) -> dict[str, torch.Tensor]:
     """Batch `step` of the stream: right-padded ids, answer-only labels, pixel values of the pictures."""
-    dialogues = []
+    dialogues, shown = [], []
     for index in range(step * batch_size, (step + 1) * batch_size):
         dialogue = world.training_dialogue(seed, index)
-        if dialogue.scene is not None and random.Random(f"dropout {seed} {index}").random() < image_dropout:
-            dialogue = replace(dialogue, scene=None)
+        dropped = dialogue.scene is not None and random.Random(f"dropout {seed} {index}").random() < image_dropout
         dialogues.append(dialogue)
-    encoded = [encode_dialogue(processor, d) for d in dialogues]
+        shown.append(dialogue.scene is not None and not dropped)
+    encoded = [encode_dialogue(processor, d, image_as_newline=d.scene is not None and not keep)
+               for d, keep in zip(dialogues, shown, strict=True)]
     length = max(len(ids) for ids, _ in encoded)
     pad = processor.tokenizer.pad_token_id
     input_ids = torch.full((batch_size, length), pad, dtype=torch.long)
@@ -161,7 +170,7 @@ def training_batch(processor, seed: int, step: int, batch_size: int,
         labels[row, : len(ids)] = torch.tensor(labs)
         mask[row, : len(ids)] = 1
     batch = {"input_ids": input_ids, "attention_mask": mask, "labels": labels}
-    images = [d.image() for d in dialogues if d.scene is not None]
+    images = [d.image() for d, keep in zip(dialogues, shown, strict=True) if keep]
     if images:
         batch["pixel_values"] = processor.image_processor(images, return_tensors="pt")["pixel_values"]
     return batch

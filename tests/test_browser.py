@@ -35,7 +35,7 @@ def served_page():
         app.demo.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="class")
 def page(pair):
     """With the tiny test pair standing in for the preset: fast, and its drafts are often rejected."""
     with serving(pair), served_page() as page:
@@ -49,38 +49,41 @@ def ask(page, image: Path, prompt: str) -> None:
     expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
 
 
-def test_upload_ask_run_and_see_every_part_of_the_answer(page):
-    ask(page, app.EXAMPLES / "chart.png", "w1 w2 w3")
-    answer = page.locator("#tabed-answer")
-    assert answer.locator(".tk-accepted").count() > 0
-    assert answer.locator(".tk-rejected").count() > 0
-    assert "line-through" in answer.locator(".tk-rejected").first.get_attribute("style")
-    assert "target p=" in answer.locator(".tk-accepted").first.get_attribute("title")
-    expect(page.locator("#plain-answer .tk-plain").first).to_be_visible()
-    expect(page.locator("#metrics")).to_contain_text("block efficiency")
-    expect(page.locator("#weights-plot .js-plotly-plot")).to_have_count(1)
-    expect(page.locator("#blocks")).to_contain_text("ensemble draft")
-    SCREENSHOTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / "app.png"), full_page=True)
-    assert (SCREENSHOTS / "app.png").stat().st_size > 20_000
+class TestWithTheTinyPair:
+    """One page for both tests: the follow-up continues the first conversation."""
+
+    def test_upload_ask_run_and_see_every_part_of_the_answer(self, page):
+        ask(page, app.EXAMPLES / "chart.png", "w1 w2 w3")
+        answer = page.locator("#tabed-answer")
+        assert answer.locator(".tk-accepted").count() > 0
+        assert answer.locator(".tk-rejected").count() > 0
+        assert "line-through" in answer.locator(".tk-rejected").first.get_attribute("style")
+        assert "target p=" in answer.locator(".tk-accepted").first.get_attribute("title")
+        expect(page.locator("#plain-answer .tk-plain").first).to_be_visible()
+        expect(page.locator("#metrics")).to_contain_text("block efficiency")
+        expect(page.locator("#weights-plot .js-plotly-plot")).to_have_count(1)
+        expect(page.locator("#blocks")).to_contain_text("ensemble draft")
+        SCREENSHOTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "app.png"), full_page=True)
+        assert (SCREENSHOTS / "app.png").stat().st_size > 20_000
 
 
-def test_follow_up_and_stop_from_the_page(page):
-    page.locator("#prompt textarea").fill("w4 w5")
-    page.locator("#follow-up").click()
-    expect(page.locator("#chat")).to_contain_text("w4 w5", timeout=120_000)
-    expect(page.locator("#status")).to_contain_text("Done")
-    page.locator("#settings").get_by_text("Settings").first.click()
-    page.locator("#settings-max-new-tokens input[type=number]").fill("400")
-    page.locator("#prompt textarea").fill("w6 w7")
-    page.locator("#run").click()
-    expect(page.locator("#status")).to_contain_text("decoding", timeout=30_000)
-    clicked = time.monotonic()
-    page.locator("#stop").click()
-    while workers_alive() and time.monotonic() - clicked < 3:
-        time.sleep(0.02)
-    assert workers_alive() == 0, "Stop did not end the decoding thread"
-    assert time.monotonic() - clicked < 3
+    def test_follow_up_and_stop_from_the_page(self, page):
+        page.locator("#prompt textarea").fill("w4 w5")
+        page.locator("#follow-up").click()
+        expect(page.locator("#chat")).to_contain_text("w4 w5", timeout=120_000)
+        expect(page.locator("#status")).to_contain_text("Done")
+        page.locator("#settings").get_by_text("Settings").first.click()
+        page.locator("#settings-max-new-tokens input[type=number]").fill("400")
+        page.locator("#prompt textarea").fill("w6 w7")
+        page.locator("#run").click()
+        expect(page.locator("#status")).to_contain_text("decoding", timeout=30_000)
+        clicked = time.monotonic()
+        page.locator("#stop").click()
+        while workers_alive() and time.monotonic() - clicked < 3:
+            time.sleep(0.02)
+        assert workers_alive() == 0, "Stop did not end the decoding thread"
+        assert time.monotonic() - clicked < 3
 
 
 def test_the_bundled_pair_answers_the_chart_example_on_the_page():

@@ -115,3 +115,21 @@ def test_examples_command_writes_pictures_and_prompts(tmp_path):
     assert {row["scenario"] for row in rows} == {"image", "text", "odd"}
     for row in rows:
         assert row["image"] is None or (tmp_path / row["image"]).exists()
+
+
+def test_a_dropped_picture_is_encoded_as_the_text_only_row_shows_it(world_processor):
+    """Image dropout trains the drafter on exactly the prompt its T row gives at inference."""
+    from tabed.conversation import encode
+    from tabed.drafter import build_rows
+    from tabed.factory import random_llava
+
+    model = random_llava(MICRO.size, world_processor.tokenizer)
+    dialogue = next(d for d in (world.training_dialogue(0, i) for i in range(50)) if d.scene is not None)
+    ids, labels = teaching.encode_dialogue(world_processor, dialogue, image_as_newline=True)
+    prompt = encode(world_processor, teaching.dialogue_turns(dialogue, 0), "cpu", torch.float32)
+    (row,) = build_rows(model, world_processor.tokenizer, prompt, ("T",))
+    assert ids[: len(row.input_ids)] == row.input_ids.tolist()
+    assert labels[: len(row.input_ids)] == [-100] * len(row.input_ids)
+    batch = teaching.training_batch(world_processor, 0, 0, 8, image_dropout=1.0)
+    assert "pixel_values" not in batch
+    assert not (batch["input_ids"] == world_processor.tokenizer.convert_tokens_to_ids("<image>")).any()

@@ -64,6 +64,9 @@ def test_known_text_example_and_follow_up(teaching_pair):
     assert second.text == "Yes, I am sure. The capital of Japan is Tokyo, a city in Asia."
 
 
-def test_held_out_image_questions_are_mostly_right(teaching_pair):
-    dialogues = [d for d in world.split("image", teaching.EVAL_SEED, 12)]
-    assert teaching.accuracy(teaching_pair.target, teaching_pair.target_processor, dialogues) >= 0.75
+def test_held_out_image_questions_target_right_drafter_weaker(teaching_pair):
+    dialogues = world.split("image", teaching.EVAL_SEED, 20)
+    target = teaching.accuracy(teaching_pair.target, teaching_pair.target_processor, dialogues)
+    drafter = teaching.accuracy(teaching_pair.drafter, teaching_pair.drafter_processor, dialogues)
+    assert target >= 0.9
+    assert 0.3 <= drafter <= target - 0.1  # far above chance, clearly below the target
