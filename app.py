@@ -317,6 +317,20 @@ def replay_race(conversation):
         time.sleep(0.05)
 
 
+def check_upload(upload: dict | None):
+    """On upload, before Gradio reads the picture itself (where an unreadable file fails with a bare
+    "Error"): such a file is refused here with a one-line message and taken off the page."""
+    path = (upload or {}).get("path")
+    if not path:
+        return gr.update(), gr.update()
+    try:
+        load_image(path)
+    except InputError as exc:
+        name = upload.get("orig_name") or Path(path).name
+        return None, f"\u26a0\ufe0f {str(exc).replace(path, name)}"
+    return gr.update(), gr.update()
+
+
 def new_conversation():
     return (Conversation(), [], "", "", "Start a new conversation: pick an image (or none) and type a prompt.",
             None)
@@ -420,6 +434,7 @@ def build_demo() -> gr.Blocks:
                                            api_name="follow_up", concurrency_id="decode", concurrency_limit=1)
         submit_event = prompt.submit(run, [image, prompt, state, *settings], outputs, api_name=False,
                                      concurrency_id="decode", concurrency_limit=1)
+        image.upload(check_upload, [image], [image, status], preprocess=False, queue=False, api_name=False)
         race_event = race_button.click(replay_race, [state], [race], api_name="replay_race")
         stop_button.click(None, None, None, cancels=[run_event, follow_event, submit_event, race_event])
         clear_button.click(new_conversation, None, [state, chat, tabed_html, plain_html, status, downloads],

@@ -68,13 +68,29 @@ class TestWithTheTinyPair:
         assert (SCREENSHOTS / "app.png").stat().st_size > 20_000
 
 
+    def test_a_corrupted_upload_is_refused_with_a_message(self, page, tmp_path):
+        broken = tmp_path / "broken.png"
+        broken.write_bytes(b"\x89PNG\r\n\x1a\n" + b"not really a picture" * 20)
+        page.locator("#image input[type=file]").set_input_files(str(broken))
+        expect(page.locator("#status")).to_contain_text("cannot read image broken.png", timeout=30_000)
+        assert "Traceback" not in page.content() and "/tmp/" not in page.locator("#status").inner_text()
+        expect(page.locator("#image img")).to_have_count(0)  # taken off the page: Run goes on without it
+        page.locator("#prompt textarea").fill("w1 w2")
+        page.locator("#run").click()
+        expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
+
     def test_follow_up_and_stop_from_the_page(self, page):
         page.locator("#prompt textarea").fill("w4 w5")
         page.locator("#follow-up").click()
         expect(page.locator("#chat")).to_contain_text("w4 w5", timeout=120_000)
         expect(page.locator("#status")).to_contain_text("Done")
         page.locator("#settings").get_by_text("Settings").first.click()
-        page.locator("#settings-max-new-tokens input[type=number]").fill("400")
+        box = page.locator("#settings-max-new-tokens input[type=number]")
+        expect(box).to_be_visible()
+        expect(box).to_be_editable()
+        box.fill("400")
+        box.blur()
+        expect(page.locator("#settings-max-new-tokens input[type=range]")).to_have_value("400")
         page.locator("#prompt textarea").fill("w6 w7")
         page.locator("#run").click()
         expect(page.locator("#status")).to_contain_text("decoding", timeout=30_000)
