@@ -201,7 +201,7 @@ def _export(conversation: Conversation, view: RunView, request: dict) -> list[st
 
 def _gpu_seconds(*args, **kwargs) -> int:
     """ZeroGPU budget for one request: both runs, scaled with max new tokens."""
-    max_new = args[9] if len(args) > 9 else kwargs.get("max_new_tokens", 128)
+    max_new = args[10] if len(args) > 10 else kwargs.get("max_new_tokens", 128)  # respond's 11th parameter
     return int(min(300, 30 + 0.5 * float(max_new or 128)))
 
 

@@ -171,3 +171,30 @@ def test_replay_race_plays_both_answers(tiny_app, image_path):
     frames = list(tiny_app.replay_race(state))
     assert "TABED" in frames[-1] and "plain decoding" in frames[-1] and frames[-1].count("\u2714") == 2
     assert "Run a prompt" in next(tiny_app.replay_race(None))
+
+
+def test_on_zerogpu_the_handler_is_wrapped_by_spaces_gpu(tmp_path):
+    """With a stand-in `spaces` package (the real one needs a Space), the app imports it first and
+    decorates its generator handler with `spaces.GPU`, the duration growing with max new tokens."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "spaces.py").write_text(
+        "import inspect\nWRAPPED = []\n"
+        "def GPU(function=None, duration=None):\n"
+        "    def wrap(f):\n"
+        "        WRAPPED.append((f.__name__, inspect.isgeneratorfunction(f), duration))\n"
+        "        return f\n"
+        "    return wrap(function) if function is not None else wrap\n")
+    script = ("import sys, torch; assert 'torch' in sys.modules\n"
+              "import app, spaces\n"
+              "(name, generator, duration), = spaces.WRAPPED\n"
+              "args = [False, None, 'p', None, 'teaching', ['M'], '', 'w-grid', 0, 5]\n"
+              "print(name, generator, duration(*args, 96), duration(*args, 512))\n")
+    root = Path(__file__).resolve().parent.parent
+    env = {"PYTHONPATH": f"{tmp_path}:{root}", "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=root,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["respond", "True", "78", "286"]
