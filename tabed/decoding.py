@@ -229,9 +229,12 @@ def speculative_generate(
     yield first_event
     done = first in eos or config.max_new_tokens <= 1
 
+    # Without an image every method's row is the same text-only prompt: draft it once, share it.
+    drafted_methods = methods if images else ("T",)
     if not done:  # the drafter's image features and prefill are charged to the decode phase
         with torch.inference_mode():
-            rows = build_rows(pair.drafter, pair.drafter_processor.tokenizer, draft_prompt, methods, captions)
+            rows = build_rows(pair.drafter, pair.drafter_processor.tokenizer, draft_prompt, drafted_methods,
+                              captions)
         for row in rows:
             _check_context(int(row.input_ids.shape[0]), config, pair.context_length, f"{row.method} row")
         drafter = BatchedDrafter(pair.drafter, rows, vocab_size=pair.vocab_size)
@@ -255,6 +258,7 @@ def speculative_generate(
         feed = pending
         for _ in range(gamma):
             q_rows = logits_to_probs(drafter.step(feed), config.temperature, config.top_p)
+            q_rows = q_rows.expand(len(methods), -1) if len(drafted_methods) < len(methods) else q_rows
             q = ensemble(q_rows, weights)
             token = int(q.argmax()) if greedy else int(torch.multinomial(q, 1, generator=generator))
             draft.append(token)
@@ -285,7 +289,8 @@ def speculative_generate(
         # Ground truth for the ensemble and the per-method counterfactuals.
         truth = draft[:accepted] + [target_token]
         verified = min(accepted + 1, gamma)
-        guesses = {m: [int(q_rows[k].argmax()) for q_rows in row_probs] for k, m in enumerate(methods)}
+        top1 = torch.stack(row_probs).argmax(-1).T.tolist() if row_probs else [[] for _ in methods]  # (K, γ)
+        guesses = dict(zip(methods, top1, strict=True))
         if history is not None and verified:
             history.add(target_probs[:verified], torch.stack(row_probs[:verified]))
         weights_s += clock.now() - verify_end
@@ -302,7 +307,7 @@ def speculative_generate(
             target_token=target_token,
             bonus=accepted == gamma,
             emitted=emitted,
-            draft_probs=[float(mixed_probs[i][t]) for i, t in enumerate(draft)],
+            draft_probs=torch.stack(mixed_probs)[index, draft_tensor].tolist() if gamma else [],
             target_probs=target_probs[index, draft_tensor].tolist() if gamma else [],
             target_token_prob=float(target_probs[accepted, target_token]),
             method_accepted={m: _leading_matches(guesses[m][:gamma], truth) for m in methods},

@@ -2,8 +2,8 @@
 
 After every verification the target's distributions p at the verified positions are past ground
 truth. For each such position we keep only small per-position statistics (KL and TV per method, or
-per w-grid candidate: whether its top-1 matched and its KL), never the full distributions, so that
-choosing the next block's weights costs a sum over the window.
+per w-grid candidate: whether its top-1 matched and its KL), never the full distributions, and a running sum
+over the window, so that choosing the next block's weights costs one pass over G candidates.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from .spec import RULES
 
 _EPS = 1e-12
 _GRID_TOP = 32  # top tokens of p and of each q_k kept exactly by w-grid
+_DENSE_LIMIT = 1 << 22  # up to this many positions x candidates x vocabulary, w-grid uses the full vocabulary
 
 
 def simplex_grid(k: int, step: float = 0.1) -> torch.Tensor:
@@ -56,6 +57,7 @@ class WeightHistory:
         self.window = window
         self.grid = simplex_grid(num_methods) if rule == "w-grid" else None
         self._rows: deque[torch.Tensor] = deque(maxlen=window or None)
+        self._total: torch.Tensor | None = None  # the sum of the rows in the window
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -73,42 +75,23 @@ class WeightHistory:
         else:
             stats = self._grid_stats(p, q)  # (n, G, 2)
         for row in stats.cpu():
+            if self.window and len(self._rows) == self.window:
+                self._total -= self._rows[0]
             self._rows.append(row)
+            self._total = row.clone() if self._total is None else self._total + row
 
     def _grid_stats(self, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-        """Per position and grid candidate: [top-1 matches the target's, KL(p ‖ mix)].
-
-        Work is done on S, the union of the top tokens of p and of every q_k, plus one bucket for the
-        rest, so it costs G x |S| instead of G x V. The top-1 is exact: when a token outside S could
-        beat the best in S for some candidate, that position is redone on the full vocabulary. The KL
-        of the bucketed distributions is a lower bound of the true KL (equal when the tail is empty);
-        it only breaks ties between candidates with the same number of matches.
-        """
+        """Per position and grid candidate: [top-1 matches the target's, KL(p ‖ mix)]."""
         grid = self.grid.to(q.device)
-        top = min(_GRID_TOP, p.shape[-1])
-        candidates = torch.cat([p.topk(top, dim=-1).indices, q.topk(top, dim=-1).indices.flatten(1)], dim=1)
-        out = []
-        for p_i, q_i, cand in zip(p, q, candidates, strict=True):
-            support = cand.unique()
-            mixed = grid @ q_i[:, support]  # (G, |S|)
-            best, arg = mixed.max(dim=-1)
-            chosen = support[arg]
-            outside = q_i.clone()
-            outside[:, support] = 0.0
-            if bool((best <= grid @ outside.max(dim=-1).values).any()):
-                chosen = (grid @ q_i).argmax(dim=-1)
-            match = (chosen == p_i.argmax()).float()
-            p_s = p_i[support]
-            p_bucketed = torch.cat([p_s, (1.0 - p_s.sum()).clamp_min(0.0)[None]])
-            q_bucketed = torch.cat([mixed, (1.0 - mixed.sum(dim=-1, keepdim=True)).clamp_min(0.0)], dim=-1)
-            out.append(torch.stack([match, kl_divergence(p_bucketed[None, :], q_bucketed)], dim=-1))
-        return torch.stack(out)
+        if p.shape[0] * grid.shape[0] * p.shape[-1] <= _DENSE_LIMIT:
+            return grid_stats_dense(grid, p, q)
+        return grid_stats_bucketed(grid, p, q)
 
     def weights(self) -> torch.Tensor:
         """The weights for the next block, (K,) summing to 1."""
         if not self._rows:
             return uniform_weights(self.num_methods)
-        total = torch.stack(list(self._rows)).sum(dim=0)
+        total = self._total
         if self.rule in ("kld", "tvd"):
             inverse = 1.0 / (total + 1e-6)
             return inverse / inverse.sum()
@@ -116,6 +99,42 @@ class WeightHistory:
         best = matches == matches.max()
         kls = torch.where(best, kls, torch.full_like(kls, float("inf")))
         return self.grid[int(kls.argmin())].clone()
+
+
+def grid_stats_dense(grid: torch.Tensor, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """w-grid statistics on the full vocabulary, every position at once: exact, for small G x V."""
+    mixed = torch.einsum("gk,nkv->ngv", grid, q)  # (n, G, V)
+    match = (mixed.argmax(dim=-1) == p.argmax(dim=-1, keepdim=True)).float()
+    return torch.stack([match, kl_divergence(p[:, None, :], mixed)], dim=-1)
+
+
+def grid_stats_bucketed(grid: torch.Tensor, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """w-grid statistics for a large G x V (e.g. 286 candidates x 32000 tokens).
+
+    Work is done on S, the union of the top tokens of p and of every q_k, plus one bucket for the
+    rest, so it costs G x |S| instead of G x V. The top-1 is exact: when a token outside S could
+    beat the best in S for some candidate, that position is redone on the full vocabulary. The KL
+    of the bucketed distributions is a lower bound of the true KL (equal when the tail is empty);
+    it only breaks ties between candidates with the same number of matches.
+    """
+    top = min(_GRID_TOP, p.shape[-1])
+    candidates = torch.cat([p.topk(top, dim=-1).indices, q.topk(top, dim=-1).indices.flatten(1)], dim=1)
+    out = []
+    for p_i, q_i, cand in zip(p, q, candidates, strict=True):
+        support = cand.unique()
+        mixed = grid @ q_i[:, support]  # (G, |S|)
+        best, arg = mixed.max(dim=-1)
+        chosen = support[arg]
+        outside = q_i.clone()
+        outside[:, support] = 0.0
+        if bool((best <= grid @ outside.max(dim=-1).values).any()):
+            chosen = (grid @ q_i).argmax(dim=-1)
+        match = (chosen == p_i.argmax()).float()
+        p_s = p_i[support]
+        p_bucketed = torch.cat([p_s, (1.0 - p_s.sum()).clamp_min(0.0)[None]])
+        q_bucketed = torch.cat([mixed, (1.0 - mixed.sum(dim=-1, keepdim=True)).clamp_min(0.0)], dim=-1)
+        out.append(torch.stack([match, kl_divergence(p_bucketed[None, :], q_bucketed)], dim=-1))
+    return torch.stack(out)
 
 
 def ensemble(q: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:

@@ -74,6 +74,21 @@ def test_no_image_is_reported_not_refused(pair):
     assert result.captions == []
 
 
+def test_without_an_image_the_shared_text_only_row_is_drafted_once(pair):
+    batch_rows = []
+    hook = pair.drafter.register_forward_pre_hook(
+        lambda module, args, kwargs: batch_rows.append(kwargs["attention_mask"].shape[0]), with_kwargs=True)
+    try:
+        turns = [Turn("w7 w8")]
+        result = collect(speculative_generate(pair, turns, parse_spec("tabed-MTCP"), GenerationConfig(24)))
+    finally:
+        hook.remove()
+    assert batch_rows and set(batch_rows) == {1}
+    assert result.token_ids == collect(autoregressive_generate(pair, turns, GenerationConfig(24))).token_ids
+    assert all(block.weights.keys() == {"M", "T", "C", "P"} for block in result.blocks)
+    assert all(len(set(map(tuple, block.drafts.values()))) == 1 for block in result.blocks)
+
+
 def test_stop_flag_ends_between_blocks(pair, image):
     stop = threading.Event()
     events = speculative_generate(pair, [Turn("w1 w2 w3", [image])], parse_spec("MT"),
