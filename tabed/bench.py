@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from .conversation import Turn, encode, load_image
-from .decoding import GenerationConfig, autoregressive_generate, collect, speculative_generate, warm_up
+from .decoding import Clock, GenerationConfig, autoregressive_generate, collect, speculative_generate, warm_up
 from .errors import InputError
 from .events import GenerationResult
 from .models import ModelPair
@@ -145,24 +145,18 @@ def peer_generate(pair: ModelPair, turns: list[Turn], config: GenerationConfig) 
     try:
         if sample:
             torch.manual_seed(config.seed)
-        start = _now(pair)
+        clock = Clock(pair.device)
         with torch.inference_mode():
             out = pair.target.generate(
                 input_ids=prompt.input_ids, attention_mask=torch.ones_like(prompt.input_ids), **prompt.image_inputs,
                 assistant_model=pair.drafter, max_new_tokens=config.max_new_tokens,
                 pad_token_id=pair.tokenizer.pad_token_id, **options)
-        seconds = _now(pair) - start
+        seconds = clock.elapsed()
     finally:
         hook.remove()
         (pair.drafter.generation_config.num_assistant_tokens,
          pair.drafter.generation_config.num_assistant_tokens_schedule) = saved
     return out[0, prompt.length:].tolist(), seconds, len(forwards)
-
-
-def _now(pair: ModelPair) -> float:
-    if pair.device.type == "cuda":
-        torch.cuda.synchronize(pair.device)
-    return time.perf_counter()
 
 
 def _peer_run(pair: ModelPair, case: Case, turns: list[Turn], config: GenerationConfig,
