@@ -23,6 +23,7 @@ from .decoding import Clock, GenerationConfig, autoregressive_generate, collect,
 from .errors import InputError
 from .events import GenerationResult
 from .models import ModelPair
+from .sampling import is_greedy
 from .spec import parse_spec
 
 PEER = "peer"
@@ -127,7 +128,8 @@ def _sd_run(pair: ModelPair, case: Case, turns: list[Turn], spec: str, config: G
     drafted = sum(len(block.draft) for block in result.blocks)
     return Run(case.id, case.scenario, spec, m.new_tokens, m.target_forwards, max(0, m.new_tokens - 1),
                accepted, drafted, m.walltime_s, m.draft_s, m.verify_s, m.weights_s, m.decode_s,
-               ar.metrics.walltime_s, ar.metrics.decode_s, config.temperature == 0 and result.token_ids != ar.token_ids)
+               ar.metrics.walltime_s, ar.metrics.decode_s,
+               mismatch=is_greedy(config.temperature) and result.token_ids != ar.token_ids)
 
 
 def peer_generate(pair: ModelPair, turns: list[Turn], config: GenerationConfig) -> tuple[list[int], float, int]:
@@ -139,7 +141,7 @@ def peer_generate(pair: ModelPair, turns: list[Turn], config: GenerationConfig) 
              pair.drafter.generation_config.num_assistant_tokens_schedule)
     pair.drafter.generation_config.num_assistant_tokens = config.gamma
     pair.drafter.generation_config.num_assistant_tokens_schedule = "constant"
-    sample = config.temperature > 0
+    sample = not is_greedy(config.temperature)
     options = {"do_sample": True, "temperature": config.temperature, "top_p": config.top_p} if sample else {
         "do_sample": False}
     try:
@@ -165,7 +167,7 @@ def _peer_run(pair: ModelPair, case: Case, turns: list[Turn], config: Generation
     ids, seconds, forwards = peer_generate(pair, turns, config)
     return Run(case.id, case.scenario, PEER, len(ids), forwards, len(ids), walltime_s=seconds, decode_s=seconds,
                ar_walltime_s=ar.metrics.walltime_s, ar_decode_s=ar.metrics.walltime_s,
-               mismatch=config.temperature == 0 and ids != ar.token_ids)
+               mismatch=is_greedy(config.temperature) and ids != ar.token_ids)
 
 
 def run_case(pair: ModelPair, case: Case, root: Path, specs: list[str], config: GenerationConfig,
@@ -204,6 +206,9 @@ def best_of(scores: dict[str, float]) -> list[str]:
     return [name for name, value in scores.items() if value == top]
 
 
+SUMMED = ("walltime_s", "ar_walltime_s", "ar_decode_s", "draft_s", "verify_s", "weights_s", "decode_s", "new_tokens")
+
+
 def summarize(runs: list[Run]) -> dict:
     """Per scenario and spec: block efficiency, acceptance, speedups, mismatches, times."""
     scenarios: dict[str, dict] = {}
@@ -218,14 +223,7 @@ def summarize(runs: list[Run]) -> dict:
                 "speedup_vs_ar": pooled((r.ar_decode_s for r in mine), (r.decode_s for r in mine)),
                 "walltime_speedup_vs_ar": pooled((r.ar_walltime_s for r in mine), (r.walltime_s for r in mine)),
                 "mismatches": sum(r.mismatch for r in mine),
-                "walltime_s": sum(r.walltime_s for r in mine),
-                "ar_walltime_s": sum(r.ar_walltime_s for r in mine),
-                "ar_decode_s": sum(r.ar_decode_s for r in mine),
-                "draft_s": sum(r.draft_s for r in mine),
-                "verify_s": sum(r.verify_s for r in mine),
-                "weights_s": sum(r.weights_s for r in mine),
-                "decode_s": sum(r.decode_s for r in mine),
-                "new_tokens": sum(r.new_tokens for r in mine),
+                **{name: sum(getattr(r, name) for r in mine) for name in SUMMED},
             }
         if PEER in rows:
             for row in rows.values():

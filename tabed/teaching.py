@@ -28,6 +28,7 @@ from . import world
 from .conversation import Turn, chat_messages, encode
 from .drafter import newline_ids
 from .factory import LlavaSize, bpe_tokenizer, llava_processor, random_llava
+from .models import load_pair, resolve_device
 
 TOKENIZER_SEED = 0  # the tokenizer is trained on the first dialogues of the training stream
 TOKENIZER_DIALOGUES = 20_000
@@ -300,15 +301,15 @@ class _Batches(torch.utils.data.Dataset):
 
 
 def train(role: str, processor, work: Path, recipe: Recipe | None = None, restart: bool = False,
-          until: int | None = None, log_every: int = 20, save_every: int = 100, device: str = "cpu",
+          until: int | None = None, log_every: int = 20, save_every: int = 100, device: str | None = "cpu",
           workers: int | None = None):
     """Train one model of the pair, checkpointing to `work/<role>.pt`; returns the model in eval mode.
 
     `until` stops early at that step (checkpoint kept), to split a long run into several sittings.
     Batches are drawn in `workers` processes (default: none on a CPU, whose cores the model needs;
-    four beside a GPU); batch `s` is the same whichever process draws it."""
+    four beside a GPU); batch `s` is the same whichever process draws it. `device` None: CUDA if present."""
     recipe = recipe or RECIPES[role]
-    device = torch.device(device)
+    device = resolve_device(device)
     work.mkdir(parents=True, exist_ok=True)
     checkpoint = work / f"{role}.pt"
     model = random_llava(recipe.size, processor.tokenizer, seed=recipe.seed).to(device)
@@ -463,8 +464,6 @@ def step_costs(pair, steps: int = 24, rounds: int = 3) -> dict[str, float]:
 
 
 def eval_command(args) -> int:
-    from .models import load_pair
-
     if args.threads:
         torch.set_num_threads(args.threads)
     folder = Path(args.models)
@@ -516,10 +515,6 @@ def examples_command(args) -> int:
     return 0
 
 
-def default_device() -> str:
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def suite_command(args) -> int:
     """Write the benchmark suite of the teaching pair: held-out dialogues of every scenario, as JSONL."""
     out = Path(args.out)
@@ -553,7 +548,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--until", type=int, help="stop at this step, keeping the checkpoint (resume later)")
     t.add_argument("--micro", action="store_true", help="a tiny recipe that runs in seconds (smoke test)")
     t.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
-    t.add_argument("--device", default=default_device(), help="cpu or cuda (default: cuda where there is one)")
+    t.add_argument("--device", help="cpu or cuda (default: cuda where there is one)")
     t.add_argument("--workers", type=int, help="processes drawing batches (default: 0 on a CPU, 4 beside a GPU)")
     e = sub.add_parser("eval", help="accuracy and block efficiency on held-out splits")
     e.add_argument("--models", default="assets/models")
