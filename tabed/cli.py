@@ -15,7 +15,9 @@ from .spec import RULES, parse_spec
 
 def _add_generate(sub) -> None:
     p = sub.add_parser("generate", help="answer a prompt (about an image) with TABED speculative decoding")
-    p.add_argument("--image", help="image file; without it the prompt is text-only")
+    p.add_argument("--image", action="append",
+                   help="image file, shown with the first prompt; give it again for several pictures; "
+                        "without it the prompt is text-only")
     p.add_argument("--prompt", action="append", required=True,
                    help="the question; give it again for a follow-up turn on the same conversation")
     _add_pair_arguments(p)
@@ -91,7 +93,7 @@ def generate(args) -> dict:
         max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p, seed=args.seed,
         gamma=args.gamma, rule=args.rule, window=args.window,
     )
-    images = [load_image(args.image)] if args.image else []
+    images = [load_image(path) for path in args.image or []]
     pair = _load(args, quiet=args.json)
     turns: list[Turn] = []
     for index, prompt in enumerate(args.prompt):  # earlier turns are answered by the same decoder

@@ -101,10 +101,9 @@ def build_tokenizer(dialogues: int = TOKENIZER_DIALOGUES):
 
 def dialogue_turns(dialogue: world.Dialogue, answered: int, size: int = world.CANVAS) -> list[Turn]:
     """The first `answered` exchanges with their answers, then the next question (if any) open."""
-    image = dialogue.image(size)
     turns = []
     for i, exchange in enumerate(dialogue.exchanges[: answered + 1]):
-        images = [image] if i == 0 and image is not None else []
+        images = dialogue.images(size) if i == 0 else []
         turns.append(Turn(exchange.question, images, exchange.answer if i < answered else None))
     return turns
 
@@ -117,7 +116,7 @@ def encode_dialogue(processor, dialogue: world.Dialogue, image_as_newline: bool 
     `image_as_newline` the picture's place holds one newline token, as in the drafter's T row."""
     tokenizer = processor.tokenizer
     image_id = tokenizer.convert_tokens_to_ids("<image>")
-    messages = chat_messages([Turn(e.question, [None] if i == 0 and dialogue.scene else [], e.answer)
+    messages = chat_messages([Turn(e.question, [None] * len(dialogue.scenes) if i == 0 else [], e.answer)
                               for i, e in enumerate(dialogue.exchanges)])
 
     def ids(count: int, open_question: bool) -> list[int]:
@@ -171,7 +170,7 @@ def training_batch(processor, seed: int, step: int, batch_size: int,
         labels[row, : len(ids)] = torch.tensor(labs)
         mask[row, : len(ids)] = 1
     batch = {"input_ids": input_ids, "attention_mask": mask, "labels": labels}
-    images = [d.image() for d, keep in zip(dialogues, shown, strict=True) if keep]
+    images = [image for d, keep in zip(dialogues, shown, strict=True) if keep for image in d.images()]
     if images:
         batch["pixel_values"] = processor.image_processor(images, return_tensors="pt")["pixel_values"]
     return batch
@@ -422,20 +421,31 @@ def accuracy(model, processor, dialogues: list[world.Dialogue]) -> float:
     return right / len(scored) if scored else float("nan")
 
 
-def block_efficiency(pair, dialogues: list[world.Dialogue], spec_name: str, gamma: int = 5,
-                     max_new_tokens: int = 80) -> float:
-    """Tokens per target forward over a split (pooled), greedy, with the engine's speculative loop."""
+def block_counts(pair, dialogues: list[world.Dialogue], spec_name: str, gamma: int = 5,
+                 max_new_tokens: int = 80) -> list[tuple[int, int]]:
+    """(decode-phase tokens, target forwards) of each dialogue, greedy, with the engine's speculative loop."""
     from .decoding import GenerationConfig, collect, speculative_generate
     from .spec import parse_spec
 
     spec, config = parse_spec(spec_name), GenerationConfig(max_new_tokens=max_new_tokens, gamma=gamma)
-    emitted = forwards = 0
+    counts = []
     for dialogue in dialogues:
         turns = dialogue_turns(dialogue, len(dialogue.exchanges) - 1)
-        result = collect(speculative_generate(pair, turns, spec, config))
-        emitted += result.metrics.new_tokens - 1
-        forwards += result.metrics.target_forwards
-    return emitted / forwards if forwards else 0.0
+        metrics = collect(speculative_generate(pair, turns, spec, config)).metrics
+        counts.append((metrics.new_tokens - 1, metrics.target_forwards))
+    return counts
+
+
+def pooled(counts: list[tuple[int, int]]) -> float:
+    """Block efficiency over several generations: all their tokens over all their target forwards."""
+    forwards = sum(f for _, f in counts)
+    return sum(e for e, _ in counts) / forwards if forwards else 0.0
+
+
+def block_efficiency(pair, dialogues: list[world.Dialogue], spec_name: str, gamma: int = 5,
+                     max_new_tokens: int = 80) -> float:
+    """Tokens per target forward over a split (pooled), greedy, with the engine's speculative loop."""
+    return pooled(block_counts(pair, dialogues, spec_name, gamma, max_new_tokens))
 
 
 def step_costs(pair, steps: int = 24, rounds: int = 3) -> dict[str, float]:
@@ -478,9 +488,16 @@ def eval_command(args) -> int:
         report["accuracy"][role] = {s: accuracy(model, processor, d) for s, d in splits.items() if s != "odd"}
         log(f"accuracy of the {role}: {report['accuracy'][role]}")
     for scenario, dialogues in splits.items():
-        row = {spec: block_efficiency(pair, dialogues, spec) for spec in args.drafting.split(",")}
-        report["block_efficiency"][scenario] = row
-        log(f"block efficiency, {scenario}: " + ", ".join(f"{k} {v:.2f}" for k, v in row.items()))
+        counts = {spec: block_counts(pair, dialogues, spec) for spec in args.drafting.split(",")}
+        report["block_efficiency"][scenario] = {spec: pooled(c) for spec, c in counts.items()}
+        log(f"block efficiency, {scenario}: "
+            + ", ".join(f"{k} {v:.2f}" for k, v in report["block_efficiency"][scenario].items()))
+        if scenario == "odd":  # the drafter's reading breaks down as odd pictures add up: show it
+            report["odd_by_pictures"] = {
+                n: {spec: pooled([x for x, d in zip(c, dialogues, strict=True) if len(d.scenes) == n])
+                    for spec, c in counts.items()}
+                for n in sorted({len(d.scenes) for d in dialogues})}
+            log(f"odd, by number of pictures: {report['odd_by_pictures']}")
     print(json.dumps(report, indent=2))
     return 0
 
@@ -523,10 +540,10 @@ def suite_command(args) -> int:
     for scenario in world.SCENARIOS:
         for i, dialogue in enumerate(world.split(scenario, EVAL_SEED, args.cases)):
             case_id = f"{scenario}-{i:02d}"
-            images = []
-            if dialogue.scene is not None:
-                images = [f"images/{case_id}.png"]
-                world.render(dialogue.scene, args.size).save(out / images[0])
+            images = [f"images/{case_id}.png" if len(dialogue.scenes) == 1 else f"images/{case_id}-{j}.png"
+                      for j in range(len(dialogue.scenes))]
+            for name, picture in zip(images, dialogue.images(args.size), strict=True):
+                picture.save(out / name)
             turns = [{"prompt": e.question, "answer": e.answer} for e in dialogue.exchanges[:-1]]
             turns.append({"prompt": dialogue.exchanges[-1].question})
             lines.append(json.dumps({"id": case_id, "scenario": scenario, "images": images, "turns": turns}))

@@ -3,7 +3,8 @@
 Everything is drawn from a `random.Random(seed)`, so a seed names a reproducible split. Scenes are
 shapes on a background, a printed word or number, or a bar chart; questions are about the picture
 (image-oriented) or about a small built-in knowledge base (text-oriented); follow-ups depend on the
-first answer or not. Odd pictures (noise, blurry textures, inverted colours) are never trained on.
+first answer or not. Odd pictures (noise, blurry textures, inverted colours) are never trained on,
+and neither is a prompt with more than one picture: the odd scenario shows one to four at once.
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ MONTHS = ("January", "February", "March", "April", "May", "June", "July", "Augus
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 SPELL_WORDS = WORDS + tuple(name for name, _, _ in ANIMALS) + tuple(COLOURS) + tuple(SHAPES)
 ODD_KINDS = ("noise", "texture", "inverted")
+# Odd dialogues show 1 to 4 odd pictures at once, as the paper's out-of-distribution sets (PororoSV,
+# VIST: stories over several frames) show varying numbers of images; training shows one at most.
+ODD_PICTURES = (1, 4)
 SCENARIOS = ("image", "text", "followup", "odd")
 
 
@@ -256,15 +260,21 @@ class Exchange:
 
 @dataclass(frozen=True)
 class Dialogue:
-    """A conversation about one picture (or none); `scenario` says what its last turn tests."""
+    """A conversation about its pictures (none, one, or several odd ones), all shown with the first
+    question; `scenario` says what its last turn tests."""
 
-    scene: Scene | None
+    scenes: tuple[Scene, ...]
     exchanges: tuple[Exchange, ...]
     scenario: str
     seed: int = field(default=0, compare=False)
 
-    def image(self, size: int = CANVAS) -> Image.Image | None:
-        return None if self.scene is None else render(self.scene, size)
+    @property
+    def scene(self) -> Scene | None:
+        """The (first) picture the questions are about, None without a picture."""
+        return self.scenes[0] if self.scenes else None
+
+    def images(self, size: int = CANVAS) -> list[Image.Image]:
+        return [render(scene, size) for scene in self.scenes]
 
 
 def _join(items: list[str]) -> str:
@@ -472,7 +482,7 @@ def training_dialogue(seed: int, index: int) -> Dialogue:
     while len(exchanges) < turns:
         exchanges.append(follow_up(scene, exchanges[-1], rng))
     scenario = "followup" if turns > 1 else ("image" if first.about_image else "text")
-    return Dialogue(scene, tuple(exchanges), scenario, seed=index)
+    return Dialogue(() if scene is None else (scene,), tuple(exchanges), scenario, seed=index)
 
 
 def scenario_dialogue(scenario: str, seed: int, index: int) -> Dialogue:
@@ -482,17 +492,17 @@ def scenario_dialogue(scenario: str, seed: int, index: int) -> Dialogue:
     rng = _dialogue_rng(seed, index)
     if scenario == "image":
         scene = random_scene(rng)
-        return Dialogue(scene, (image_question(scene, rng),), scenario, seed=index)
+        return Dialogue((scene,), (image_question(scene, rng),), scenario, seed=index)
     if scenario == "text":
-        scene = random_scene(rng) if rng.random() < 0.5 else None
-        return Dialogue(scene, (text_question(rng),), scenario, seed=index)
+        scenes = (random_scene(rng),) if rng.random() < 0.5 else ()
+        return Dialogue(scenes, (text_question(rng),), scenario, seed=index)
     if scenario == "odd":
-        scene = random_odd(rng)
-        first = image_question(scene, rng) if rng.random() < 0.5 else text_question(rng)
-        return Dialogue(scene, (first,), scenario, seed=index)
+        scenes = tuple(random_odd(rng) for _ in range(rng.randint(*ODD_PICTURES)))
+        first = image_question(scenes[0], rng) if rng.random() < 0.5 else text_question(rng)
+        return Dialogue(scenes, (first,), scenario, seed=index)
     scene = random_scene(rng)
     first = image_question(scene, rng) if rng.random() < 0.7 else text_question(rng)
-    return Dialogue(scene, (first, follow_up(scene, first, rng)), scenario, seed=index)
+    return Dialogue((scene,), (first, follow_up(scene, first, rng)), scenario, seed=index)
 
 
 def split(scenario: str, seed: int, count: int) -> list[Dialogue]:

@@ -43,6 +43,18 @@ def test_json_with_compare_ar(capsys, pair_dirs, image_file):
     assert report["ar"]["walltime_s"] > 0
 
 
+def test_several_images_go_with_the_first_prompt(capsys, pair_dirs, image_file):
+    code, out, err = run_cli(
+        capsys, "--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter", "--image", image_file,
+        "--image", image_file, "--prompt", "w1 w2", "--prompt", "w3", "--max-new-tokens", 8, "--compare-ar",
+        "--json",
+    )
+    assert code == 0, err
+    report = json.loads(out)
+    assert [turn["images"] for turn in report["turns"]] == [2, 0]
+    assert report["same_output"] is True
+
+
 def test_text_output_and_follow_up(capsys, pair_dirs):
     code, out, err = run_cli(
         capsys, "--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter",

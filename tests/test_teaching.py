@@ -133,3 +133,15 @@ def test_a_dropped_picture_is_encoded_as_the_text_only_row_shows_it(world_proces
     batch = teaching.training_batch(world_processor, 0, 0, 8, image_dropout=1.0)
     assert "pixel_values" not in batch
     assert not (batch["input_ids"] == world_processor.tokenizer.convert_tokens_to_ids("<image>")).any()
+
+
+def test_suite_command_writes_every_picture_of_a_case(tmp_path):
+    from tabed.bench import load_suite
+
+    assert teaching.main(["suite", "--out", str(tmp_path), "--cases", "6", "--size", "32"]) == 0
+    cases = load_suite(tmp_path / "teaching.jsonl")
+    assert {c.scenario for c in cases} == set(world.SCENARIOS)
+    odd = [c for c in cases if c.scenario == "odd"]
+    expected = [len(d.scenes) for d in world.split("odd", teaching.EVAL_SEED, 6)]
+    assert [len(c.images) for c in odd] == expected and max(expected) > 1
+    assert all((tmp_path / image).exists() for c in cases for image in c.images)

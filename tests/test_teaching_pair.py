@@ -70,3 +70,14 @@ def test_held_out_image_questions_target_right_drafter_weaker(teaching_pair):
     drafter = teaching.accuracy(teaching_pair.drafter, teaching_pair.drafter_processor, dialogues)
     assert target >= 0.9
     assert 0.3 <= drafter <= target - 0.1  # far above chance, clearly below the target
+
+
+def test_the_pair_shows_the_papers_scenario_dependence(teaching_pair):
+    """M wins on in-world image questions; T wins on sets of odd pictures, where the drafter's reading
+    breaks down (the paper: M 1.19 against T 2.05 on out-of-distribution image sets)."""
+    image = world.split("image", teaching.EVAL_SEED, 12)
+    odd = world.split("odd", teaching.EVAL_SEED, 16)
+    be = {(scenario, spec): teaching.block_efficiency(teaching_pair, dialogues, spec)
+          for scenario, dialogues in (("image", image), ("odd", odd)) for spec in ("M", "T")}
+    assert be["image", "M"] > 1.2 * be["image", "T"]
+    assert be["odd", "T"] > 1.1 * be["odd", "M"]

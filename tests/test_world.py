@@ -11,8 +11,8 @@ def test_training_stream_is_deterministic_per_seed():
     for index in range(50):
         a, b = world.training_dialogue(3, index), world.training_dialogue(3, index)
         assert a == b
-        if a.scene is not None:
-            assert a.image().tobytes() == b.image().tobytes()
+        assert len(a.scenes) <= 1  # training never shows more than one picture
+        assert [i.tobytes() for i in a.images()] == [i.tobytes() for i in b.images()]
     first = [world.training_dialogue(3, i) for i in range(50)]
     other = [world.training_dialogue(4, i) for i in range(50)]
     assert sum(a == b for a, b in zip(first, other, strict=True)) < 5
@@ -33,13 +33,15 @@ def test_held_out_splits_are_reproducible_and_differ_from_training():
 def test_scenarios_have_the_pictures_they_promise():
     for d in world.split("image", 1, 40):
         assert d.scene is not None and d.exchanges[0].about_image
-        assert d.image().size == (world.CANVAS, world.CANVAS)
-    for d in world.split("odd", 1, 40):
-        assert isinstance(d.scene, world.OddScene)
-        assert d.image().mode == "RGB"
+        assert [i.size for i in d.images()] == [(world.CANVAS, world.CANVAS)]
+    odd = world.split("odd", 1, 40)
+    assert {len(d.scenes) for d in odd} == set(range(world.ODD_PICTURES[0], world.ODD_PICTURES[1] + 1))
+    for d in odd:
+        assert all(isinstance(scene, world.OddScene) for scene in d.scenes)
+        assert all(image.mode == "RGB" for image in d.images())
         if d.exchanges[0].about_image:
             assert d.exchanges[0].answer is None  # nothing in an odd picture has a right answer
-    assert any(d.scene is None for d in world.split("text", 1, 40))
+    assert any(d.scene is None and not d.images() for d in world.split("text", 1, 40))
     assert all(not d.exchanges[0].about_image for d in world.split("text", 1, 40))
 
 
