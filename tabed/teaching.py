@@ -414,11 +414,20 @@ def answer(model, processor, dialogue: world.Dialogue, max_new_tokens: int = 80)
     return processor.tokenizer.decode(out[0, prompt.length:], skip_special_tokens=True).strip()
 
 
+def answers_right(model, processor, dialogues: list[world.Dialogue]) -> list[bool | None]:
+    """Per dialogue: is the last answer exactly the world's answer (None where nothing is right)?"""
+    return [None if d.exchanges[-1].answer is None else answer(model, processor, d) == d.exchanges[-1].answer
+            for d in dialogues]
+
+
+def share_right(right: list[bool | None]) -> float:
+    scored = [r for r in right if r is not None]
+    return sum(scored) / len(scored) if scored else float("nan")
+
+
 def accuracy(model, processor, dialogues: list[world.Dialogue]) -> float:
     """Share of dialogues whose last answer is exactly the world's answer."""
-    scored = [d for d in dialogues if d.exchanges[-1].answer is not None]
-    right = sum(answer(model, processor, d) == d.exchanges[-1].answer for d in scored)
-    return right / len(scored) if scored else float("nan")
+    return share_right(answers_right(model, processor, dialogues))
 
 
 def block_counts(pair, dialogues: list[world.Dialogue], spec_name: str, gamma: int = 5,
@@ -483,21 +492,28 @@ def eval_command(args) -> int:
     report: dict = {"cases_per_scenario": args.cases, "threads": torch.get_num_threads(),
                     "step_costs": step_costs(pair), "accuracy": {}, "block_efficiency": {}}
     log(f"cost per step: {report['step_costs']}")
-    for role, model, processor in (("target", pair.target, pair.target_processor),
-                                   ("drafter", pair.drafter, pair.drafter_processor)):
-        report["accuracy"][role] = {s: accuracy(model, processor, d) for s, d in splits.items() if s != "odd"}
+    right = {role: {s: answers_right(model, processor, d) for s, d in splits.items()}
+             for role, model, processor in (("target", pair.target, pair.target_processor),
+                                            ("drafter", pair.drafter, pair.drafter_processor))}
+    for role, per_scenario in right.items():  # on odd pictures only the text questions have a right answer
+        report["accuracy"][role] = {s: share_right(r) for s, r in per_scenario.items()}
         log(f"accuracy of the {role}: {report['accuracy'][role]}")
+    counts = {}
     for scenario, dialogues in splits.items():
-        counts = {spec: block_counts(pair, dialogues, spec) for spec in args.drafting.split(",")}
-        report["block_efficiency"][scenario] = {spec: pooled(c) for spec, c in counts.items()}
+        counts[scenario] = {spec: block_counts(pair, dialogues, spec) for spec in args.drafting.split(",")}
+        report["block_efficiency"][scenario] = {spec: pooled(c) for spec, c in counts[scenario].items()}
         log(f"block efficiency, {scenario}: "
             + ", ".join(f"{k} {v:.2f}" for k, v in report["block_efficiency"][scenario].items()))
-        if scenario == "odd":  # the drafter's reading breaks down as odd pictures add up: show it
-            report["odd_by_pictures"] = {
-                n: {spec: pooled([x for x, d in zip(c, dialogues, strict=True) if len(d.scenes) == n])
-                    for spec, c in counts.items()}
-                for n in sorted({len(d.scenes) for d in dialogues})}
-            log(f"odd, by number of pictures: {report['odd_by_pictures']}")
+    # The drafter's reading breaks down as odd pictures add up: the odd split by number of pictures.
+    report["odd_by_pictures"] = {}
+    for n in sorted({len(d.scenes) for d in splits["odd"]}):
+        chosen = [i for i, d in enumerate(splits["odd"]) if len(d.scenes) == n]
+        report["odd_by_pictures"][n] = {
+            "cases": len(chosen),
+            **{f"{role}_accuracy": share_right([right[role]["odd"][i] for i in chosen]) for role in right},
+            "block_efficiency": {spec: pooled([c[i] for i in chosen]) for spec, c in counts["odd"].items()},
+        }
+    log(f"odd, by number of pictures: {report['odd_by_pictures']}")
     print(json.dumps(report, indent=2))
     return 0
 

@@ -108,6 +108,15 @@ def test_train_command_writes_a_pair_the_loader_loads(tmp_path, capsys):
     dialogue = world.split("image", 1, 1)[0]
     assert isinstance(teaching.answer(pair.target, pair.target_processor, dialogue, max_new_tokens=4), str)
 
+    assert teaching.main(["eval", "--models", str(out), "--cases", "3", "--drafting", "M,T"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report["block_efficiency"]) == set(world.SCENARIOS)
+    assert all(set(row) == {"M", "T"} for row in report["block_efficiency"].values())
+    counts = [len(d.scenes) for d in world.split("odd", teaching.EVAL_SEED, 3)]
+    by_pictures = report["odd_by_pictures"]
+    assert {int(n): row["cases"] for n, row in by_pictures.items()} == {n: counts.count(n) for n in set(counts)}
+    assert all({"target_accuracy", "drafter_accuracy", "block_efficiency"} <= set(row) for row in by_pictures.values())
+
 
 def test_examples_command_writes_pictures_and_prompts(tmp_path):
     assert teaching.main(["examples", "--out", str(tmp_path), "--size", "96"]) == 0
