@@ -82,7 +82,7 @@ def preset_choices() -> list[tuple[str, str]]:
 class Conversation:
     """What a browser session keeps between runs: the turns so far and the last run for export."""
 
-    image: str | None = None
+    images: list[str] = field(default_factory=list)  # picture files, shown with the first prompt
     turns: list[tuple[str, str]] = field(default_factory=list)  # (prompt, answer) of finished turns
     last_run: dict | None = None
     frames: dict[str, list[tuple[float, str]]] = field(default_factory=dict)  # replay pace per side
@@ -96,13 +96,22 @@ def session_state(value) -> Conversation:
 def chat_history(conversation: Conversation) -> list[dict]:
     messages = []
     for i, (prompt, answer) in enumerate(conversation.turns):
-        shown = ("\U0001f5bc\ufe0f " if i == 0 and conversation.image else "") + prompt
+        shown = ("\U0001f5bc\ufe0f " * len(conversation.images) if i == 0 else "") + prompt
         messages += [{"role": "user", "content": shown}, {"role": "assistant", "content": answer}]
     return messages
 
 
+def picture_paths(value) -> list[str]:
+    """The gallery's value (a list of (path, caption) pairs, or None) or a single path, as paths."""
+    if not value:
+        return []
+    if isinstance(value, (str, os.PathLike)):
+        return [os.fspath(value)]
+    return [os.fspath(item[0] if isinstance(item, (tuple, list)) else item) for item in value]
+
+
 def build_turns(conversation: Conversation, prompt: str) -> list[Turn]:
-    images = [load_image(conversation.image)] if conversation.image else []
+    images = [load_image(path) for path in conversation.images]
     turns = [Turn(p, images if i == 0 else [], a) for i, (p, a) in enumerate(conversation.turns)]
     turns.append(Turn(prompt, images if not turns else []))
     return turns
@@ -217,10 +226,11 @@ def respond(follow_up, image, prompt, conversation, preset, methods, mode, rule,
         prompt = (prompt or "").strip()
         if not prompt:
             raise InputError("type a prompt first")
+        pictures = picture_paths(image)
         if not follow_up or not conversation.turns:
-            conversation = Conversation(image=image or None)
-        elif image and image != conversation.image:
-            raise InputError("a follow-up continues the same picture: press Run to start over with the new one")
+            conversation = Conversation(images=pictures)
+        elif pictures and pictures != conversation.images:
+            raise InputError("a follow-up continues with the same pictures: press Run to start over with new ones")
         spec = drafting_spec(methods, mode)
         config = GenerationConfig(max_new_tokens=int(max_new_tokens), temperature=float(temperature),
                                   seed=int(seed or 0), gamma=int(gamma), rule=rule, window=int(window or 0))
@@ -240,7 +250,7 @@ def respond(follow_up, image, prompt, conversation, preset, methods, mode, rule,
 
     view = RunView(pair, spec, config.gamma, render.TokenStream(pair.tokenizer), render.TokenStream(pair.tokenizer))
     worker = ComparisonWorker(pair, turns, spec, config, compare_ar=bool(compare_ar)).start()
-    request = {"prompt": prompt, "turn": len(turns), "image": bool(conversation.image), "spec": spec.name,
+    request = {"prompt": prompt, "turn": len(turns), "images": len(conversation.images), "spec": spec.name,
                "config": config.__dict__}
     last_html = last_plot = 0.0
     finished = False
@@ -317,22 +327,28 @@ def replay_race(conversation):
         time.sleep(0.05)
 
 
-def check_upload(upload: dict | None):
-    """On upload, before Gradio reads the picture itself (where an unreadable file fails with a bare
-    "Error"): such a file is refused here with a one-line message and taken off the page."""
-    path = (upload or {}).get("path")
-    if not path:
+def check_upload(upload: list[dict] | None):
+    """On upload, before Gradio reads the pictures itself (where an unreadable file fails with a bare
+    "Error"): such files are refused here with a one-line message and taken off the page; the
+    readable ones stay."""
+    kept, refused = [], []
+    for item in upload or []:
+        data = item.get("image") or {}
+        path = data.get("path")
+        if not path:
+            continue
+        try:
+            load_image(path)
+            kept.append(path)
+        except InputError as exc:
+            refused.append(str(exc).replace(path, data.get("orig_name") or Path(path).name))
+    if not refused:
         return gr.update(), gr.update()
-    try:
-        load_image(path)
-    except InputError as exc:
-        name = upload.get("orig_name") or Path(path).name
-        return None, f"\u26a0\ufe0f {str(exc).replace(path, name)}"
-    return gr.update(), gr.update()
+    return kept or None, "\u26a0\ufe0f " + "; ".join(refused)
 
 
 def new_conversation():
-    return (Conversation(), [], "", "", "Start a new conversation: pick an image (or none) and type a prompt.",
+    return (Conversation(), [], "", "", "Start a new conversation: pick pictures (or none) and type a prompt.",
             None)
 
 
@@ -359,12 +375,12 @@ walltime includes the prefill. *Replay race* plays both answers back side by sid
 
 
 def load_examples() -> tuple[list[list], list[list]]:
-    """(image, prompt) rows to start a conversation, and follow-up prompts to continue one."""
+    """(pictures, prompt) rows to start a conversation, and follow-up prompts to continue one."""
     path = EXAMPLES / "examples.json"
     if not path.exists():
         return [], []
     rows = json.loads(path.read_text())
-    starts = [[str(EXAMPLES / row["image"]) if row["image"] else None, row["prompt"]] for row in rows]
+    starts = [[[str(EXAMPLES / name) for name in row["images"]] or None, row["prompt"]] for row in rows]
     follow_ups = sorted({row["follow_up"] for row in rows})
     return starts, [[text] for text in follow_ups]
 
@@ -376,8 +392,10 @@ def build_demo() -> gr.Blocks:
         gr.Markdown(INTRO)
         with gr.Row():
             with gr.Column(scale=2):
-                image = gr.Image(label="Image (optional)", type="filepath", sources=["upload", "clipboard"],
-                                 elem_id="image", height=260)
+                image = gr.Gallery(label="Pictures (optional; several are shown together)", type="filepath",
+                                   interactive=True, sources=["upload", "clipboard"], file_types=["image"],
+                                   elem_id="image", height=280, columns=2, fit_columns=False,
+                                   object_fit="contain")
                 prompt = gr.Textbox(label="Prompt", placeholder="Ask about the image, or anything else",
                                     elem_id="prompt", lines=2)
                 with gr.Row():
@@ -405,11 +423,11 @@ def build_demo() -> gr.Blocks:
                     compare_ar = gr.Checkbox(True, label="compare with plain decoding (the target alone)")
                 starts, follow_ups = load_examples()
                 gr.Examples(starts, inputs=[image, prompt], cache_examples=False,
-                            label="Examples: image-oriented, text-oriented, no image, an odd picture (then Run)")
+                            label="Examples: image-oriented, text-oriented, no picture, four odd pictures (then Run)")
                 gr.Examples(follow_ups, inputs=[prompt], cache_examples=False,
                             label="Follow-ups: after a run, pick one and press 'Ask as follow-up'")
             with gr.Column(scale=3):
-                status = gr.Markdown("Pick an image (or none), type a prompt and press Run.", elem_id="status")
+                status = gr.Markdown("Pick pictures (or none), type a prompt and press Run.", elem_id="status")
                 gr.HTML(render.legend_html())
                 tabed_html = gr.HTML(label="TABED answer", elem_id="tabed-answer", show_label=True, container=True)
                 plain_html = gr.HTML(label="Plain decoding (the target alone)", elem_id="plain-answer", container=True,

@@ -518,31 +518,37 @@ def eval_command(args) -> int:
     return 0
 
 
-# Pictures and prompts for the app's examples and the tests: one per scenario, all in-world but the last.
-EXAMPLES = (
-    ("chart.png", world.ChartScene((3, 8, 5), ("blue", "orange", "green"), seed=7),
-     "Which bar is the highest?", "Add 5 to that number.", "image"),
-    ("shapes.png", world.ShapesScene((world.Shape("star", "red", "top left"),
-                                      world.Shape("circle", "blue", "bottom right")), "white", seed=3),
-     "Describe the image.", "How many shapes are there?", "image"),
-    ("text.png", world.TextScene("tiger", "blue", "white", seed=5), "What does the text say?",
-     "How do you spell tiger?", "image"),
-    ("shapes.png", None, "What is the capital of Japan?", "Summarise your answer in a few words.", "text"),
-    (None, None, "Continue the list: Monday, Tuesday, Wednesday.", "What is 7 plus 5?", "text"),
-    ("texture.png", world.OddScene("texture", seed=11), "Describe the image.", "What is the capital of Peru?",
-     "odd"),
+# Pictures and prompts for the app's examples and the tests: one per scenario, all in-world but the odd set.
+EXAMPLE_PICTURES = {
+    "chart.png": world.ChartScene((3, 8, 5), ("blue", "orange", "green"), seed=7),
+    "shapes.png": world.ShapesScene((world.Shape("star", "red", "top left"),
+                                     world.Shape("circle", "blue", "bottom right")), "white", seed=3),
+    "text.png": world.TextScene("tiger", "blue", "white", seed=5),
+    "texture.png": world.OddScene("texture", seed=11),
+    "noise.png": world.OddScene("noise", seed=12),
+    "inverted.png": world.OddScene("inverted", seed=13, base=world.ChartScene((6, 2, 4), ("red", "green", "blue"),
+                                                                              seed=14)),
+    "blur.png": world.OddScene("texture", seed=15),
+}
+EXAMPLES = (  # (pictures, prompt, follow-up, scenario)
+    (("chart.png",), "Which bar is the highest?", "Add 5 to that number.", "image"),
+    (("shapes.png",), "Describe the image.", "How many shapes are there?", "image"),
+    (("text.png",), "What does the text say?", "How do you spell tiger?", "image"),
+    (("shapes.png",), "What is the capital of Japan?", "Summarise your answer in a few words.", "text"),
+    ((), "Continue the list: Monday, Tuesday, Wednesday.", "What is 7 plus 5?", "text"),
+    (("texture.png", "noise.png", "inverted.png", "blur.png"), "What is the capital of Peru?",
+     "How many legs does a dog have?", "odd"),
 )
 
 
 def examples_command(args) -> int:
-    """Write the example pictures and `examples.json` (image, prompt, follow-up, scenario)."""
+    """Write the example pictures and `examples.json` (pictures, prompt, follow-up, scenario)."""
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for image, scene, prompt, follow_up, scenario in EXAMPLES:
-        if scene is not None:
-            world.render(scene, args.size).save(out / image)
-        rows.append({"image": image, "prompt": prompt, "follow_up": follow_up, "scenario": scenario})
+    for name, scene in EXAMPLE_PICTURES.items():
+        world.render(scene, args.size).save(out / name)
+    rows = [{"images": list(images), "prompt": prompt, "follow_up": follow_up, "scenario": scenario}
+            for images, prompt, follow_up, scenario in EXAMPLES]
     (out / "examples.json").write_text(json.dumps(rows, indent=2) + "\n")
     log(f"wrote {len(rows)} examples to {out}")
     return 0

@@ -1,6 +1,7 @@
 """The app's event handlers, driven directly with a tiny pair: what they yield, errors, Stop."""
 
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -77,6 +78,43 @@ def test_token_text_is_escaped(tiny_app):
     stream = TokenStream(AngleTokenizer())
     stream._add("accepted", 1, 'quote " title')
     assert "&lt;b&gt;&amp;" in stream.html and "<b>" not in stream.html and "&quot;" in stream.html
+
+
+def test_several_pictures_go_with_the_first_prompt(tiny_app, image_path, tmp_path):
+    other = tmp_path / "other.png"
+    Image.new("RGB", (40, 40), (20, 200, 30)).save(other)
+    gallery = [(image_path, None), (str(other), None)]
+    state = final(list(tiny_app.run(gallery, "w1 w2", None, *settings(max_new_tokens=8))))[7]
+    assert state.images == [image_path, str(other)]
+    assert state.last_run["request"]["images"] == 2
+    results = state.last_run["results"]
+    assert results["speculative"]["token_ids"] == results["autoregressive"]["token_ids"]
+    outputs = list(tiny_app.ask_follow_up(gallery, "w3", state, *settings(max_new_tokens=8)))
+    status, chat = final(outputs)[0], final(outputs)[6]
+    assert status.startswith("\u2705 Done")
+    assert chat[0]["content"].startswith("\U0001f5bc\ufe0f " * 2) and len(chat) == 4
+    status = final(list(tiny_app.ask_follow_up([(image_path, None)], "w4", state, *settings())))[0]
+    assert "same pictures" in status
+
+
+def test_an_unreadable_upload_is_taken_off_and_the_readable_ones_stay(image_path, tmp_path):
+    broken = tmp_path / "upload-123.png"
+    broken.write_bytes(b"\x89PNG\r\n\x1a\n not a picture")
+    gallery = [{"image": {"path": image_path, "orig_name": "good.png"}, "caption": None},
+               {"image": {"path": str(broken), "orig_name": "broken.png"}, "caption": None}]
+    kept, status = app.check_upload(gallery)
+    assert kept == [image_path]
+    assert status.startswith("\u26a0\ufe0f cannot read image broken.png") and str(tmp_path) not in status
+    assert app.check_upload(gallery[:1]) == (app.gr.update(), app.gr.update())
+    assert app.check_upload(gallery[1:])[0] is None
+
+
+def test_the_examples_start_with_their_pictures():
+    starts, follow_ups = app.load_examples()
+    counts = sorted(len(pictures or []) for pictures, _ in starts)
+    assert counts[0] == 0 and counts[-1] == 4
+    assert all(Path(p).exists() for pictures, _ in starts for p in pictures or [])
+    assert follow_ups
 
 
 @pytest.mark.parametrize("mode", ["RGBA", "LA", "L", "P", "1", "I;16", "CMYK"])

@@ -23,7 +23,7 @@ def server(pair):
 def picture(tmp_path_factory, image):
     path = tmp_path_factory.mktemp("pictures") / "picture.png"
     image.save(path)
-    return handle_file(str(path))
+    return [{"image": handle_file(str(path)), "caption": None}]  # the gallery's value: one picture
 
 
 def submit(client, picture, prompt, max_new_tokens=24):

@@ -122,8 +122,8 @@ def test_examples_command_writes_pictures_and_prompts(tmp_path):
     assert teaching.main(["examples", "--out", str(tmp_path), "--size", "96"]) == 0
     rows = json.loads((tmp_path / "examples.json").read_text())
     assert {row["scenario"] for row in rows} == {"image", "text", "odd"}
-    for row in rows:
-        assert row["image"] is None or (tmp_path / row["image"]).exists()
+    assert all((tmp_path / name).exists() for row in rows for name in row["images"])
+    assert [len(row["images"]) for row in rows if row["scenario"] == "odd"] == [4]
 
 
 def test_a_dropped_picture_is_encoded_as_the_text_only_row_shows_it(world_processor):
