@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from . import world
+from . import bench, world
 from .conversation import Turn, chat_messages, encode
 from .drafter import newline_ids
 from .factory import LlavaSize, bpe_tokenizer, llava_processor, random_llava
@@ -447,8 +447,7 @@ def block_counts(pair, dialogues: list[world.Dialogue], spec_name: str, gamma: i
 
 def pooled(counts: list[tuple[int, int]]) -> float:
     """Block efficiency over several generations: all their tokens over all their target forwards."""
-    forwards = sum(f for _, f in counts)
-    return sum(e for e, _ in counts) / forwards if forwards else 0.0
+    return bench.pooled((tokens for tokens, _ in counts), (forwards for _, forwards in counts))
 
 
 def block_efficiency(pair, dialogues: list[world.Dialogue], spec_name: str, gamma: int = 5,
