@@ -6,6 +6,9 @@ import argparse
 import json
 import sys
 
+import torch
+
+from .backends import CACHES
 from .conversation import Turn, load_image
 from .decoding import GenerationConfig, autoregressive_generate, collect, compare, speculative_generate, warm_up
 from .errors import TabedError
@@ -41,6 +44,8 @@ def _add_pair_arguments(p) -> None:
     pair.add_argument("--drafter", help="drafter model: hub id or local folder")
     pair.add_argument("--device", help="cuda, cuda:1, cpu, ... (default: cuda if present)")
     pair.add_argument("--dtype", help="float16, bfloat16 or float32 (default: fp16 on CUDA, fp32 on CPU)")
+    pair.add_argument("--cache", choices=CACHES,
+                      help="KV caches: static (CUDA graphs on a GPU) or dynamic (default: static on CUDA)")
 
 
 def _add_overhead(sub) -> None:
@@ -49,6 +54,7 @@ def _add_overhead(sub) -> None:
     p.add_argument("--prompt", default="Describe the image.")
     p.add_argument("--steps", type=int, default=16)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--gamma", type=int, default=5, help="draft length of the timed verify (default: 5)")
     _add_pair_arguments(p)
 
 
@@ -67,12 +73,25 @@ def _add_bench(sub) -> None:
     _add_pair_arguments(p)
 
 
+def _add_widen(sub) -> None:
+    p = sub.add_parser("widen", help="write a function-preserving widening of a LLaVA (Llama) checkpoint")
+    p.add_argument("--model", required=True, help="the LLaVA checkpoint folder (or hub id) to widen")
+    p.add_argument("--hidden", type=int, required=True, help="hidden size")
+    p.add_argument("--layers", type=int, required=True, help="decoder layers")
+    p.add_argument("--heads", type=int, required=True, help="attention heads (head size = hidden / heads)")
+    p.add_argument("--intermediate", type=int, required=True, help="MLP width")
+    p.add_argument("--vocab", type=int, help="vocabulary size (default: unchanged); extra tokens are suppressed")
+    p.add_argument("--dtype", default="float32", help="float32 (default), float16 or bfloat16")
+    p.add_argument("--out", required=True, help="folder to write the widened checkpoint to")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tabed", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     _add_generate(sub)
     _add_overhead(sub)
     _add_bench(sub)
+    _add_widen(sub)
     return parser
 
 
@@ -82,9 +101,10 @@ def _load(args, quiet: bool = False):
     if args.target and args.preset:
         raise TabedError("give either --preset or --target/--drafter, not both")
     progress = None if quiet else (lambda line: print(f"[tabed] {line}", file=sys.stderr))
+    options = {"device": args.device, "dtype": args.dtype, "cache": args.cache, "progress": progress}
     if args.target:
-        return load_pair(args.target, args.drafter, device=args.device, dtype=args.dtype, progress=progress)
-    return load_preset(args.preset, device=args.device, dtype=args.dtype, progress=progress)
+        return load_pair(args.target, args.drafter, **options)
+    return load_preset(args.preset, **options)
 
 
 def generate(args) -> dict:
@@ -126,13 +146,16 @@ def generate(args) -> dict:
 def overhead(args) -> dict:
     from PIL import Image
 
-    from .overhead import batching_overhead
+    from .overhead import batching_overhead, step_costs
 
     image = load_image(args.image) if args.image else Image.new("RGB", (336, 336), (128, 128, 128))
     pair = _load(args)
     warm_up(pair)
-    ratios = batching_overhead(pair, [Turn(args.prompt, [image])], steps=args.steps, rounds=args.rounds)
-    return {"pair": pair.name, "device": str(pair.device), **{str(k): v for k, v in ratios.items()}}
+    turns = [Turn(args.prompt, [image])]
+    ratios = batching_overhead(pair, turns, steps=args.steps, rounds=args.rounds)
+    return {"pair": pair.name, "device": str(pair.device), "cache": pair.cache,
+            **{str(k): v for k, v in ratios.items()}, **step_costs(pair, turns, args.gamma, args.steps),
+            "notes": pair.notes}
 
 
 def bench(args) -> dict:
@@ -153,6 +176,25 @@ def bench(args) -> dict:
     return report
 
 
+def widen_command(args) -> dict:
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    from .models import resolve_dtype
+    from .widen import Shape, widen
+
+    try:
+        model = AutoModelForImageTextToText.from_pretrained(args.model, dtype=torch.float32)
+        processor = AutoProcessor.from_pretrained(args.model)
+    except (OSError, ValueError) as exc:
+        raise TabedError(f"cannot load {args.model!r}: {str(exc).splitlines()[0]}") from None
+    shape = Shape(args.hidden, args.layers, args.heads, args.intermediate, args.vocab)
+    big = widen(model, shape, device="cpu", dtype=resolve_dtype(args.dtype, torch.device("cpu")))
+    big.save_pretrained(args.out)
+    processor.save_pretrained(args.out)
+    parameters = sum(p.numel() for p in big.parameters())
+    return {"model": args.model, "out": args.out, "parameters": parameters, **vars(shape)}
+
+
 def _summary(report: dict) -> str:
     m = report["metrics"]
     parts = [
@@ -171,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if args.command == "widen":
+            print(json.dumps(widen_command(args), indent=2))
+            return 0
         if args.command == "overhead":
             report = overhead(args)
             print(json.dumps(report, indent=2))

@@ -4,7 +4,7 @@ Every row starts from the drafter's own encoding of the conversation (the M row)
 replace each run of image placeholder tokens: T by a newline, C by "image: <caption>", P by a
 shorter run filled with 2x2 average-pooled image features. Rows have different lengths, so they are
 left-padded, with an attention mask and explicit position ids; after the prompt, every row is
-extended with the same tokens, and a rejected block is rolled back by cropping the shared KV cache.
+extended with the same tokens, and a rejected block is rolled back in the shared KV cache.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from transformers import DynamicCache, LlavaForConditionalGeneration
+from transformers import LlavaForConditionalGeneration
 
 from .conversation import EncodedPrompt
 from .errors import InputError
@@ -135,16 +135,13 @@ def build_rows(
 
 
 class BatchedDrafter:
-    """K rows sharing one drafter's weights and one left-padded KV cache."""
+    """K rows sharing one drafter's weights and one left-padded KV cache (held by a cache backend)."""
 
-    def __init__(self, model, rows: list[DraftRow], vocab_size: int | None = None) -> None:
+    def __init__(self, model, rows: list[DraftRow], backend) -> None:
         self.model = model
         self.rows = rows
         self.device = model.device
-        self.vocab_size = vocab_size
-        self.cache: DynamicCache | None = None
-        self.mask: torch.Tensor | None = None  # (K, cached length): 0 on left padding
-        self.lengths: torch.Tensor | None = None  # (K,): real tokens per row, the next position id
+        self.backend = backend
 
     @property
     def methods(self) -> list[str]:
@@ -175,52 +172,13 @@ class BatchedDrafter:
         for i, e in enumerate(embeds):
             batch[i, longest - e.shape[0]:] = e
             mask[i, longest - e.shape[0]:] = 1
-        positions = (mask.cumsum(dim=-1) - 1).clamp_min(0)
-        self.cache = DynamicCache(config=self.model.config)
-        out = self.model(
-            inputs_embeds=batch,
-            attention_mask=mask,
-            position_ids=positions,
-            past_key_values=self.cache,
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        self.mask = mask
-        self.lengths = mask.sum(dim=-1)
-        return self._fit_vocab(out.logits[:, -1])
+        return self.backend.prefill(mask, inputs_embeds=batch)
 
-    @torch.inference_mode()
     def step(self, tokens: list[int]) -> torch.Tensor:
         """Append the same tokens to every row; returns each row's next-token logits (K, V)."""
-        k, n = len(self.rows), len(tokens)
-        ids = torch.tensor(tokens, dtype=torch.long, device=self.device).expand(k, n)
-        self.mask = torch.cat([self.mask, self.mask.new_ones(k, n)], dim=1)
-        positions = self.lengths[:, None] + torch.arange(n, device=self.device)
-        out = self.model(
-            input_ids=ids,
-            attention_mask=self.mask,
-            position_ids=positions,
-            past_key_values=self.cache,
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        self.lengths = self.lengths + n
-        return self._fit_vocab(out.logits[:, -1])
+        ids = torch.tensor(tokens, dtype=torch.long, device=self.device).expand(len(self.rows), len(tokens))
+        return self.backend.forward(ids)[:, -1]
 
     def rollback(self, count: int) -> None:
         """Forget the last `count` tokens of every row (the rejected drafts)."""
-        if count <= 0:
-            return
-        self.cache.crop(-count)
-        self.mask = self.mask[:, :-count]
-        self.lengths = self.lengths - count
-
-    def _fit_vocab(self, logits: torch.Tensor) -> torch.Tensor:
-        """Drafter logits on the target's vocabulary size (padding rows of the embedding differ)."""
-        size = self.vocab_size
-        if size is None or logits.shape[-1] == size:
-            return logits
-        if logits.shape[-1] > size:
-            return logits[..., :size]
-        pad = logits.new_full((*logits.shape[:-1], size - logits.shape[-1]), float("-inf"))
-        return torch.cat([logits, pad], dim=-1)
+        self.backend.rewind(count)

@@ -11,11 +11,14 @@ import torch
 from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
 from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
 
+from .backends import CACHES, DynamicBackend, StaticBackend
 from .errors import ModelLoadError, VocabularyMismatchError
+from .widen import LLAVA_7B, LVLM_68M, Shape, widen
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 PRESET_ENV = "TABED_PRESET"
 FLORENCE_CAPTIONER = "florence-community/Florence-2-large-ft"
+MAX_GAMMA = 64  # the longest draft a block may have (the static caches leave room for it)
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,7 @@ class Preset:
     description: str
     needs_gpu: bool = False
     captioner: str | None = None  # model id for C drafting; None: the drafter captions in M mode
+    widen: tuple[Shape, Shape] | None = None  # built in memory: target and drafter widened to these shapes
 
 
 PRESETS: dict[str, Preset] = {
@@ -32,6 +36,13 @@ PRESETS: dict[str, Preset] = {
         target=str(ASSETS / "models" / "target"),
         drafter=str(ASSETS / "models" / "drafter"),
         description="bundled teaching pair (CPU, no network)",
+    ),
+    "teaching-7b": Preset(
+        target=str(ASSETS / "models" / "target"),
+        drafter=str(ASSETS / "models" / "drafter"),
+        description="the teaching pair at LLaVA-1.5-7B + 68M's cost: same answers, real speed (GPU, no download)",
+        needs_gpu=True,
+        widen=(LLAVA_7B, LVLM_68M),
     ),
     "llava-1.5-7b": Preset(
         target="llava-hf/llava-1.5-7b-hf",
@@ -78,6 +89,15 @@ def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torc
     return torch.float16 if device.type == "cuda" else torch.float32
 
 
+def resolve_cache(cache: str | None, device: torch.device) -> str:
+    """Static caches with CUDA graphs on a GPU, dynamic caches elsewhere, unless told otherwise."""
+    if cache is None:
+        return "static" if device.type == "cuda" else "dynamic"
+    if cache not in CACHES:
+        raise ModelLoadError(f"unknown cache {cache!r}: choose one of {', '.join(CACHES)}")
+    return cache
+
+
 @dataclass
 class ModelPair:
     """A target and a drafter that share a vocabulary, with their processors."""
@@ -91,6 +111,13 @@ class ModelPair:
     name: str
     captioner: str | None = None  # captioner model id for C drafting; None: the drafter captions
     caption_model: object | None = field(default=None, repr=False)  # made on first use
+    cache: str = "dynamic"  # KV cache backend: "dynamic" (eager) or "static" (CUDA graphs on a GPU)
+    notes: list[str] = field(default_factory=list)  # one-time remarks (e.g. why graphs are off)
+    _static: dict = field(default_factory=dict, repr=False)  # (role, batch) -> StaticBackend, reused
+
+    def __post_init__(self) -> None:
+        if self.cache not in CACHES:
+            raise ModelLoadError(f"unknown cache {self.cache!r}: choose one of {', '.join(CACHES)}")
 
     @property
     def tokenizer(self):
@@ -107,6 +134,31 @@ class ModelPair:
             ids = self.tokenizer.eos_token_id
         ids = ids if isinstance(ids, list) else [ids]
         return {int(i) for i in ids if i is not None}
+
+    @property
+    def suppressed(self) -> torch.Tensor | None:
+        """Token ids the generation configs forbid (e.g. a widened vocabulary's padding), on the device."""
+        if "suppressed" not in self._static:
+            ids = set()
+            for model in (self.target, self.drafter):
+                ids |= set(getattr(model.generation_config, "suppress_tokens", None) or [])
+            ids = sorted(i for i in ids if i < self.vocab_size)
+            self._static["suppressed"] = torch.tensor(ids, dtype=torch.long, device=self.device) if ids else None
+        return self._static["suppressed"]
+
+    def backend(self, role: str, batch: int = 1):
+        """A cache backend for the target or the drafter with `batch` rows (static ones are made once)."""
+        model = self.target if role == "target" else self.drafter
+        if self.cache == "dynamic":
+            return DynamicBackend(model, self.vocab_size, self.suppressed)
+        key = (role, batch)
+        if key not in self._static:
+            self._static[key] = StaticBackend(model, batch, self.context_length + MAX_GAMMA + 1, self.vocab_size,
+                                              self.suppressed, graphs=self.device.type == "cuda")
+        backend = self._static[key]
+        if backend.why_eager and backend.why_eager not in self.notes:
+            self.notes.append(backend.why_eager)
+        return backend
 
     @property
     def context_length(self) -> int:
@@ -179,14 +231,23 @@ def load_pair(
     name: str | None = None,
     captioner: str | None = None,
     progress: Callable[[str], None] | None = None,
+    cache: str | None = None,
+    widen_to: tuple[Shape, Shape] | None = None,
 ) -> ModelPair:
     """Load a target and a drafter (hub ids or local folders) as one checked pair.
 
     Hub downloads show transformers' own progress bars; `progress` receives a line per stage.
+    `widen_to` builds function-preserving widenings of both models in memory (see `widen.py`).
     """
     say = progress or (lambda message: None)
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, torch_device)
+    cache = resolve_cache(cache, torch_device)
+    if torch_device.type == "cuda" and torch.backends.cuda.cudnn_sdp_enabled():
+        # cuDNN's attention plans every new shape (~70 ms each for a 7B model on an H100): eager decoding
+        # meets a new shape at every step and every prompt; the other kernels do not pay that.
+        torch.backends.cuda.enable_cudnn_sdp(False)
+        say("cuDNN attention off for this process (it plans each new shape for tens of milliseconds)")
     sources = {role: _check_source(src, role) for role, src in (("target", target), ("drafter", drafter))}
     for role, src in sources.items():
         _load_config(src, role)
@@ -197,12 +258,18 @@ def load_pair(
     drafter_processor = _load_processor(sources["drafter"]) or target_processor
     check_vocabularies(target_processor, drafter_processor, target, drafter)
     models = {}
+    shapes = dict(zip(sources, widen_to or (None, None), strict=True))
     for role, src in sources.items():
         say(f"loading the {role} {src} ({torch_dtype}, {torch_device})")
         try:
-            model = AutoModelForImageTextToText.from_pretrained(src, dtype=torch_dtype)
+            model = AutoModelForImageTextToText.from_pretrained(
+                src, dtype=torch.float32 if shapes[role] else torch_dtype)
         except (OSError, ValueError) as exc:
             raise ModelLoadError(f"cannot load the {role} {src!r}: {str(exc).splitlines()[0]}") from None
+        if shapes[role]:
+            shape = shapes[role]
+            say(f"widening the {role} to {shape.layers} layers x {shape.hidden} ({torch_dtype}, {torch_device})")
+            model = widen(model, shape, device=torch_device, dtype=torch_dtype)
         models[role] = model.to(torch_device).eval()
     say("models ready")
     return ModelPair(
@@ -214,6 +281,7 @@ def load_pair(
         dtype=torch_dtype,
         name=name or f"{target} + {drafter}",
         captioner=captioner,
+        cache=cache,
     )
 
 
@@ -223,4 +291,5 @@ def load_preset(name: str | None = None, **kwargs) -> ModelPair:
     if name not in PRESETS:
         raise ModelLoadError(f"unknown preset {name!r}: choose one of {', '.join(PRESETS)}")
     preset = PRESETS[name]
-    return load_pair(preset.target, preset.drafter, name=name, captioner=preset.captioner, **kwargs)
+    return load_pair(preset.target, preset.drafter, name=name, captioner=preset.captioner, widen_to=preset.widen,
+                     **kwargs)

@@ -20,7 +20,7 @@ def draft_step_seconds(pair: ModelPair, turns: list[Turn], methods: tuple[str, .
     captions = ["a simple picture"] * sum(len(t.images) for t in turns)
     with torch.inference_mode():
         rows = build_rows(pair.drafter, pair.drafter_processor.tokenizer, prompt, methods, captions)
-    drafter = BatchedDrafter(pair.drafter, rows, vocab_size=pair.vocab_size)
+    drafter = BatchedDrafter(pair.drafter, rows, pair.backend("drafter", len(rows)))
     drafter.prefill()
     clock = Clock(pair.device)
     times, token = [], int(prompt.input_ids[0, -1])
@@ -29,6 +29,34 @@ def draft_step_seconds(pair: ModelPair, turns: list[Turn], methods: tuple[str, .
         drafter.step([token])
         times.append(clock.now() - start)
     return statistics.median(times[2:])  # the first steps warm up
+
+
+def target_step_seconds(pair: ModelPair, turns: list[Turn], count: int, steps: int = 16) -> float:
+    """Median time of one target forward of `count` tokens (1: a plain decoding step; γ + 1: a verify)."""
+    from .decoding import TargetSession
+
+    session = TargetSession(pair.backend("target"))
+    session.prefill(encode(pair.target_processor, turns, pair.device, pair.dtype))
+    clock = Clock(pair.device)
+    times, tokens = [], [5] * count
+    for _ in range(steps):
+        start = clock.now()
+        session.forward(tokens)
+        times.append(clock.now() - start)
+        session.rollback(count)
+    return statistics.median(times[2:])
+
+
+def step_costs(pair: ModelPair, turns: list[Turn], gamma: int = 5, steps: int = 16) -> dict[str, float]:
+    """Milliseconds of each kind of step, and the decode speedup they allow at a block efficiency τ:
+    τ plain steps cost τ·t1; a block costs γ draft steps and one verify."""
+    costs = {"target_ms": target_step_seconds(pair, turns, 1, steps) * 1e3,
+             "verify_ms": target_step_seconds(pair, turns, gamma + 1, steps) * 1e3}
+    for k, methods in ROW_SETS.items():
+        costs[f"draft_k{k}_ms"] = draft_step_seconds(pair, turns, methods, steps) * 1e3
+    block = costs["verify_ms"] + gamma * costs["draft_k2_ms"]
+    costs["speedup_bound_per_tau"] = costs["target_ms"] / block  # times τ: the K = 2 speedup bound
+    return costs
 
 
 def batching_overhead(pair: ModelPair, turns: list[Turn], steps: int = 16, rounds: int = 3) -> dict[int, float]:

@@ -468,7 +468,7 @@ def step_costs(pair, steps: int = 24, rounds: int = 3) -> dict[str, float]:
     clock = Clock(pair.device)
     samples: dict[str, list[float]] = {"target_ms": [], "drafter_ms": [], "drafter_k2_ms": []}
     for _ in range(rounds):
-        session = TargetSession(pair.target)
+        session = TargetSession(pair.backend("target"))
         session.prefill(encode(pair.target_processor, turns, pair.device, pair.dtype))
         times = []
         for _ in range(steps):

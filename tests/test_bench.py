@@ -94,9 +94,10 @@ def test_smoke_run_writes_every_report(pair, image, tmp_path):
     report = bench.run_bench(pair, settings, progress=lines.append)
     assert len(lines) == 2 and lines[0].startswith("1/2 image/one")
     saved = json.loads((tmp_path / "out" / "report.json").read_text())
-    assert saved["complete"] and saved["cases"] == 2 and saved["specs_run"] == ["M", "tabed-MT", "peer"]
+    assert saved["complete"] and saved["cases"] == 2
+    assert saved["specs_run"] == ["M", "tabed-MT", "peer-default", "peer-gamma5"]
     for scenario in ("image", "followup"):
-        for spec in ("M", "tabed-MT", "peer"):
+        for spec in ("M", "tabed-MT", "peer-default", "peer-gamma5"):
             row = saved["scenarios"][scenario]["specs"][spec]
             assert {"block_efficiency", "speedup_vs_ar", "walltime_speedup_vs_ar", "mismatches",
                     "speedup_vs_peer"} <= set(row)
@@ -104,7 +105,7 @@ def test_smoke_run_writes_every_report(pair, image, tmp_path):
             assert row["block_efficiency"] >= 1.0
     assert set(saved["overhead"]["batched_drafting"]) == {"1", "2", "4"}
     assert "tabed-MT" in saved["overhead"]["weights_share"]
-    assert len(saved["runs"]) == 6 and report["goals"] == []  # no T run: the goals need M and T
+    assert len(saved["runs"]) == 8 and report["goals"] == []  # no T run: the goals need M and T
     markdown = (tmp_path / "out" / "report.md").read_text()
     assert "| spec | image | followup | average |" in markdown and "peer" in markdown
     assert "plotly" in (tmp_path / "out" / "report.html").read_text()

@@ -48,8 +48,8 @@ def test_one_batched_forward_equals_separate_forwards(pair, image):
     turns = [Turn("w1 w2 w3", [image])]
     rows = rows_for(pair, turns, ("M", "T", "P"), captions=None)
     assert len({len(r.input_ids) for r in rows}) == 3  # different lengths: padding is exercised
-    batched = BatchedDrafter(pair.drafter, rows)
-    alone = [BatchedDrafter(pair.drafter, [row]) for row in rows]
+    batched = BatchedDrafter(pair.drafter, rows, pair.backend("drafter", len(rows)))
+    alone = [BatchedDrafter(pair.drafter, [row], pair.backend("drafter")) for row in rows]
     outputs = [(batched.prefill(), [a.prefill() for a in alone])]
     for tokens in ([7], [12], [20, 21], [9]):
         outputs.append((batched.step(tokens), [a.step(tokens) for a in alone]))
@@ -63,29 +63,32 @@ def _cache_tensors(cache):
 
 def test_drafter_rollback_equals_a_fresh_prefix(pair, image):
     rows = rows_for(pair, [Turn("w1 w2", [image])], ("M", "T"))
-    rolled = BatchedDrafter(pair.drafter, rows)
+    rolled = BatchedDrafter(pair.drafter, rows, pair.backend("drafter", len(rows)))
     rolled.prefill()
     rolled.step([7])
     rolled.step([12])
     rolled.step([13])
     rolled.rollback(2)  # keep only [7]
-    fresh = BatchedDrafter(pair.drafter, rows)
+    fresh = BatchedDrafter(pair.drafter, rows, pair.backend("drafter", len(rows)))
     fresh.prefill()
     fresh.step([7])
-    for (k1, v1), (k2, v2) in zip(_cache_tensors(rolled.cache), _cache_tensors(fresh.cache), strict=True):
+    caches = _cache_tensors(rolled.backend.cache), _cache_tensors(fresh.backend.cache)
+    for (k1, v1), (k2, v2) in zip(*caches, strict=True):
         assert k1.shape == k2.shape and torch.allclose(k1, k2, atol=1e-5) and torch.allclose(v1, v2, atol=1e-5)
-    assert torch.equal(rolled.mask, fresh.mask) and torch.equal(rolled.lengths, fresh.lengths)
+    assert torch.equal(rolled.backend.mask, fresh.backend.mask)
+    assert torch.equal(rolled.backend.lengths, fresh.backend.lengths)
     assert torch.allclose(rolled.step([20]), fresh.step([20]), atol=1e-4)
 
 
 def test_target_rollback_equals_a_fresh_prefix(pair, image):
     prompt = encode(pair.target_processor, [Turn("w1 w2", [image])], CPU, torch.float32)
-    rolled, fresh = TargetSession(pair.target), TargetSession(pair.target)
+    rolled, fresh = TargetSession(pair.backend("target")), TargetSession(pair.backend("target"))
     rolled.prefill(prompt)
     rolled.forward([7, 12, 13, 14])
     rolled.rollback(3)
     fresh.prefill(prompt)
     fresh.forward([7])
-    for (k1, v1), (k2, v2) in zip(_cache_tensors(rolled.cache), _cache_tensors(fresh.cache), strict=True):
+    caches = _cache_tensors(rolled.backend.cache), _cache_tensors(fresh.backend.cache)
+    for (k1, v1), (k2, v2) in zip(*caches, strict=True):
         assert k1.shape == k2.shape and torch.allclose(k1, k2, atol=1e-5) and torch.allclose(v1, v2, atol=1e-5)
     assert torch.allclose(rolled.forward([20, 21]), fresh.forward([20, 21]), atol=1e-4)

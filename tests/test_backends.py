@@ -1,0 +1,116 @@
+"""The static cache backend (CUDA graphs on a GPU, eager here) gives exactly the dynamic path's tokens."""
+
+import pytest
+import torch
+from test_lossless import conversations
+
+from conftest import make_pair
+from tabed.backends import DynamicBackend, StaticBackend
+from tabed.conversation import Turn, encode
+from tabed.decoding import (
+    GenerationConfig,
+    TargetSession,
+    autoregressive_generate,
+    collect,
+    speculative_generate,
+    warm_up,
+)
+from tabed.drafter import BatchedDrafter, build_rows
+from tabed.errors import ModelLoadError
+from tabed.models import ModelPair, resolve_cache
+from tabed.spec import parse_spec
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def static_pair(pair):
+    static = make_pair(pair.target, pair.drafter, pair.target_processor)
+    static.cache = "static"
+    return static
+
+
+@pytest.mark.parametrize("spec", ["M", "T", "P", "MTCP", "tabed-MT", "tabed-MTCP"])
+@pytest.mark.parametrize("gamma", [1, 4])
+def test_static_gives_the_dynamic_paths_tokens(pair, static_pair, image, spec, gamma):
+    config = GenerationConfig(max_new_tokens=20, gamma=gamma)
+    rejected = 0
+    for name, turns in conversations(image).items():
+        dynamic = collect(speculative_generate(pair, turns, parse_spec(spec), config))
+        static = collect(speculative_generate(static_pair, turns, parse_spec(spec), config))
+        assert static.token_ids == dynamic.token_ids, (spec, name)
+        assert [b.draft for b in static.blocks] == [b.draft for b in dynamic.blocks]
+        pictured = any(turn.images for turn in turns)  # without one, every row is the same: weights are ties
+        for ours, theirs in zip(static.blocks, dynamic.blocks, strict=True) if pictured else ():
+            assert all(abs(ours.weights[m] - theirs.weights[m]) < 1e-6 for m in ours.weights)
+        rejected += sum(not b.bonus for b in static.blocks)
+    assert rejected > 0  # roll-back by rewinding was exercised
+
+
+def test_static_plain_decoding_and_sampling_match_dynamic(pair, static_pair, image):
+    turns = [Turn("w1 w2 w3", [image])]
+    greedy = GenerationConfig(max_new_tokens=24)
+    assert (collect(autoregressive_generate(static_pair, turns, greedy)).token_ids
+            == collect(autoregressive_generate(pair, turns, greedy)).token_ids)
+    sampled = GenerationConfig(max_new_tokens=24, temperature=1.0, seed=3)
+    assert (collect(speculative_generate(static_pair, turns, parse_spec("tabed-MT"), sampled)).token_ids
+            == collect(speculative_generate(pair, turns, parse_spec("tabed-MT"), sampled)).token_ids)
+
+
+def test_static_backends_are_made_once_and_reused(static_pair, pair, image):
+    assert static_pair.backend("target") is static_pair.backend("target")
+    assert static_pair.backend("drafter", 2) is not static_pair.backend("drafter", 3)
+    assert isinstance(pair.backend("target"), DynamicBackend) and pair.backend("target") is not pair.backend("target")
+    warm_up(static_pair)
+    long_turns = [Turn("w1 w2 w3 w4 w5 w6 w7 w8 w9", [image])]
+    short_turns = [Turn("w2")]  # after a longer request: stale cache entries must be masked
+    config = GenerationConfig(max_new_tokens=16, gamma=3)
+    for turns in (long_turns, short_turns, long_turns):
+        assert (collect(speculative_generate(static_pair, turns, parse_spec("tabed-MT"), config)).token_ids
+                == collect(autoregressive_generate(pair, turns, config)).token_ids)
+
+
+def test_static_left_padded_rows_equal_separate_forwards(static_pair, image):
+    prompt = encode(static_pair.drafter_processor, [Turn("w1 w2 w3", [image])], CPU, torch.float32)
+    with torch.inference_mode():
+        rows = build_rows(static_pair.drafter, static_pair.drafter_processor.tokenizer, prompt, ("M", "T", "P"))
+    assert len({len(r.input_ids) for r in rows}) == 3
+    batched = BatchedDrafter(static_pair.drafter, rows, static_pair.backend("drafter", 3))
+    outputs = [(batched.prefill(), [])]
+    for row in rows:  # one row at a time through the dynamic backend
+        alone = BatchedDrafter(static_pair.drafter, [row], DynamicBackend(static_pair.drafter))
+        outputs[0][1].append(alone.prefill())
+        for i, tokens in enumerate(([7], [12, 13], [9])):
+            if len(outputs) <= i + 1:
+                outputs.append((batched.step(tokens), []))
+            outputs[i + 1][1].append(alone.step(tokens))
+    for together, separate in outputs:
+        assert torch.allclose(together, torch.cat(separate), atol=1e-4)
+
+
+def test_static_rewind_equals_a_fresh_prefix(static_pair, image):
+    prompt = encode(static_pair.target_processor, [Turn("w1 w2", [image])], CPU, torch.float32)
+    rolled = TargetSession(static_pair.backend("target"))
+    rolled.prefill(prompt)
+    rolled.forward([7, 12, 13, 14])
+    rolled.rollback(3)
+    after_rewind = rolled.forward([20, 21])
+    fresh = TargetSession(DynamicBackend(static_pair.target))
+    fresh.prefill(prompt)
+    fresh.forward([7])
+    assert torch.allclose(after_rewind, fresh.forward([20, 21]), atol=1e-4)
+
+
+def test_a_prompt_longer_than_the_static_cache_is_refused(static_pair):
+    backend = StaticBackend(static_pair.target, batch=1, max_len=8)
+    with pytest.raises(ValueError, match="does not fit"):
+        backend.prefill(torch.ones(1, 8, dtype=torch.long), input_ids=torch.ones(1, 8, dtype=torch.long))
+
+
+def test_cache_defaults_and_bad_names(pair):
+    assert resolve_cache(None, CPU) == "dynamic" and resolve_cache(None, torch.device("cuda")) == "static"
+    with pytest.raises(ModelLoadError, match="unknown cache"):
+        resolve_cache("paged", CPU)
+    with pytest.raises(ModelLoadError, match="unknown cache"):
+        ModelPair(pair.target, pair.drafter, pair.target_processor, pair.drafter_processor, CPU, torch.float32,
+                  "x", cache="paged")

@@ -1,0 +1,153 @@
+"""Widening computes the same function: the bundled models' logits and answers, at a bigger shape."""
+
+import json
+
+import pytest
+import torch
+from transformers import AutoModelForImageTextToText
+
+from tabed import cli
+from tabed.conversation import Turn, encode, load_image
+from tabed.decoding import GenerationConfig, autoregressive_generate, collect, speculative_generate
+from tabed.errors import InputError
+from tabed.models import ASSETS, PRESETS, load_pair, load_preset
+from tabed.spec import parse_spec
+from tabed.widen import LLAVA_7B, LVLM_68M, Shape, query_rows, widen
+
+TARGET, DRAFTER = ASSETS / "models" / "target", ASSETS / "models" / "drafter"
+CHART = ASSETS / "examples" / "chart.png"
+# (target shape, drafter shape): bigger heads (RoPE remapped), extra heads, layers, MLP units, vocabulary
+SHAPES = [
+    (Shape(hidden=768, layers=7, heads=6, intermediate=1600, vocab=720), Shape(256, 3, 4, 600, 720)),
+    (Shape(hidden=512, layers=6, heads=8, intermediate=1536), Shape(256, 2, 2, 512)),
+]
+
+
+@pytest.fixture(scope="module")
+def small():
+    return {role: AutoModelForImageTextToText.from_pretrained(path, dtype=torch.float32).eval()
+            for role, path in (("target", TARGET), ("drafter", DRAFTER))}
+
+
+@pytest.fixture(scope="module")
+def teaching():
+    return load_preset("teaching", device="cpu")
+
+
+def _inputs(pair, turns):
+    return encode(pair.target_processor, turns, torch.device("cpu"), torch.float32)
+
+
+@pytest.mark.parametrize("index", range(len(SHAPES)))
+def test_widened_models_give_the_same_logits(small, teaching, index):
+    prompt = _inputs(teaching, [Turn("Which bar is the highest?", [load_image(CHART)], answer="Bar B."),
+                                Turn("Add 5 to that number.")])
+    for role, shape in zip(("target", "drafter"), SHAPES[index], strict=True):
+        model = small[role]
+        big = widen(model, shape)
+        text = big.config.text_config
+        assert (text.hidden_size, text.num_hidden_layers, text.num_attention_heads, text.intermediate_size) == (
+            shape.hidden, shape.layers, shape.heads, shape.intermediate)
+        with torch.no_grad():
+            expected = model(input_ids=prompt.input_ids, **prompt.image_inputs).logits
+            got = big(input_ids=prompt.input_ids, **prompt.image_inputs).logits
+        vocab = expected.shape[-1]
+        assert got.shape[-1] == (shape.vocab or vocab)
+        assert (got[..., :vocab] - expected).abs().max() <= 1e-4, role
+        extra = list(range(vocab, got.shape[-1]))
+        assert (big.generation_config.suppress_tokens or []) == extra
+
+
+def test_weights_that_may_be_anything_are_random_not_zero(small):
+    big = widen(small["target"], SHAPES[0][0])
+    extra_layer = big.model.language_model.layers[-1]
+    assert extra_layer.mlp.gate_proj.weight.std() > 0.01  # work the GPU really does
+    assert torch.count_nonzero(extra_layer.self_attn.v_proj.weight[:, :384]) == 0  # ... that adds nothing
+    assert big.lm_head.weight[:, 384:].std() > 0.01
+
+
+def test_rope_dimensions_keep_their_frequency():
+    rows = query_rows(heads=1, head_dim=4, big_head_dim=8)  # frequencies θ^0, θ^-1/2 -> dims 0, 2 of 8
+    assert rows.tolist() == [0, 2, 4, 6]
+    assert query_rows(2, 4, 4).tolist() == list(range(8))  # same head size: identity
+
+
+@pytest.mark.parametrize("shape, message", [
+    (Shape(256, 6, 6, 1536), "hidden 256 is smaller"),
+    (Shape(768, 6, 8, 1536), "head size 96 is not a multiple of 64"),
+    (Shape(384, 4, 6, 1536), "layers 4 is smaller"),
+])
+def test_impossible_shapes_are_refused(small, shape, message):
+    with pytest.raises(InputError, match=message):
+        widen(small["target"], shape)
+
+
+@pytest.fixture(scope="module")
+def widened_pair():
+    return load_pair(str(TARGET), str(DRAFTER), device="cpu", name="widened", widen_to=SHAPES[0])
+
+
+def _conversations():
+    chart = load_image(CHART)
+    return [[Turn("Which bar is the highest?", [chart])],
+            [Turn("Which bar is the highest?", [chart], answer="The highest bar is bar B, the orange one, with a "
+                                                              "value of 8."), Turn("Add 5 to that number.")],
+            [Turn("What is the capital of Vexia?")]]
+
+
+@pytest.mark.parametrize("spec", ["M", "T", "C", "P", "tabed-MTCP"])
+def test_widened_pair_gives_the_teaching_pairs_answers(teaching, widened_pair, spec):
+    config = GenerationConfig(max_new_tokens=40)
+    for turns in _conversations():
+        expected = collect(autoregressive_generate(teaching, turns, config))
+        small_sd = collect(speculative_generate(teaching, turns, parse_spec(spec), config))
+        big_sd = collect(speculative_generate(widened_pair, turns, parse_spec(spec), config))
+        assert big_sd.token_ids == expected.token_ids, (spec, turns[-1].text)
+        assert [b.accepted for b in big_sd.blocks] == [b.accepted for b in small_sd.blocks]
+
+
+def test_suppressed_tokens_are_never_chosen(widened_pair):
+    """Padding rows of a widened head must not win even when their logits are the largest."""
+    head = widened_pair.target.lm_head.weight
+    saved = head[700:].clone()
+    try:
+        with torch.no_grad():
+            head[700:] = head[:20].repeat(1, 1)[: head.shape[0] - 700] * 50  # huge logits on padding tokens
+        turns = _conversations()[0]
+        prompt = _inputs(widened_pair, turns)
+        with torch.no_grad():
+            raw = widened_pair.target(input_ids=prompt.input_ids, **prompt.image_inputs).logits[0, -1]
+        assert int(raw.argmax()) >= 700  # unmasked, a padding token would win
+        config = GenerationConfig(max_new_tokens=12)
+        for result in (collect(autoregressive_generate(widened_pair, turns, config)),
+                       collect(speculative_generate(widened_pair, turns, parse_spec("tabed-MT"), config))):
+            assert max(result.token_ids) < 681
+    finally:
+        with torch.no_grad():
+            head[700:] = saved
+
+
+def test_widen_command_writes_a_checkpoint_that_loads(tmp_path, capsys, teaching):
+    out = tmp_path / "wide-drafter"
+    code = cli.main(["widen", "--model", str(DRAFTER), "--hidden", "256", "--layers", "3", "--heads", "4",
+                     "--intermediate", "600", "--vocab", "720", "--out", str(out)])
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["hidden"] == 256 and report["parameters"] > 1_000_000
+    pair = load_pair(str(TARGET), str(out), device="cpu")
+    assert pair.drafter.config.text_config.hidden_size == 256
+    turns = _conversations()[0]
+    config = GenerationConfig(max_new_tokens=30)
+    result = collect(speculative_generate(pair, turns, parse_spec("tabed-MT"), config))
+    small_sd = collect(speculative_generate(teaching, turns, parse_spec("tabed-MT"), config))
+    assert result.token_ids == small_sd.token_ids
+    assert [b.draft for b in result.blocks] == [b.draft for b in small_sd.blocks]
+
+
+def test_the_7b_preset_widens_the_teaching_pair_to_the_papers_shapes():
+    preset = PRESETS["teaching-7b"]
+    assert preset.needs_gpu and preset.widen == (LLAVA_7B, LVLM_68M)
+    assert (LLAVA_7B.hidden, LLAVA_7B.layers, LLAVA_7B.heads, LLAVA_7B.head_dim, LLAVA_7B.intermediate,
+            LLAVA_7B.vocab) == (4096, 32, 32, 128, 11008, 32064)
+    assert (LVLM_68M.hidden, LVLM_68M.layers, LVLM_68M.heads, LVLM_68M.head_dim, LVLM_68M.intermediate) == (
+        768, 2, 12, 64, 3072)
