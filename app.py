@@ -47,6 +47,10 @@ MODES = ["TABED (adaptive weights)", "static ensemble (uniform)", "single method
 # ---------------------------------------------------------------- the model pair, loaded once
 
 
+ZERO_GPU = os.environ.get("SPACES_ZERO_GPU", "").strip().lower() in ("1", "t", "true")
+ZERO_GPU_NOTE = "ZeroGPU: CUDA exists only inside a request there, so CUDA graphs are off and decoding runs eager"
+
+
 class PairCache:
     """One loaded pair at a time (memory); loading another preset replaces it."""
 
@@ -54,14 +58,28 @@ class PairCache:
         self.lock = threading.Lock()
         self.name: str | None = None
         self.pair: ModelPair | None = None
+        self.warm = False
+
+    def _load(self, name: str) -> ModelPair:
+        if not ZERO_GPU:
+            return load_preset(name)
+        pair = load_preset(name, cache="dynamic", widen_on="cpu")  # eager: graphs cannot outlive a request
+        pair.notes.append(ZERO_GPU_NOTE)
+        return pair
+
+    def preload(self, name: str) -> None:
+        """Load without a warm-up (on ZeroGPU, at import: `spaces` packs weights moved to CUDA there once)."""
+        with self.lock:
+            self.pair, self.name, self.warm = self._load(name), name, False
 
     def get(self, name: str) -> ModelPair:
         with self.lock:
             if self.name != name:
                 self.pair, self.name = None, None
-                pair = load_preset(name)
-                warm_up(pair)
-                self.pair, self.name = pair, name
+                self.pair, self.name, self.warm = self._load(name), name, False
+            if not self.warm:
+                warm_up(self.pair)
+                self.warm = True
             return self.pair
 
     def loaded(self, name: str) -> bool:
@@ -368,6 +386,25 @@ decoding (TABED). The big **target** checks a whole block in one forward pass an
 prefix, so the answer is exactly the target's own, only faster.
 """
 
+PAIR_NOTES = {
+    "teaching": "**The bundled teaching pair** (CPU, no network): a 17M target and a 1M drafter trained only on a "
+                "synthetic world: shapes on plain or patterned ground, bar charts, printed words and numbers, a "
+                "small knowledge base. Its answers about any other picture (a photograph, say) are made up; that "
+                "is instructive too, the weights move to T. Real photographs need a real pair: "
+                "`TABED_PRESET=llava-1.5-7b` on a GPU.",
+    "teaching-7b": "**The teaching pair at LLaVA-1.5-7B's cost: same answers, real speed.** Both models are widened "
+                   "in memory to the paper pair's shapes (a 7B target, a 68M drafter) without changing what they "
+                   "compute, so every forward costs what the real pair's does. It still knows only its synthetic "
+                   "world (shapes, bar charts, printed words); real photographs need `TABED_PRESET=llava-1.5-7b`.",
+}
+
+
+def pair_note(name: str | None) -> str:
+    """What the chosen pair is and what it can see, for the page."""
+    name = name if name in PRESETS else default_preset()
+    return PAIR_NOTES.get(name, f"**{name}**: {PRESETS[name].description}.")
+
+
 TIMING = """**How the speed is measured.** TABED runs first, then (if ticked) the target alone, one after the
 other on the same device — never at the same time. Each model did one warm-up forward when the pair was
 loaded. Speedup is the ratio of decode times (everything after the prompt's prefill, which both share);
@@ -390,6 +427,7 @@ def build_demo() -> gr.Blocks:
     with gr.Blocks(title="TABED demo") as demo:
         state = gr.State(Conversation())
         gr.Markdown(INTRO)
+        note = gr.Markdown(pair_note(default), elem_id="pair-note")
         with gr.Row():
             with gr.Column(scale=2):
                 image = gr.Gallery(label="Pictures (optional; several are shown together)", type="filepath",
@@ -455,11 +493,14 @@ def build_demo() -> gr.Blocks:
         image.upload(check_upload, [image], [image, status], preprocess=False, queue=False, api_name=False)
         race_event = race_button.click(replay_race, [state], [race], api_name="replay_race")
         stop_button.click(None, None, None, cancels=[run_event, follow_event, submit_event, race_event])
+        preset.change(pair_note, [preset], [note], queue=False, api_name=False)
         clear_button.click(new_conversation, None, [state, chat, tabed_html, plain_html, status, downloads],
                            api_name=False)
     return demo
 
 
+if ZERO_GPU:  # weights moved to CUDA at import are packed once by `spaces`, not reloaded by every cold worker
+    PAIRS.preload(default_preset())
 demo = build_demo()
 demo.queue(max_size=32, default_concurrency_limit=1)
 

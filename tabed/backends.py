@@ -46,6 +46,7 @@ class DynamicBackend:
         self.cache: DynamicCache | None = None
         self.mask: torch.Tensor | None = None  # (B, cached length): 0 on left padding
         self.lengths: torch.Tensor | None = None  # (B,): real tokens per row, the next position id
+        self.padded = False  # without padding no mask is passed: attention takes its plain causal path
 
     @torch.inference_mode()
     def prefill(self, mask: torch.Tensor, **inputs) -> torch.Tensor:
@@ -53,7 +54,7 @@ class DynamicBackend:
         self.cache = DynamicCache(config=self.model.config)
         out = self.model(**inputs, attention_mask=mask, position_ids=prefill_positions(mask),
                          past_key_values=self.cache, use_cache=True, logits_to_keep=1)
-        self.mask, self.lengths = mask, mask.sum(dim=-1)
+        self.mask, self.lengths, self.padded = mask, mask.sum(dim=-1), not bool(mask.all())
         return fit_logits(out.logits[:, -1], self.vocab_size, self.suppressed)
 
     @torch.inference_mode()
@@ -62,7 +63,7 @@ class DynamicBackend:
         count = ids.shape[1]
         self.mask = torch.cat([self.mask, self.mask.new_ones(ids.shape)], dim=1)
         positions = self.lengths[:, None] + torch.arange(count, device=ids.device)
-        out = self.model(input_ids=ids, attention_mask=self.mask, position_ids=positions,
+        out = self.model(input_ids=ids, attention_mask=self.mask if self.padded else None, position_ids=positions,
                          past_key_values=self.cache, use_cache=True)
         self.lengths = self.lengths + count
         return fit_logits(out.logits, self.vocab_size, self.suppressed)

@@ -263,7 +263,7 @@ def record_block(run: SpeculativeRun, draft: Draft, verdict: Verdict, weights: t
     tokens = torch.tensor(draft.tokens, dtype=torch.long, device=index.device)
     return BlockEvent(
         index=len(run.blocks),
-        weights={m: float(w) for m, w in zip(run.methods, weights, strict=True)},
+        weights=dict(zip(run.methods, weights.tolist(), strict=True)),
         draft=draft.tokens,
         drafts=guesses,
         accepted=accepted,
@@ -350,7 +350,7 @@ def _block(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter, sessio
            clock: Clock) -> tuple[BlockEvent, bool]:
     """One block: draft -> verify -> record. Returns its event and whether decoding is done."""
     block_start = clock.now()
-    weights = run.weights()
+    weights = run.weights().to(pair.device)  # once per block, not at every draft step
     weights_s = clock.now() - block_start
     gamma = min(config.gamma, config.max_new_tokens - len(run.out) - 1)
     draft = draft_block(drafter, run.pending, gamma, weights, len(run.methods), config, generator)
@@ -410,12 +410,19 @@ def compare(speculative: GenerationResult, autoregressive: GenerationResult) -> 
 
 
 def warm_up(pair: ModelPair, gamma: int = 5, rows: tuple[int, ...] = (1, 2)) -> None:
-    """Tiny forwards of both models through their cache backends, so that one-time costs (and, with
-    static caches on a GPU, capturing the CUDA graphs of the usual shapes) land outside timed runs."""
+    """Run both models through their cache backends before anything is timed: the first kernels of each
+    kind, and with static caches on a GPU the CUDA graphs of the usual shapes (target: 1 and γ + 1 tokens;
+    drafter: 1 and 2 rows), then one short generation each way on a blank picture."""
+    from PIL import Image
+
     ids = torch.tensor([[pair.tokenizer.bos_token_id or 0] * 4], device=pair.device)
     for role, batch, lengths in (("target", 1, (1, gamma + 1)), *(("drafter", k, (1, 2)) for k in rows)):
         backend = pair.backend(role, batch)
         backend.prefill(torch.ones_like(ids).expand(batch, -1), input_ids=ids.expand(batch, -1))
         for count in lengths:
             backend.forward(ids[:, :1].expand(batch, count))
+    turns = [conversation.Turn("Describe the picture.", [Image.new("RGB", (64, 64), (128, 128, 128))])]
+    config = GenerationConfig(max_new_tokens=2 * gamma + 2, gamma=gamma)
+    collect(speculative_generate(pair, turns, DraftingSpec(("M", "T"), dynamic=True), config))
+    collect(autoregressive_generate(pair, turns, config))
     pair.backend("target")  # records why graphs are off, if they are

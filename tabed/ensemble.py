@@ -56,6 +56,7 @@ class WeightHistory:
         self.rule = rule
         self.window = window
         self.grid = simplex_grid(num_methods) if rule == "w-grid" else None
+        self._grids: dict[torch.device, torch.Tensor] = {}  # the grid on each device it was used on
         self._rows: deque[torch.Tensor] = deque(maxlen=window or None)
         self._total: torch.Tensor | None = None  # the sum of the rows in the window
 
@@ -82,7 +83,9 @@ class WeightHistory:
 
     def _grid_stats(self, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
         """Per position and grid candidate: [top-1 matches the target's, KL(p ‖ mix)]."""
-        grid = self.grid.to(q.device)
+        if q.device not in self._grids:
+            self._grids[q.device] = self.grid.to(q.device)
+        grid = self._grids[q.device]
         if p.shape[0] * grid.shape[0] * p.shape[-1] <= _DENSE_LIMIT:
             return grid_stats_dense(grid, p, q)
         return grid_stats_bucketed(grid, p, q)

@@ -60,11 +60,14 @@ PRESETS: dict[str, Preset] = {
     ),
 }
 DEFAULT_PRESET = "teaching"
+DEFAULT_GPU_PRESET = "teaching-7b"
 
 
 def default_preset() -> str:
-    """The preset used when none is named: $TABED_PRESET, else the bundled teaching pair."""
-    name = os.environ.get(PRESET_ENV, "").strip() or DEFAULT_PRESET
+    """The preset used when none is named: $TABED_PRESET, else the teaching pair at the 7B pair's cost on a
+    GPU (the tiny pair is launch-bound there: speculative decoding cannot win) and the bundled pair on a CPU."""
+    fallback = DEFAULT_GPU_PRESET if torch.cuda.is_available() else DEFAULT_PRESET
+    name = os.environ.get(PRESET_ENV, "").strip() or fallback
     if name not in PRESETS:
         raise ModelLoadError(f"${PRESET_ENV}={name!r} is not a preset; choose one of {', '.join(PRESETS)}")
     return name
@@ -233,11 +236,13 @@ def load_pair(
     progress: Callable[[str], None] | None = None,
     cache: str | None = None,
     widen_to: tuple[Shape, Shape] | None = None,
+    widen_on: str | None = None,
 ) -> ModelPair:
     """Load a target and a drafter (hub ids or local folders) as one checked pair.
 
     Hub downloads show transformers' own progress bars; `progress` receives a line per stage.
-    `widen_to` builds function-preserving widenings of both models in memory (see `widen.py`).
+    `widen_to` builds function-preserving widenings of both models in memory (see `widen.py`), on the
+    target device or on `widen_on` (e.g. "cpu" where CUDA exists only inside a request, as on ZeroGPU).
     """
     say = progress or (lambda message: None)
     torch_device = resolve_device(device)
@@ -269,7 +274,7 @@ def load_pair(
         if shapes[role]:
             shape = shapes[role]
             say(f"widening the {role} to {shape.layers} layers x {shape.hidden} ({torch_dtype}, {torch_device})")
-            model = widen(model, shape, device=torch_device, dtype=torch_dtype)
+            model = widen(model, shape, device=widen_on or torch_device, dtype=torch_dtype)
         models[role] = model.to(torch_device).eval()
     say("models ready")
     return ModelPair(

@@ -211,9 +211,8 @@ def test_replay_race_plays_both_answers(tiny_app, image_path):
     assert "Run a prompt" in next(tiny_app.replay_race(None))
 
 
-def test_on_zerogpu_the_handler_is_wrapped_by_spaces_gpu(tmp_path):
-    """With a stand-in `spaces` package (the real one needs a Space), the app imports it first and
-    decorates its generator handler with `spaces.GPU`, the duration growing with max new tokens."""
+def _with_stand_in_spaces(tmp_path, script: str, extra_env: dict | None = None) -> str:
+    """Run `script` with a stand-in `spaces` package (the real one needs a Space); returns its stdout."""
     import subprocess
     import sys
     from pathlib import Path
@@ -225,14 +224,38 @@ def test_on_zerogpu_the_handler_is_wrapped_by_spaces_gpu(tmp_path):
         "        WRAPPED.append((f.__name__, inspect.isgeneratorfunction(f), duration))\n"
         "        return f\n"
         "    return wrap(function) if function is not None else wrap\n")
+    root = Path(__file__).resolve().parent.parent
+    env = {"PYTHONPATH": f"{tmp_path}:{root}", "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", **(extra_env or {})}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=root,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout
+
+
+def test_on_zerogpu_the_handler_is_wrapped_by_spaces_gpu(tmp_path):
+    """The app imports `spaces` first and decorates its generator handler with `spaces.GPU`, the duration
+    growing with max new tokens."""
     script = ("import sys, torch; assert 'torch' in sys.modules\n"
               "import app, spaces\n"
               "(name, generator, duration), = spaces.WRAPPED\n"
               "args = [False, None, 'p', None, 'teaching', ['M'], '', 'w-grid', 0, 5]\n"
-              "print(name, generator, duration(*args, 96), duration(*args, 512))\n")
-    root = Path(__file__).resolve().parent.parent
-    env = {"PYTHONPATH": f"{tmp_path}:{root}", "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=root,
-                         timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["respond", "True", "78", "286"]
+              "print(name, generator, duration(*args, 96), duration(*args, 512), app.PAIRS.name)\n")
+    assert _with_stand_in_spaces(tmp_path, script).split() == ["respond", "True", "78", "286", "None"]
+
+
+def test_on_zerogpu_the_default_pair_is_loaded_at_import_and_runs_eager(tmp_path):
+    """On ZeroGPU the default pair is loaded when the app is imported (so `spaces` packs its weights once),
+    with dynamic caches (CUDA graphs cannot outlive a request there), and the page says so."""
+    script = ("import app\n"
+              "pair = app.PAIRS.pair\n"
+              "print(app.PAIRS.name, pair.cache, app.PAIRS.warm, app.ZERO_GPU_NOTE in pair.notes)\n"
+              "assert app.PAIRS.get('teaching') is pair and app.PAIRS.warm\n")
+    out = _with_stand_in_spaces(tmp_path, script, {"SPACES_ZERO_GPU": "true"})
+    assert out.split() == ["teaching", "dynamic", "False", "True"]
+
+
+def test_the_page_says_what_the_pair_can_see(tiny_app):
+    assert "synthetic world" in tiny_app.pair_note("teaching") and "llava-1.5-7b" in tiny_app.pair_note("teaching")
+    note = tiny_app.pair_note("teaching-7b")
+    assert "same answers, real speed" in note and "TABED_PRESET=llava-1.5-7b" in note
+    assert "download" in tiny_app.pair_note("llava-1.5-7b")

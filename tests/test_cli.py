@@ -94,3 +94,27 @@ def test_module_entry_point(pair_dirs, tmp_path):
     assert len(json.loads(done.stdout)["token_ids"]) == 4
     bad = subprocess.run([sys.executable, "-m", "tabed", "generate"], cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode == 2
+
+
+def test_static_cache_gives_the_dynamic_caches_answer(capsys, pair_dirs, image_file):
+    outputs = {}
+    for cache in ("dynamic", "static"):
+        code, out, err = run_cli(
+            capsys, "--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter", "--image", image_file,
+            "--prompt", "w1 w2 w3", "--max-new-tokens", 16, "--cache", cache, "--compare-ar", "--json")
+        assert code == 0, err
+        outputs[cache] = json.loads(out)
+    assert outputs["static"]["token_ids"] == outputs["dynamic"]["token_ids"]
+    assert outputs["static"]["same_output"] is True
+
+
+def test_overhead_reports_per_step_costs(capsys, pair_dirs):
+    code = main(["overhead", "--target", str(pair_dirs / "target"), "--drafter", str(pair_dirs / "drafter"),
+                 "--steps", "4", "--rounds", "1"])
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["cache"] == "dynamic" and report["1"] == 1.0
+    for key in ("target_ms", "verify_ms", "draft_k1_ms", "draft_k2_ms", "draft_k4_ms"):
+        assert report[key] > 0
+    assert report["speedup_bound_per_tau"] == pytest.approx(
+        report["target_ms"] / (report["verify_ms"] + 5 * report["draft_k2_ms"]))

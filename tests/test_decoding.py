@@ -77,7 +77,7 @@ def test_no_image_is_reported_not_refused(pair):
 def test_without_an_image_the_shared_text_only_row_is_drafted_once(pair):
     batch_rows = []
     hook = pair.drafter.register_forward_pre_hook(
-        lambda module, args, kwargs: batch_rows.append(kwargs["attention_mask"].shape[0]), with_kwargs=True)
+        lambda module, args, kwargs: batch_rows.append(kwargs["position_ids"].shape[0]), with_kwargs=True)
     try:
         turns = [Turn("w7 w8")]
         result = collect(speculative_generate(pair, turns, parse_spec("tabed-MTCP"), GenerationConfig(24)))

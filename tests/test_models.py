@@ -59,6 +59,8 @@ def test_unknown_hub_id_offline():
 def test_presets(monkeypatch):
     monkeypatch.delenv("TABED_PRESET", raising=False)
     assert default_preset() == "teaching"
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    assert default_preset() == "teaching-7b"  # on a GPU: the teaching pair at the 7B pair's cost
     monkeypatch.setenv("TABED_PRESET", "llava-1.5-7b")
     assert default_preset() == "llava-1.5-7b"
     assert PRESETS["llava-1.5-7b"].target == "llava-hf/llava-1.5-7b-hf"
