@@ -296,5 +296,8 @@ def load_preset(name: str | None = None, **kwargs) -> ModelPair:
     if name not in PRESETS:
         raise ModelLoadError(f"unknown preset {name!r}: choose one of {', '.join(PRESETS)}")
     preset = PRESETS[name]
+    if preset.widen and resolve_device(kwargs.get("device")).type != "cuda":
+        raise ModelLoadError(f"the preset {name!r} needs a GPU (it builds a 7B-sized model): on a CPU use 'teaching', "
+                             "which gives the same answers")
     return load_pair(preset.target, preset.drafter, name=name, captioner=preset.captioner, widen_to=preset.widen,
                      **kwargs)

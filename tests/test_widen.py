@@ -9,7 +9,7 @@ from transformers import AutoModelForImageTextToText
 from tabed import cli
 from tabed.conversation import Turn, encode, load_image
 from tabed.decoding import GenerationConfig, autoregressive_generate, collect, speculative_generate
-from tabed.errors import InputError
+from tabed.errors import InputError, ModelLoadError
 from tabed.models import ASSETS, PRESETS, load_pair, load_preset
 from tabed.spec import parse_spec
 from tabed.widen import LLAVA_7B, LVLM_68M, Shape, query_rows, widen
@@ -151,3 +151,8 @@ def test_the_7b_preset_widens_the_teaching_pair_to_the_papers_shapes():
             LLAVA_7B.vocab) == (4096, 32, 32, 128, 11008, 32064)
     assert (LVLM_68M.hidden, LVLM_68M.layers, LVLM_68M.heads, LVLM_68M.head_dim, LVLM_68M.intermediate) == (
         768, 2, 12, 64, 3072)
+
+
+def test_the_7b_preset_is_refused_without_a_gpu():
+    with pytest.raises(ModelLoadError, match="needs a GPU"):
+        load_preset("teaching-7b", device="cpu")
