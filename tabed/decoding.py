@@ -196,17 +196,22 @@ class Verdict:
 
 def draft_block(drafter: BatchedDrafter, feed: list[int], gamma: int, weights: torch.Tensor, methods: int,
                 config: GenerationConfig, generator: torch.Generator) -> Draft:
-    """γ batched drafter steps; every row is extended with the ensemble's token."""
+    """γ batched drafter steps; every row is extended with the ensemble's token.
+
+    Each token stays on the device and feeds the next step directly: the steps are queued without
+    waiting for one another, and the tokens are read back once, at the end."""
     draft = Draft([], [], [])
+    tokens = []
     for _ in range(gamma):
         q_rows = logits_to_probs(drafter.step(feed), config.temperature, config.top_p)
         q_rows = q_rows.expand(methods, -1) if q_rows.shape[0] < methods else q_rows  # one shared text row
         q = ensemble(q_rows, weights)
-        token = int(q.argmax()) if is_greedy(config.temperature) else int(torch.multinomial(q, 1, generator=generator))
-        draft.tokens.append(token)
+        token = q.argmax().view(1) if is_greedy(config.temperature) else torch.multinomial(q, 1, generator=generator)
+        tokens.append(token)
         draft.row_probs.append(q_rows)
         draft.mixed_probs.append(q)
-        feed = [token]
+        feed = token
+    draft.tokens = torch.cat(tokens).tolist() if tokens else []
     return draft
 
 

@@ -174,10 +174,12 @@ class BatchedDrafter:
             mask[i, longest - e.shape[0]:] = 1
         return self.backend.prefill(mask, inputs_embeds=batch)
 
-    def step(self, tokens: list[int]) -> torch.Tensor:
-        """Append the same tokens to every row; returns each row's next-token logits (K, V)."""
-        ids = torch.tensor(tokens, dtype=torch.long, device=self.device).expand(len(self.rows), len(tokens))
-        return self.backend.forward(ids)[:, -1]
+    def step(self, tokens: list[int] | torch.Tensor) -> torch.Tensor:
+        """Append the same tokens (a list, or ids already on the device) to every row; returns each row's
+        next-token logits (K, V)."""
+        if not isinstance(tokens, torch.Tensor):
+            tokens = torch.tensor(tokens, dtype=torch.long, device=self.device)
+        return self.backend.forward(tokens.expand(len(self.rows), tokens.shape[0]))[:, -1]
 
     def rollback(self, count: int) -> None:
         """Forget the last `count` tokens of every row (the rejected drafts)."""

@@ -3,7 +3,8 @@
 After every verification the target's distributions p at the verified positions are past ground
 truth. For each such position we keep only small per-position statistics (KL and TV per method, or
 per w-grid candidate: whether its top-1 matched and its KL), never the full distributions, and a running sum
-over the window, so that choosing the next block's weights costs one pass over G candidates.
+over the window, so that choosing the next block's weights costs one pass over G candidates. All of
+it stays on the device the distributions are on: the decoding loop never waits for it.
 """
 
 from __future__ import annotations
@@ -75,9 +76,13 @@ class WeightHistory:
             stats = tv_distance(p[:, None, :], q)
         else:
             stats = self._grid_stats(p, q)  # (n, G, 2)
-        for row in stats.cpu():
-            if self.window and len(self._rows) == self.window:
-                self._total -= self._rows[0]
+        if not self.window:  # everything is kept: one sum (on the device: no copy back, no wait for the GPU)
+            self._rows.extend(stats)
+            self._total = stats.sum(dim=0) if self._total is None else self._total + stats.sum(dim=0)
+            return
+        for row in stats:
+            if len(self._rows) == self.window:
+                self._total = self._total - self._rows[0]
             self._rows.append(row)
             self._total = row.clone() if self._total is None else self._total + row
 
@@ -91,7 +96,7 @@ class WeightHistory:
         return grid_stats_bucketed(grid, p, q)
 
     def weights(self) -> torch.Tensor:
-        """The weights for the next block, (K,) summing to 1."""
+        """The weights for the next block, (K,) summing to 1, on the device of the history."""
         if not self._rows:
             return uniform_weights(self.num_methods)
         total = self._total
@@ -101,7 +106,8 @@ class WeightHistory:
         matches, kls = total[:, 0], total[:, 1]
         best = matches == matches.max()
         kls = torch.where(best, kls, torch.full_like(kls, float("inf")))
-        return self.grid[int(kls.argmin())].clone()
+        grid = self._grids.get(total.device, self.grid)
+        return grid[kls.argmin()].clone()  # the first of equal minima, as the official code's ties
 
 
 def grid_stats_dense(grid: torch.Tensor, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
