@@ -211,6 +211,20 @@ def _load_processor(name: str):
     return processor if hasattr(processor, "image_processor") and hasattr(processor, "tokenizer") else None
 
 
+def complete_processor(processor, config, role: str, say: Callable[[str], None]) -> None:
+    """LLaVA processor configs saved by transformers 4.x lack `patch_size` (and the count of extra
+    vision tokens, and the feature strategy); 5.x's `LlavaProcessor` cannot count a picture's image
+    tokens without them. Take them from the model's config, and say so."""
+    vision = getattr(config, "vision_config", None)
+    if getattr(processor, "patch_size", 0) is not None or getattr(vision, "patch_size", None) is None:
+        return
+    processor.patch_size = vision.patch_size
+    processor.vision_feature_select_strategy = getattr(config, "vision_feature_select_strategy", "default")
+    processor.num_additional_image_tokens = 1 if vision.model_type.startswith("clip") else 0  # CLIP's class token
+    say(f"the {role}'s processor config has no patch_size (saved by older transformers): using "
+        f"{vision.patch_size} from the model's config")
+
+
 def check_vocabularies(target_processor, drafter_processor, target_name: str, drafter_name: str) -> None:
     """Refuse a pair whose tokenizers map tokens to different ids."""
     target_vocab = target_processor.tokenizer.get_vocab()
@@ -254,13 +268,21 @@ def load_pair(
         torch.backends.cuda.enable_cudnn_sdp(False)
         say("cuDNN attention off for this process (it plans each new shape for tens of milliseconds)")
     sources = {role: _check_source(src, role) for role, src in (("target", target), ("drafter", drafter))}
-    for role, src in sources.items():
-        _load_config(src, role)
+    configs = {role: _load_config(src, role) for role, src in sources.items()}
+    for role, config in configs.items():
+        version = str(getattr(config, "transformers_version", None) or "5")
+        if version.split(".")[0].isdigit() and int(version.split(".")[0]) < 5:
+            say(f"the {role} was saved by transformers {version}: its weights' old names are converted on load")
     say("loading processors")
     target_processor = _load_processor(sources["target"])
     if target_processor is None:
         raise ModelLoadError(f"the target {target!r} has no processor (tokenizer + image processor)")
-    drafter_processor = _load_processor(sources["drafter"]) or target_processor
+    complete_processor(target_processor, configs["target"], "target", say)
+    drafter_processor = _load_processor(sources["drafter"])
+    if drafter_processor is None:
+        drafter_processor = target_processor
+    else:
+        complete_processor(drafter_processor, configs["drafter"], "drafter", say)
     check_vocabularies(target_processor, drafter_processor, target, drafter)
     models = {}
     shapes = dict(zip(sources, widen_to or (None, None), strict=True))
