@@ -89,6 +89,47 @@ class PairCache:
 PAIRS = PairCache()
 
 
+class StopFlags:
+    """Per browser session, a flag for each of its running events. The Stop button sets them; the running
+    generator sees it, lets the engine end between blocks and yields its last frame: "Stopped", with what
+    was decoded so far. (Gradio's `cancels=` kills a generator before it can yield that frame.)"""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.flags: dict[str, set[threading.Event]] = {}
+
+    def begin(self, session: str | None) -> threading.Event:
+        flag = threading.Event()
+        if session:
+            with self.lock:
+                self.flags.setdefault(session, set()).add(flag)
+        return flag
+
+    def end(self, session: str | None, flag: threading.Event) -> None:
+        with self.lock:
+            flags = self.flags.get(session or "", set())
+            flags.discard(flag)
+            if not flags:
+                self.flags.pop(session or "", None)
+
+    def stop(self, session: str | None) -> None:
+        with self.lock:
+            for flag in self.flags.get(session or "", ()):
+                flag.set()
+
+
+STOPS = StopFlags()
+
+
+def _session(request: gr.Request | None) -> str | None:
+    return getattr(request, "session_hash", None)
+
+
+def request_stop(request: gr.Request):
+    """The Stop button: ask this session's running decode (or replay race) to stop and show it."""
+    STOPS.stop(_session(request))
+
+
 def preset_choices() -> list[tuple[str, str]]:
     return [(f"{name}: {preset.description}", name) for name, preset in PRESETS.items()]
 
@@ -181,8 +222,11 @@ class RunView:
             self.results[item.phase] = event.result
 
     def metrics(self) -> list[list]:
+        """Both sides' numbers; a stopped side's are left out, so no speedup compares unequal answers."""
         speculative = self.results.get(SPECULATIVE)
         plain = self.results.get(AUTOREGRESSIVE)
+        if speculative is not None and speculative.stopped or plain is not None and plain.stopped:
+            plain = None
         return render.metrics_rows(speculative.metrics if speculative else None, plain.metrics if plain else None)
 
     def block_table(self):
@@ -199,7 +243,8 @@ class RunView:
         if self.error:
             return f"\u26a0\ufe0f {self.error}"
         if stopped:
-            return f"\u23f9 Stopped. {where}."
+            return (f"\u23f9 Stopped after {len(self.blocks)} blocks · {where}. The partial answer stays here and "
+                    "is not added to the conversation.")
         if not finished:
             doing = "TABED decoding" if self.phase == SPECULATIVE else "plain decoding (the target alone)"
             return f"\u23f3 {doing}… block {len(self.blocks)} · {where}"
@@ -234,12 +279,25 @@ def _gpu_seconds(*args, **kwargs) -> int:
 
 @GPU(duration=_gpu_seconds)
 def respond(follow_up, image, prompt, conversation, preset, methods, mode, rule, window, gamma, max_new_tokens,
-            temperature, seed, compare_ar, progress=gr.Progress(track_tqdm=True)):  # noqa: B008 - gradio's idiom
+            temperature, seed, compare_ar, request: gr.Request = None,
+            progress=gr.Progress(track_tqdm=True)):  # noqa: B008 - gradio's idiom
     """Event handler: validate, load the pair if needed, run TABED then plain decoding, stream the views.
 
     Yields (status, tabed html, plain html, metrics, weights plot, blocks, chat, state, downloads)."""
+    stop = STOPS.begin(_session(request))
+    try:
+        yield from _respond(follow_up, image, prompt, session_state(conversation), preset, methods, mode, rule,
+                            window, gamma, max_new_tokens, temperature, seed, compare_ar, stop)
+    finally:
+        STOPS.end(_session(request), stop)
+
+
+STOPPED_MARK = '<div class="tabed-stopped">\u23f9 stopped here</div>'
+
+
+def _respond(follow_up, image, prompt, conversation, preset, methods, mode, rule, window, gamma, max_new_tokens,
+             temperature, seed, compare_ar, stop: threading.Event):
     skip = gr.skip()
-    conversation = session_state(conversation)
     try:
         prompt = (prompt or "").strip()
         if not prompt:
@@ -267,10 +325,11 @@ def respond(follow_up, image, prompt, conversation, preset, methods, mode, rule,
         return
 
     view = RunView(pair, spec, config.gamma, render.TokenStream(pair.tokenizer), render.TokenStream(pair.tokenizer))
-    worker = ComparisonWorker(pair, turns, spec, config, compare_ar=bool(compare_ar)).start()
+    worker = ComparisonWorker(pair, turns, spec, config, compare_ar=bool(compare_ar), stop_event=stop).start()
     request = {"prompt": prompt, "turn": len(turns), "images": len(conversation.images), "spec": spec.name,
                "config": config.__dict__}
     last_html = last_plot = 0.0
+    last_shown = (0, 0)
     finished = False
     try:
         while not finished:
@@ -286,9 +345,10 @@ def respond(follow_up, image, prompt, conversation, preset, methods, mode, rule,
             if not finished and now - last_html < HTML_EVERY_S:
                 continue
             last_html = now
-            heavy = finished or now - last_plot >= PLOT_EVERY_S
+            shown = (len(view.blocks), len(view.results))  # the figure, table and metrics change with these
+            heavy = finished or (now - last_plot >= PLOT_EVERY_S and shown != last_shown)
             if heavy:
-                last_plot = now
+                last_plot, last_shown = now, shown
             yield (view.status(finished), view.tabed.html, view.plain.html, view.metrics() if heavy else skip,
                    view.figure() if heavy else skip, view.block_table() if heavy else skip, skip, conversation,
                    skip)
@@ -296,29 +356,67 @@ def respond(follow_up, image, prompt, conversation, preset, methods, mode, rule,
         worker.stop()
 
     speculative = view.results.get(SPECULATIVE)
-    if view.error or speculative is None:
+    if view.error:
         return
-    stopped = speculative.stopped or (AUTOREGRESSIVE in view.results and view.results[AUTOREGRESSIVE].stopped)
-    if not stopped:
+    if speculative is None:  # stopped before TABED began
+        yield (view.status(True, stopped=True), view.tabed.html + STOPPED_MARK, "", skip, skip, skip,
+               chat_history(conversation), conversation, skip)
+        return
+    plain = view.results.get(AUTOREGRESSIVE)
+    stopped = speculative.stopped or bool(plain and plain.stopped)
+    tabed_html = view.tabed.html + (STOPPED_MARK if speculative.stopped else "")
+    plain_html = view.plain.html + (STOPPED_MARK if plain is not None and plain.stopped else "")
+    if stopped:  # say so at once: the exports below take a moment
+        yield (view.status(True, stopped), tabed_html, plain_html, skip, skip, skip, skip, conversation, skip)
+    else:
         conversation.turns.append((prompt, speculative.text))
     conversation.frames = {phase: render.result_texts(pair.tokenizer, result)
                            for phase, result in view.results.items()}
     files = _export(conversation, view, request)
-    yield (view.status(True, stopped), view.tabed.html, view.plain.html, view.metrics(), view.figure(),
+    yield (view.status(True, stopped), tabed_html, plain_html, view.metrics(), view.figure(),
            view.block_table(), chat_history(conversation), conversation, files)
 
 
-def run(*args):
-    yield from respond(False, *args)
+def run(pictures, prompt, conversation, preset, methods, mode, rule, window, gamma, max_new_tokens, temperature,
+        seed, compare_ar, request: gr.Request = None):
+    """Start a new conversation: TABED on the prompt (about the pictures), then plain decoding.
+
+    Args:
+        pictures: image files shown with the prompt (none, one or several)
+        prompt: the question
+        conversation: the session state (None from an API call: a new conversation)
+        preset: model pair preset, e.g. "teaching"
+        methods: drafting methods, a list of "M", "T", "C", "P"
+        mode: "TABED (adaptive weights)", "static ensemble (uniform)" or "single method"
+        rule: TABED weight rule: "w-grid", "kld" or "tvd"
+        window: TABED history window in positions (0 = all)
+        gamma: draft tokens per block (1-10)
+        max_new_tokens: the answer's length limit (1-512)
+        temperature: 0 = greedy
+        seed: sampling seed
+        compare_ar: also decode with the target alone and compare the speed
+    """
+    yield from respond(False, pictures, prompt, conversation, preset, methods, mode, rule, window, gamma,
+                       max_new_tokens, temperature, seed, compare_ar, None if ZERO_GPU else request)
 
 
-def ask_follow_up(*args):
-    yield from respond(True, *args)
+def ask_follow_up(pictures, prompt, conversation, preset, methods, mode, rule, window, gamma, max_new_tokens,
+                  temperature, seed, compare_ar, request: gr.Request = None):
+    """The next turn of the same conversation, on the same pictures (arguments as for /run)."""
+    yield from respond(True, pictures, prompt, conversation, preset, methods, mode, rule, window, gamma,
+                       max_new_tokens, temperature, seed, compare_ar, None if ZERO_GPU else request)
 
 
-def replay_race(conversation):
-    """Both answers again, side by side, at the pace each was measured at."""
-    frames = session_state(conversation).frames
+def replay_race(conversation, request: gr.Request = None):
+    """Both answers again, side by side, at the pace each was measured at; Stop ends it where it is."""
+    stop = STOPS.begin(_session(request))
+    try:
+        yield from _race(session_state(conversation).frames, stop)
+    finally:
+        STOPS.end(_session(request), stop)
+
+
+def _race(frames: dict, stop: threading.Event):
     if SPECULATIVE not in frames or AUTOREGRESSIVE not in frames:
         yield "<i>Run a prompt with 'compare with plain decoding' ticked first.</i>"
         return
@@ -338,9 +436,12 @@ def replay_race(conversation):
             return render.race_html(text, label, shown[phase] == len(sequence))
 
         note = f" (×{scale:.1f} faster than measured)" if scale > 1 else " (at the measured pace)"
+        stopped = stop.is_set()
+        if stopped:
+            note += " \u23f9 Stopped"
         yield (f'<div class="tabed-race"><div>{side(SPECULATIVE, "TABED")}</div>'
                f'<div>{side(AUTOREGRESSIVE, "plain decoding")}</div></div><small>{clock:.2f} s{note}</small>')
-        if all(shown[p] == len(frames[p]) for p in frames):
+        if stopped or all(shown[p] == len(frames[p]) for p in frames):
             return
         time.sleep(0.05)
 
@@ -376,6 +477,7 @@ CSS = """
 #tabed-answer, #plain-answer { white-space: pre-wrap; font-family: ui-monospace, monospace; line-height: 1.6;
   min-height: 4em; }
 .tabed-legend { font-size: 0.85em; }
+.tabed-stopped { color: #b45309; font-weight: 600; margin-top: 0.4em; }
 .tabed-race { display: grid; grid-template-columns: 1fr 1fr; gap: 1em; white-space: pre-wrap; }
 """
 
@@ -456,7 +558,8 @@ def build_demo() -> gr.Blocks:
                     gamma = gr.Slider(1, 10, value=5, step=1, label="γ (draft tokens per block)")
                     max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=96, step=1, label="max new tokens",
                                                elem_id="settings-max-new-tokens")
-                    temperature = gr.Slider(0, 2, value=0, step=0.05, label="temperature (0 = greedy)")
+                    temperature = gr.Slider(0, 2, value=0, step=0.05, label="temperature (0 = greedy)",
+                                            elem_id="settings-temperature")
                     seed = gr.Number(0, label="seed", precision=0)
                     compare_ar = gr.Checkbox(True, label="compare with plain decoding (the target alone)")
                 starts, follow_ups = load_examples()
@@ -492,7 +595,9 @@ def build_demo() -> gr.Blocks:
                                      concurrency_id="decode", concurrency_limit=1)
         image.upload(check_upload, [image], [image, status], preprocess=False, queue=False, api_name=False)
         race_event = race_button.click(replay_race, [state], [race], api_name="replay_race")
-        stop_button.click(None, None, None, cancels=[run_event, follow_event, submit_event, race_event])
+        # On ZeroGPU the handler runs in another process, out of reach of the session's flags: cancel it there.
+        stop_button.click(request_stop, None, None, queue=False, api_name=False,
+                          cancels=[run_event, follow_event, submit_event, race_event] if ZERO_GPU else None)
         preset.change(pair_note, [preset], [note], queue=False, api_name=False)
         clear_button.click(new_conversation, None, [state, chat, tabed_html, plain_html, status, downloads],
                            api_name=False)

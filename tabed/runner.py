@@ -68,11 +68,12 @@ class ComparisonWorker:
         config: GenerationConfig,
         compare_ar: bool = True,
         captioner=None,
+        stop_event: threading.Event | None = None,
     ) -> None:
         self.pair, self.turns, self.spec, self.config = pair, turns, spec, config
         self.compare_ar, self.captioner = compare_ar, captioner
         self.items: queue.Queue[Item] = queue.Queue()
-        self.stop_event = threading.Event()
+        self.stop_event = stop_event or threading.Event()  # set from outside (a Stop button) or by stop()
         self.thread = threading.Thread(target=self._run, name=WORKER_THREAD, daemon=True)
 
     def start(self) -> ComparisonWorker:

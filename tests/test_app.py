@@ -178,6 +178,85 @@ def test_closing_the_handler_stops_the_worker_within_a_second(tiny_app, image_pa
     assert workers_alive() == 0, "the worker thread outlived Stop by more than a second"
 
 
+class StopClient:
+    """What Gradio passes for a browser session (its `gr.Request`): only the session id matters here."""
+
+    def __init__(self, name: str) -> None:
+        self.session_hash = name
+
+
+def _run_until(app, image_path, request, condition, **changes):
+    """Start a long run, press Stop (for this session) at the first frame meeting `condition`;
+    returns (the frames after Stop, seconds from Stop to the last frame)."""
+    events = app.run(image_path, "w1 w2", None, *settings(**{"max_new_tokens": 400, "compare_ar": True,
+                                                              **changes}), request)
+    for output in events:
+        if condition(output):
+            break
+    clicked = time.monotonic()
+    app.request_stop(request)
+    after = list(events)
+    return after, time.monotonic() - clicked
+
+
+def _metric_names(metrics) -> list[str]:
+    return [row[0] for row in metrics]
+
+
+def test_stop_during_tabed_shows_stopped_and_keeps_the_partial_answer(tiny_app, image_path):
+    request = StopClient("stop-during-tabed")
+    after, seconds = _run_until(tiny_app, image_path, request, lambda o: "block 3" in str(o[0]))
+    status, tabed_html, plain_html, metrics, figure, blocks, chat, state, files = final(after)
+    assert seconds < 1.0 and workers_alive() == 0
+    assert status.startswith("\u23f9 Stopped after") and "not added to the conversation" in status
+    assert "tk-accepted" in tabed_html and tabed_html.endswith(tiny_app.STOPPED_MARK)
+    assert "tk-plain" not in plain_html  # plain decoding never started
+    assert "block efficiency" in _metric_names(metrics) and "speedup (decode time)" not in _metric_names(metrics)
+    assert figure is not None and len(blocks.value["data"]) >= 3
+    assert chat == [] and state.turns == []  # a half answer is not a finished turn
+    assert not tiny_app.STOPS.flags  # nothing left behind
+    assert final(list(tiny_app.run(image_path, "w3", state, *settings(), request)))[0].startswith("\u2705 Done")
+
+
+def test_stop_during_plain_decoding_says_the_plain_side_was_stopped(tiny_app, image_path):
+    request = StopClient("stop-during-plain")
+    after, seconds = _run_until(tiny_app, image_path, request, lambda o: "plain decoding" in str(o[0]))
+    status, tabed_html, plain_html, metrics, *_, chat, state, files = final(after)
+    assert seconds < 1.0 and workers_alive() == 0
+    assert status.startswith("\u23f9 Stopped") and not tabed_html.endswith(tiny_app.STOPPED_MARK)
+    assert "tk-plain" in plain_html and plain_html.endswith(tiny_app.STOPPED_MARK)
+    assert "speedup (decode time)" not in _metric_names(metrics)  # no speed claimed from unequal answers
+    assert state.turns == [] and files  # the run can still be downloaded
+
+
+def test_stop_before_the_first_block(tiny_app, image_path):
+    """Stop pressed while the pair loads: the run ends at once, and says so."""
+    request = StopClient("stop-while-loading")
+    tiny_app.PAIRS.name = "loading"  # not loaded: the first frame is the loading message
+    after, _ = _run_until(tiny_app, image_path, request, lambda o: "Loading" in str(o[0]))
+    status, tabed_html, *_ = final(after)
+    assert status.startswith("\u23f9 Stopped after 0 blocks") and tabed_html.endswith(tiny_app.STOPPED_MARK)
+    assert workers_alive() == 0
+
+
+def test_stop_only_stops_its_own_session(tiny_app, image_path):
+    tiny_app.request_stop(StopClient("another-session"))
+    status = final(list(tiny_app.run(image_path, "w1", None, *settings(max_new_tokens=12),
+                                     StopClient("this-session"))))[0]
+    assert status.startswith("\u2705 Done")
+
+
+def test_stop_ends_the_replay_race_where_it_is(tiny_app, image_path):
+    request = StopClient("stop-the-race")
+    state = final(list(tiny_app.run(image_path, "w1", None, *settings(max_new_tokens=60), request)))[7]
+    state.frames = {phase: [(t * 50, text) for t, text in frames] for phase, frames in state.frames.items()}
+    race = tiny_app.replay_race(state, request)
+    next(race)
+    tiny_app.request_stop(request)
+    frames = list(race)
+    assert len(frames) == 1 and "Stopped" in frames[0] and "\u2714" not in frames[0]
+
+
 class OutOfMemoryTarget(torch.nn.Module):
     """A stand-in target whose forward fails the way a full GPU does."""
 

@@ -1,8 +1,9 @@
 """The page in headless Chromium (Debian's package, driven by playwright), like a person uses it:
-first with the tiny test pair (every token colour, follow-up, Stop), then with the bundled teaching
-pair that `python app.py` serves by default."""
+first with the tiny test pair (every token colour, follow-up), then Stop at ten random moments, then
+with the bundled teaching pair that `python app.py` serves by default."""
 
 import contextlib
+import random
 import time
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from playwright.sync_api import expect, sync_playwright
 
 import app
 from conftest import serving, workers_alive
+from tabed.models import load_preset
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -49,11 +51,11 @@ def ask(page, image: Path, prompt: str) -> None:
     expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
 
 
-def set_max_new_tokens(page, value: int) -> None:
-    """Type into the slider's number box until the slider shows it: a box typed into while the page
+def set_slider(page, elem_id: str, value: float) -> None:
+    """Type into a slider's number box until the slider shows it: a box typed into while the page
     re-renders after a run sometimes loses the value (seen in CI), so the typing is retried."""
-    box = page.locator("#settings-max-new-tokens input[type=number]")
-    slider = page.locator("#settings-max-new-tokens input[type=range]")
+    box = page.locator(f"#{elem_id} input[type=number]")
+    slider = page.locator(f"#{elem_id} input[type=range]")
     expect(box).to_be_editable()
     for _ in range(5):
         box.fill(str(value))
@@ -96,22 +98,12 @@ class TestWithTheTinyPair:
         page.locator("#run").click()
         expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
 
-    def test_follow_up_and_stop_from_the_page(self, page):
+    def test_follow_up_from_the_page(self, page):
         page.locator("#prompt textarea").fill("w4 w5")
         page.locator("#follow-up").click()
         expect(page.locator("#chat")).to_contain_text("w4 w5", timeout=120_000)
         expect(page.locator("#status")).to_contain_text("Done")
-        page.locator("#settings").get_by_text("Settings").first.click()
-        set_max_new_tokens(page, 400)
-        page.locator("#prompt textarea").fill("w6 w7")
-        page.locator("#run").click()
-        expect(page.locator("#status")).to_contain_text("decoding", timeout=30_000)
-        clicked = time.monotonic()
-        page.locator("#stop").click()
-        while workers_alive() and time.monotonic() - clicked < 3:
-            time.sleep(0.02)
-        assert workers_alive() == 0, "Stop did not end the decoding thread"
-        assert time.monotonic() - clicked < 3
+        assert workers_alive() == 0
 
 
 def test_the_bundled_pair_answers_the_chart_and_the_odd_pictures_examples_on_the_page():
@@ -135,3 +127,68 @@ def test_the_bundled_pair_answers_the_chart_and_the_odd_pictures_examples_on_the
         expect(page.locator("#plain-answer")).to_contain_text(expected)
         expect(page.locator("#tabed-answer .tk-rejected").first).to_be_visible()  # M's drafts miss here
         expect(page.locator("#chat")).to_contain_text("\U0001f5bc\ufe0f " * 4 + "What is the capital of Peru?")
+
+
+def _stop_and_check(page, where: str, moments: list[float]) -> None:
+    """Press Stop; the page must say so within 2 s (1 s is the goal), with no error anywhere."""
+    clicked = time.monotonic()
+    page.locator("#stop").click()
+    target = page.locator("#race-view") if where == "race" else page.locator("#status")
+    expect(target).to_contain_text("Stopped", timeout=2_000)
+    moments.append(time.monotonic() - clicked)
+    while workers_alive() and time.monotonic() - clicked < 2:
+        time.sleep(0.02)
+    assert workers_alive() == 0, f"Stop ({where}) did not end the decoding thread"
+    assert page.get_by_text("Error", exact=True).count() == 0, f"an Error badge after Stop ({where})"
+    if where == "tabed":
+        expect(page.locator("#tabed-answer .tk-prefill")).to_have_count(1)  # the partial answer stays
+        expect(page.locator("#tabed-answer")).to_contain_text("stopped here")
+    if where == "plain":
+        expect(page.locator("#plain-answer")).to_contain_text("stopped here")
+        expect(page.locator("#tabed-answer .tk-prefill")).to_have_count(1)
+    if where != "race":  # (the race replays a finished run, which is in the conversation)
+        expect(page.locator("#chat")).not_to_contain_text("w1 w2 w3")  # no half answer in the conversation
+
+
+@pytest.fixture
+def long_winded_pair():
+    """The bundled pair with an end-of-sequence token it never writes: every answer runs to max new
+    tokens (seconds on this CPU), so that Stop can land anywhere."""
+    pair = load_preset("teaching", device="cpu")
+    pair.target.generation_config.eos_token_id = [len(pair.tokenizer) + 1000]
+    return pair
+
+
+def test_ten_stops_in_a_row_each_shown_on_the_page(long_winded_pair):
+    """Long sampled answers, Stop at random moments: before the first block, during TABED, during plain
+    decoding and during the replay race; then Run and Follow-up still work."""
+    rng = random.Random(12)
+    moments: list[float] = []
+    with serving(long_winded_pair), served_page() as page:
+        page.locator("#settings").get_by_text("Settings").first.click()
+        set_slider(page, "settings-max-new-tokens", 512)
+        set_slider(page, "settings-temperature", 2)
+        page.locator("#prompt textarea").fill("w1 w2 w3 w4 w5 w6 w7 w8")
+        page.locator("#run").click()
+        _stop_and_check(page, "first", moments)  # at once: before (or at) the first block
+        for where in ["tabed"] * 4 + ["plain"] * 3:
+            page.locator("#run").click()
+            phase = "TABED decoding" if where == "tabed" else "plain decoding"
+            expect(page.locator("#status")).to_contain_text(phase, timeout=60_000)
+            time.sleep(rng.uniform(0.0, 0.8))
+            _stop_and_check(page, where, moments)
+        set_slider(page, "settings-max-new-tokens", 160)
+        page.locator("#run").click()
+        expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
+        for _ in range(2):
+            page.locator("#race").click()
+            expect(page.locator("#race-view")).to_contain_text("TABED", timeout=10_000)
+            time.sleep(rng.uniform(0.1, 0.5))
+            _stop_and_check(page, "race", moments)
+        assert len(moments) == 10
+        print("seconds from Stop to 'Stopped' on the page:", " ".join(f"{m:.2f}" for m in moments))
+        set_slider(page, "settings-temperature", 0)
+        page.locator("#prompt textarea").fill("Add 5 to that number.")
+        page.locator("#follow-up").click()
+        expect(page.locator("#chat")).to_contain_text("Add 5 to that number.", timeout=120_000)
+        expect(page.locator("#status")).to_contain_text("Done")
