@@ -1,6 +1,7 @@
 """The launched app through gradio_client: a run completes, a cancelled run stops, two runs queue."""
 
 import time
+from pathlib import Path
 
 import pytest
 from gradio_client import Client, handle_file
@@ -66,3 +67,20 @@ def test_two_sessions_at_once_both_complete_without_mixing(pair, server, picture
     assert [r[0].startswith("\u2705 Done") for r in results] == [True, True]
     assert results[0][6][0]["content"][0]["text"].endswith("w5 w6")
     assert results[1][6][0]["content"][0]["text"] == "w7 w8 w9"
+
+
+def test_the_api_takes_named_inputs_and_answers_without_server_paths(server, tmp_path):
+    """As the README shows it: named inputs, the others at the page's defaults."""
+    parameters = server.view_api(return_format="dict", print_info=False)["named_endpoints"]["/run"]["parameters"]
+    names = [p["parameter_name"] for p in parameters]
+    assert names == ["pictures", "prompt", "preset", "methods", "mode", "rule", "window", "gamma",
+                     "max_new_tokens", "temperature", "seed", "compare_ar"]
+    status, tabed_html, *_, files = server.predict(prompt="w1 w2", max_new_tokens=12, api_name="/run")
+    assert status.startswith("\u2705 Done") and "tk-" in tabed_html
+    assert sum(Path(f).stat().st_size for f in files) < 200_000  # the chart loads plotly.js, it does not carry it
+    empty = tmp_path / "empty.png"
+    empty.write_bytes(b"")
+    status = server.predict(pictures=[{"image": handle_file(str(empty)), "caption": None}], prompt="w1",
+                            api_name="/run")[0]
+    assert "empty.png" in status and "/" not in status.split("empty.png")[0].split()[-1]
+    assert "gradio" not in status and "tmp" not in status
