@@ -335,35 +335,46 @@ def _respond(follow_up, image, prompt, conversation, preset, methods, mode, rule
 
     view = RunView(pair, spec, config.gamma, render.TokenStream(pair.tokenizer), render.TokenStream(pair.tokenizer))
     worker = ComparisonWorker(pair, turns, spec, config, compare_ar=bool(compare_ar), stop_event=stop).start()
+    try:
+        yield from _stream(view, worker, conversation)
+    finally:
+        worker.stop()
     request = {"prompt": prompt, "turn": len(turns), "images": len(conversation.images), "spec": spec.name,
                "config": config.__dict__}
+    yield from _final_frames(view, conversation, request)
+
+
+def _stream(view: RunView, worker: ComparisonWorker, conversation: Conversation):
+    """The run's frames while it decodes: tokens every 0.1 s; the figure, table and metrics when they
+    changed, at most every 0.75 s (they are resent whole)."""
+    skip = gr.skip()
     last_html = last_plot = 0.0
     last_shown = (0, 0)
     finished = False
-    try:
-        while not finished:
-            items = worker.drain(HTML_EVERY_S)
-            for item in items:
-                if isinstance(item, PhaseEvent):
-                    view.add(item)
-                elif isinstance(item, Failure):
-                    view.error = item.message
-                elif isinstance(item, Done):
-                    finished = True
-            now = time.monotonic()
-            if not finished and now - last_html < HTML_EVERY_S:
-                continue
-            last_html = now
-            shown = (len(view.blocks), len(view.results))  # the figure, table and metrics change with these
-            heavy = finished or (now - last_plot >= PLOT_EVERY_S and shown != last_shown)
-            if heavy:
-                last_plot, last_shown = now, shown
-            yield (view.status(finished), view.tabed.html, view.plain.html, view.metrics() if heavy else skip,
-                   view.figure() if heavy else skip, view.block_table() if heavy else skip, skip, conversation,
-                   skip)
-    finally:
-        worker.stop()
+    while not finished:
+        for item in worker.drain(HTML_EVERY_S):
+            if isinstance(item, PhaseEvent):
+                view.add(item)
+            elif isinstance(item, Failure):
+                view.error = item.message
+            elif isinstance(item, Done):
+                finished = True
+        now = time.monotonic()
+        if not finished and now - last_html < HTML_EVERY_S:
+            continue
+        last_html = now
+        shown = (len(view.blocks), len(view.results))  # the figure, table and metrics change with these
+        heavy = finished or (now - last_plot >= PLOT_EVERY_S and shown != last_shown)
+        if heavy:
+            last_plot, last_shown = now, shown
+        yield (view.status(finished), view.tabed.html, view.plain.html, view.metrics() if heavy else skip,
+               view.figure() if heavy else skip, view.block_table() if heavy else skip, skip, conversation, skip)
 
+
+def _final_frames(view: RunView, conversation: Conversation, request: dict):
+    """The finished (or stopped) run: a finished answer joins the conversation; a stopped one is marked
+    and stays out of it; either way the run can be downloaded and replayed."""
+    skip = gr.skip()
     speculative = view.results.get(SPECULATIVE)
     if view.error:
         return
@@ -378,8 +389,8 @@ def _respond(follow_up, image, prompt, conversation, preset, methods, mode, rule
     if stopped:  # say so at once: the exports below take a moment
         yield (view.status(True, stopped), tabed_html, plain_html, skip, skip, skip, skip, conversation, skip)
     else:
-        conversation.turns.append((prompt, speculative.text))
-    conversation.frames = {phase: render.result_texts(pair.tokenizer, result)
+        conversation.turns.append((request["prompt"], speculative.text))
+    conversation.frames = {phase: render.result_texts(view.pair.tokenizer, result)
                            for phase, result in view.results.items()}
     files = _export(conversation, view, request)
     yield (view.status(True, stopped), tabed_html, plain_html, view.metrics(), view.figure(),

@@ -284,20 +284,9 @@ def load_pair(
     else:
         complete_processor(drafter_processor, configs["drafter"], "drafter", say)
     check_vocabularies(target_processor, drafter_processor, target, drafter)
-    models = {}
     shapes = dict(zip(sources, widen_to or (None, None), strict=True))
-    for role, src in sources.items():
-        say(f"loading the {role} {src} ({torch_dtype}, {torch_device})")
-        try:
-            model = AutoModelForImageTextToText.from_pretrained(
-                src, dtype=torch.float32 if shapes[role] else torch_dtype)
-        except (OSError, ValueError) as exc:
-            raise ModelLoadError(f"cannot load the {role} {src!r}: {str(exc).splitlines()[0]}") from None
-        if shapes[role]:
-            shape = shapes[role]
-            say(f"widening the {role} to {shape.layers} layers x {shape.hidden} ({torch_dtype}, {torch_device})")
-            model = widen(model, shape, device=widen_on or torch_device, dtype=torch_dtype)
-        models[role] = model.to(torch_device).eval()
+    models = {role: _load_model(role, src, torch_device, torch_dtype, shapes[role], widen_on, say)
+              for role, src in sources.items()}
     say("models ready")
     return ModelPair(
         target=models["target"],
@@ -310,6 +299,19 @@ def load_pair(
         captioner=captioner,
         cache=cache,
     )
+
+
+def _load_model(role: str, source: str, device: torch.device, dtype: torch.dtype, shape: Shape | None,
+                widen_on: str | None, say: Callable[[str], None]):
+    say(f"loading the {role} {source} ({dtype}, {device})")
+    try:
+        model = AutoModelForImageTextToText.from_pretrained(source, dtype=torch.float32 if shape else dtype)
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"cannot load the {role} {source!r}: {str(exc).splitlines()[0]}") from None
+    if shape is not None:
+        say(f"widening the {role} to {shape.layers} layers x {shape.hidden} ({dtype}, {device})")
+        model = widen(model, shape, device=widen_on or device, dtype=dtype)
+    return model.to(device).eval()
 
 
 def load_preset(name: str | None = None, **kwargs) -> ModelPair:
