@@ -19,6 +19,7 @@ except ImportError:
 
 import json
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -145,6 +146,7 @@ class Conversation:
     images: list[str] = field(default_factory=list)  # picture files, shown with the first prompt
     turns: list[tuple[str, str]] = field(default_factory=list)  # (prompt, answer) of finished turns
     last_run: dict | None = None
+    export_dir: str | None = None  # the last run's downloads: replaced by the next run's, so one per session
     frames: dict[str, list[tuple[float, str]]] = field(default_factory=dict)  # replay pace per side
 
 
@@ -267,8 +269,12 @@ class RunView:
 
 
 def _export(conversation: Conversation, view: RunView, request: dict) -> list[str]:
-    """The run as JSON (events and metrics) and the weights plot as HTML, for download."""
+    """The run as JSON (events and metrics) and the weights plot as HTML, for download. The session's
+    previous downloads are deleted (Gradio keeps its own copies, and deletes them after an hour)."""
+    if conversation.export_dir:
+        shutil.rmtree(conversation.export_dir, ignore_errors=True)
     folder = Path(tempfile.mkdtemp(prefix="tabed-run-"))
+    conversation.export_dir = str(folder)
     record = {"request": request, "pair": view.pair.name, "device": str(view.pair.device),
               "dtype": str(view.pair.dtype), "results": {k: r.to_dict() for k, r in view.results.items()}}
     speculative, plain = view.results.get(SPECULATIVE), view.results.get(AUTOREGRESSIVE)
@@ -313,7 +319,7 @@ def _respond(follow_up, image, prompt, conversation, preset, methods, mode, rule
             raise InputError("type a prompt first")
         pictures = picture_paths(image)
         if not follow_up or not conversation.turns:
-            conversation = Conversation(images=pictures)
+            conversation = Conversation(images=pictures, export_dir=conversation.export_dir)
         elif pictures and pictures != conversation.images:
             raise InputError("a follow-up continues with the same pictures: press Run to start over with new ones")
         spec = drafting_spec(methods, mode)
@@ -546,7 +552,7 @@ def load_examples() -> tuple[list[list], list[list]]:
 
 def build_demo() -> gr.Blocks:
     default = default_preset()
-    with gr.Blocks(title="TABED demo") as demo:
+    with gr.Blocks(title="TABED demo", delete_cache=(3600, 3600)) as demo:
         state = gr.State(Conversation())
         gr.Markdown(INTRO)
         note = gr.Markdown(pair_note(default), elem_id="pair-note")

@@ -338,3 +338,21 @@ def test_the_page_says_what_the_pair_can_see(tiny_app):
     note = tiny_app.pair_note("teaching-7b")
     assert "same answers, real speed" in note and "TABED_PRESET=llava-1.5-7b" in note
     assert "download" in tiny_app.pair_note("llava-1.5-7b")
+
+
+def test_two_hundred_runs_leave_one_runs_downloads_behind(tiny_app, image_path):
+    """Each session keeps only its last run's downloads (a few kilobytes), however many runs it makes."""
+    import tempfile
+    from pathlib import Path
+
+    def folders():
+        return set(Path(tempfile.gettempdir()).glob("tabed-run-*"))
+
+    before = folders()
+    state = None
+    for index in range(200):
+        outputs = list(tiny_app.run(image_path, f"w{index % 30}", state, *settings(max_new_tokens=3)))
+        state = final(outputs)[7]
+    left = folders() - before
+    assert len(left) == 1
+    assert sum(f.stat().st_size for folder in left for f in folder.iterdir()) < 20_000_000
