@@ -44,6 +44,7 @@ EXAMPLES = ROOT / "assets" / "examples"
 HTML_EVERY_S = 0.1  # token stream and status
 PLOT_EVERY_S = 0.75  # plotly figures and tables are resent whole: keep them rare (Stop stays responsive)
 MAX_NEW_TOKENS = 512
+BUSY_SHARE = 0.6  # on a CPU, decoding that got less of a core than this shared the machine: timings unreliable
 MODES = ["TABED (adaptive weights)", "static ensemble (uniform)", "single method"]
 
 # ---------------------------------------------------------------- the model pair, loaded once
@@ -218,6 +219,14 @@ class RunView:
     phase: str = SPECULATIVE
     error: str | None = None
 
+    def starved(self) -> float | None:
+        """On a CPU, the decoding thread's smallest share of a core over the run's sides, when it was too
+        small for the timings to mean anything (other processes were using the cores); None otherwise."""
+        shares = [result.metrics.cpu_share for result in self.results.values()]
+        if self.pair.device.type != "cpu" or not shares or min(shares) >= BUSY_SHARE:
+            return None
+        return min(shares)
+
     def add(self, item: PhaseEvent) -> None:
         event = item.event
         self.phase = item.phase
@@ -238,7 +247,8 @@ class RunView:
         plain = self.results.get(AUTOREGRESSIVE)
         if speculative is not None and speculative.stopped or plain is not None and plain.stopped:
             plain = None
-        return render.metrics_rows(speculative.metrics if speculative else None, plain.metrics if plain else None)
+        return render.metrics_rows(speculative.metrics if speculative else None, plain.metrics if plain else None,
+                                   unreliable=self.starved() is not None)
 
     def block_table(self):
         methods = list(self.spec.methods)
@@ -263,6 +273,9 @@ class RunView:
         speculative, plain = self.results.get(SPECULATIVE), self.results.get(AUTOREGRESSIVE)
         if speculative and plain and speculative.metrics.decode_s > 0:
             text += f" Speedup {plain.metrics.decode_s / speculative.metrics.decode_s:.2f}× (decode time)."
+            if (share := self.starved()) is not None:
+                text += (f" \u26a0\ufe0f Timings unreliable: the machine was busy (decoding got {share:.0%} of a "
+                         "core); run again when it is idle.")
             if speculative.token_ids != plain.token_ids and speculative.metrics.block_efficiency:
                 text += " The two answers differ: expected when sampling (temperature > 0), or from fp16 rounding."
         return text + "".join(f" Note: {note}" for note in self.notes)

@@ -53,11 +53,19 @@ class GenerationConfig:
 
 
 class Clock:
-    """Wall time that waits for queued GPU work, so each phase is charged what it really cost."""
+    """Wall time that waits for queued GPU work, so each phase is charged what it really cost; and the
+    decoding thread's CPU time, which tells a run that had its core from one that shared it."""
 
     def __init__(self, device: torch.device) -> None:
         self.cuda = device.type == "cuda"
         self.start = self.now()
+        self.thread_start = time.thread_time()
+
+    def cpu_share(self) -> float:
+        """CPU seconds this thread got per second of wall time since the start: near 1 for a run on an
+        idle CPU, a fraction when other processes were using the cores."""
+        wall = self.now() - self.start
+        return (time.thread_time() - self.thread_start) / wall if wall > 0 else 0.0
 
     def now(self) -> float:
         if self.cuda:
@@ -153,6 +161,7 @@ def autoregressive_generate(
     decode_s = walltime - prefill_s
     forwards = len(out) - 1
     metrics = Metrics(
+        cpu_share=clock.cpu_share(),
         new_tokens=len(out),
         prefill_s=prefill_s,
         decode_s=decode_s,
@@ -333,6 +342,7 @@ def speculative_generate(
 
     walltime = clock.elapsed()
     metrics = _speculative_metrics(run, prefill_s, walltime, caption_s)
+    metrics.cpu_share = clock.cpu_share()
     yield Finished(GenerationResult(mode="speculative", spec=spec.name, token_ids=run.out,
                                     text=_text(pair, run.out), metrics=metrics, blocks=run.blocks,
                                     tokens=[first_event], captions=captions, notes=notes, stopped=stopped))

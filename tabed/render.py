@@ -138,8 +138,8 @@ def weights_figure(blocks: list[BlockEvent], methods: list[str], gamma: int) -> 
     return figure
 
 
-def metrics_rows(speculative: Metrics | None, autoregressive: Metrics | None) -> list[list]:
-    """Headline numbers, TABED next to plain decoding."""
+def metrics_rows(speculative: Metrics | None, autoregressive: Metrics | None, unreliable: bool = False) -> list[list]:
+    """Headline numbers, TABED next to plain decoding (the speedup flagged when the timing was unreliable)."""
     def value(metrics: Metrics | None, name: str, fmt: str) -> str:
         if metrics is None:
             return "…"
@@ -160,7 +160,9 @@ def metrics_rows(speculative: Metrics | None, autoregressive: Metrics | None) ->
             rows.append([f"block efficiency if {method} alone had drafted", f"{efficiency:.2f}", "—"])
         rows.append(["draft / verify time (s)", f"{speculative.draft_s:.3f} / {speculative.verify_s:.3f}", "—"])
     if speculative is not None and autoregressive is not None and speculative.decode_s > 0:
-        rows.insert(0, ["speedup (decode time)", f"{autoregressive.decode_s / speculative.decode_s:.2f}×", "1.00×"])
+        speedup = f"{autoregressive.decode_s / speculative.decode_s:.2f}×"
+        rows.insert(0, ["speedup (decode time)", speedup + (" (unreliable: machine busy)" if unreliable else ""),
+                        "1.00×"])
     return rows
 
 

@@ -356,3 +356,28 @@ def test_two_hundred_runs_leave_one_runs_downloads_behind(tiny_app, image_path):
     left = folders() - before
     assert len(left) == 1
     assert sum(f.stat().st_size for folder in left for f in folder.iterdir()) < 20_000_000
+
+
+def test_a_run_on_a_busy_machine_says_its_timings_are_unreliable(tiny_app, pair, image_path):
+    """Other processes hogging every core: the decoding thread gets a fraction of a core, and the page
+    says the speedup means nothing instead of presenting it; a run on the idle machine says nothing of it."""
+    import os
+    import subprocess
+    import sys
+
+    saved = pair.target.generation_config.eos_token_id
+    pair.target.generation_config.eos_token_id = [len(pair.tokenizer) + 100]  # long answers: 300 tokens
+    try:
+        idle = final(list(tiny_app.run(image_path, "w1 w2", None, *settings(max_new_tokens=300))))
+        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(3 * (os.cpu_count() or 2))]
+        try:
+            time.sleep(0.5)
+            busy = final(list(tiny_app.run(image_path, "w1 w2", None, *settings(max_new_tokens=300))))
+        finally:
+            for hog in hogs:
+                hog.kill()
+    finally:
+        pair.target.generation_config.eos_token_id = saved
+    assert "Speedup" in idle[0] and "unreliable" not in idle[0]
+    assert "Timings unreliable: the machine was busy" in busy[0]
+    assert "unreliable" in busy[3][0][1]  # the speedup row of the metrics
