@@ -147,7 +147,8 @@ class StaticBackend:
         return out.clone()
 
     def _graph(self, count: int):
-        if count not in self._graphs and self.graphs:
+        """The captured forward of `count` tokens (captured on first use), or None when capture fails."""
+        if count not in self._graphs:
             try:
                 self._graphs[count] = self._capture(count)
             except (RuntimeError, AssertionError) as exc:  # an unsupported model or a place without graphs

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -138,16 +139,14 @@ class ModelPair:
         ids = ids if isinstance(ids, list) else [ids]
         return {int(i) for i in ids if i is not None}
 
-    @property
+    @functools.cached_property
     def suppressed(self) -> torch.Tensor | None:
         """Token ids the generation configs forbid (e.g. a widened vocabulary's padding), on the device."""
-        if "suppressed" not in self._static:
-            ids = set()
-            for model in (self.target, self.drafter):
-                ids |= set(getattr(model.generation_config, "suppress_tokens", None) or [])
-            ids = sorted(i for i in ids if i < self.vocab_size)
-            self._static["suppressed"] = torch.tensor(ids, dtype=torch.long, device=self.device) if ids else None
-        return self._static["suppressed"]
+        ids = set()
+        for model in (self.target, self.drafter):
+            ids |= set(getattr(model.generation_config, "suppress_tokens", None) or [])
+        ids = sorted(i for i in ids if i < self.vocab_size)
+        return torch.tensor(ids, dtype=torch.long, device=self.device) if ids else None
 
     def backend(self, role: str, batch: int = 1):
         """A cache backend for the target or the drafter with `batch` rows (static ones are made once)."""

@@ -7,7 +7,7 @@ import statistics
 import torch
 
 from .conversation import Turn, encode
-from .decoding import Clock
+from .decoding import Clock, TargetSession
 from .drafter import BatchedDrafter, build_rows
 from .models import ModelPair
 
@@ -33,8 +33,6 @@ def draft_step_seconds(pair: ModelPair, turns: list[Turn], methods: tuple[str, .
 
 def target_step_seconds(pair: ModelPair, turns: list[Turn], count: int, steps: int = 16) -> float:
     """Median time of one target forward of `count` tokens (1: a plain decoding step; γ + 1: a verify)."""
-    from .decoding import TargetSession
-
     session = TargetSession(pair.backend("target"))
     session.prefill(encode(pair.target_processor, turns, pair.device, pair.dtype))
     clock = Clock(pair.device)

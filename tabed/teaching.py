@@ -460,22 +460,12 @@ def step_costs(pair, steps: int = 24, rounds: int = 3) -> dict[str, float]:
     """Milliseconds of one decoding step: the target alone, the drafter with 1 (M) and 2 (M, T) rows."""
     import statistics
 
-    from .conversation import encode
-    from .decoding import Clock, TargetSession
-    from .overhead import draft_step_seconds
+    from .overhead import draft_step_seconds, target_step_seconds
 
     turns = dialogue_turns(world.split("image", EVAL_SEED, 1)[0], 0)
-    clock = Clock(pair.device)
     samples: dict[str, list[float]] = {"target_ms": [], "drafter_ms": [], "drafter_k2_ms": []}
     for _ in range(rounds):
-        session = TargetSession(pair.backend("target"))
-        session.prefill(encode(pair.target_processor, turns, pair.device, pair.dtype))
-        times = []
-        for _ in range(steps):
-            start = clock.now()
-            session.forward([5])
-            times.append(clock.now() - start)
-        samples["target_ms"].append(statistics.median(times[2:]) * 1e3)
+        samples["target_ms"].append(target_step_seconds(pair, turns, 1, steps) * 1e3)
         samples["drafter_ms"].append(draft_step_seconds(pair, turns, ("M",), steps) * 1e3)
         samples["drafter_k2_ms"].append(draft_step_seconds(pair, turns, ("M", "T"), steps) * 1e3)
     return {name: statistics.median(values) for name, values in samples.items()}
