@@ -44,7 +44,7 @@ EXAMPLES = ROOT / "assets" / "examples"
 HTML_EVERY_S = 0.1  # token stream and status
 PLOT_EVERY_S = 0.75  # plotly figures and tables are resent whole: keep them rare (Stop stays responsive)
 MAX_NEW_TOKENS = 512
-BUSY_SHARE = 0.6  # on a CPU, decoding that got less of a core than this shared the machine: timings unreliable
+BUSY_SHARE = 0.6  # on a CPU, a run that got less than this much of one core shared the machine: timings unreliable
 MODES = ["TABED (adaptive weights)", "static ensemble (uniform)", "single method"]
 
 # ---------------------------------------------------------------- the model pair, loaded once
@@ -220,8 +220,9 @@ class RunView:
     error: str | None = None
 
     def starved(self) -> float | None:
-        """On a CPU, the decoding thread's smallest share of a core over the run's sides, when it was too
-        small for the timings to mean anything (other processes were using the cores); None otherwise."""
+        """On a CPU, the process's smallest CPU share over the run's sides, when it got less than most of
+        one core, so that its timings mean nothing (other processes were using the cores; on an idle
+        machine a CPU-bound run keeps at least one core busy); None otherwise."""
         shares = [result.metrics.cpu_share for result in self.results.values()]
         if self.pair.device.type != "cpu" or not shares or min(shares) >= BUSY_SHARE:
             return None
@@ -274,7 +275,7 @@ class RunView:
         if speculative and plain and speculative.metrics.decode_s > 0:
             text += f" Speedup {plain.metrics.decode_s / speculative.metrics.decode_s:.2f}× (decode time)."
             if (share := self.starved()) is not None:
-                text += (f" \u26a0\ufe0f Timings unreliable: the machine was busy (decoding got {share:.0%} of a "
+                text += (f" \u26a0\ufe0f Timings unreliable: the machine was busy (the run got {share:.0%} of one "
                          "core); run again when it is idle.")
             if speculative.token_ids != plain.token_ids and speculative.metrics.block_efficiency:
                 text += " The two answers differ: expected when sampling (temperature > 0), or from fp16 rounding."

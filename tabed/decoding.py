@@ -54,18 +54,18 @@ class GenerationConfig:
 
 class Clock:
     """Wall time that waits for queued GPU work, so each phase is charged what it really cost; and the
-    decoding thread's CPU time, which tells a run that had its core from one that shared it."""
+    process's CPU time, which tells a run that had its cores from one that shared them."""
 
     def __init__(self, device: torch.device) -> None:
         self.cuda = device.type == "cuda"
         self.start = self.now()
-        self.thread_start = time.thread_time()
+        self.cpu_start = time.process_time()
 
     def cpu_share(self) -> float:
-        """CPU seconds this thread got per second of wall time since the start: near 1 for a run on an
-        idle CPU, a fraction when other processes were using the cores."""
+        """CPU seconds this process got per second of wall time since the start: about its number of
+        busy threads on an idle CPU, a fraction of that when other processes were using the cores."""
         wall = self.now() - self.start
-        return (time.thread_time() - self.thread_start) / wall if wall > 0 else 0.0
+        return (time.process_time() - self.cpu_start) / wall if wall > 0 else 0.0
 
     def now(self) -> float:
         if self.cuda:

@@ -67,7 +67,7 @@ class Metrics:
     weights_s: float = 0.0
     caption_s: float = 0.0
     speedup: float | None = None  # AR decode time / speculative decode time, when AR ran too
-    cpu_share: float = 0.0  # the decoding thread's CPU seconds per wall second (on a CPU: ~1 unless starved)
+    cpu_share: float = 0.0  # process CPU seconds per wall second (on a CPU: ~torch's threads unless starved)
 
 
 @dataclass
