@@ -628,13 +628,14 @@ def build_demo() -> gr.Blocks:
         settings = [preset, methods, mode, rule, window, gamma, max_new_tokens, temperature, seed, compare_ar]
         outputs = [status, tabed_html, plain_html, metrics, plot, blocks, chat, state, downloads]
         run_event = run_button.click(run, [image, prompt, state, *settings], outputs, api_name="run",
-                                     concurrency_id="decode", concurrency_limit=1)
+                                     concurrency_id="decode", concurrency_limit=1, trigger_mode="always_last")
         follow_event = follow_button.click(ask_follow_up, [image, prompt, state, *settings], outputs,
-                                           api_name="follow_up", concurrency_id="decode", concurrency_limit=1)
+                                           api_name="follow_up", concurrency_id="decode", concurrency_limit=1,
+                                           trigger_mode="always_last")
         submit_event = prompt.submit(run, [image, prompt, state, *settings], outputs, api_name=False,
-                                     concurrency_id="decode", concurrency_limit=1)
+                                     concurrency_id="decode", concurrency_limit=1, trigger_mode="always_last")
         image.upload(check_upload, [image], [image, status], preprocess=False, queue=False, api_name=False)
-        race_event = race_button.click(replay_race, [state], [race], api_name="replay_race")
+        race_event = race_button.click(replay_race, [state], [race], api_name="replay_race", trigger_mode="always_last")
         # On ZeroGPU the handler runs in another process, out of reach of the session's flags: cancel it there.
         stop_button.click(request_stop, None, None, queue=False, api_name=False,
                           cancels=[run_event, follow_event, submit_event, race_event] if ZERO_GPU else None)
