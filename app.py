@@ -33,6 +33,7 @@ from PIL import Image
 from tabed import render
 from tabed.conversation import Turn, load_image
 from tabed.decoding import GenerationConfig, warm_up
+from tabed.draft_length import AUTO_CAP
 from tabed.errors import InputError, TabedError
 from tabed.events import BlockEvent, Finished, GenerationResult, Started, TokenEvent
 from tabed.models import PRESETS, ModelPair, default_preset, load_preset
@@ -308,7 +309,7 @@ def _gpu_seconds(*args, **kwargs) -> int:
 
 @GPU(duration=_gpu_seconds)
 def respond(follow_up, image, prompt, conversation, preset, methods, mode, rule, window, gamma, max_new_tokens,
-            temperature, seed, compare_ar, request: gr.Request = None,
+            temperature, seed, compare_ar, adaptive=True, request: gr.Request = None,
             progress=gr.Progress(track_tqdm=True)):  # noqa: B008 - gradio's idiom
     """Event handler: validate, load the pair if needed, run TABED then plain decoding, stream the views.
 
@@ -316,7 +317,7 @@ def respond(follow_up, image, prompt, conversation, preset, methods, mode, rule,
     stop = STOPS.begin(_session(request))
     try:
         yield from _respond(follow_up, image, prompt, session_state(conversation), preset, methods, mode, rule,
-                            window, gamma, max_new_tokens, temperature, seed, compare_ar, stop)
+                            window, gamma, max_new_tokens, temperature, seed, compare_ar, adaptive, stop)
     finally:
         STOPS.end(_session(request), stop)
 
@@ -325,7 +326,7 @@ STOPPED_MARK = '<div class="tabed-stopped">\u23f9 stopped here</div>'
 
 
 def _respond(follow_up, image, prompt, conversation, preset, methods, mode, rule, window, gamma, max_new_tokens,
-             temperature, seed, compare_ar, stop: threading.Event):
+             temperature, seed, compare_ar, adaptive, stop: threading.Event):
     skip = gr.skip()
     try:
         prompt = (prompt or "").strip()
@@ -338,7 +339,8 @@ def _respond(follow_up, image, prompt, conversation, preset, methods, mode, rule
             raise InputError("a follow-up continues with the same pictures: press Run to start over with new ones")
         spec = drafting_spec(methods, mode)
         config = GenerationConfig(max_new_tokens=int(max_new_tokens), temperature=float(temperature),
-                                  seed=int(seed or 0), gamma=int(gamma), rule=rule, window=int(window or 0))
+                                  seed=int(seed or 0), gamma=int(gamma), adaptive=bool(adaptive), rule=rule,
+                                  window=int(window or 0))
         if not 1 <= config.max_new_tokens <= MAX_NEW_TOKENS:
             raise InputError(f"max new tokens must be between 1 and {MAX_NEW_TOKENS}")
         turns = build_turns(conversation, prompt)
@@ -418,7 +420,7 @@ def _final_frames(view: RunView, conversation: Conversation, request: dict):
 
 
 def run(pictures, prompt, conversation, preset, methods, mode, rule, window, gamma, max_new_tokens, temperature,
-        seed, compare_ar, request: gr.Request = None):
+        seed, compare_ar, adaptive=True, request: gr.Request = None):
     """Start a new conversation: TABED on the prompt (about the pictures), then plain decoding.
 
     Args:
@@ -430,21 +432,22 @@ def run(pictures, prompt, conversation, preset, methods, mode, rule, window, gam
         mode: "TABED (adaptive weights)", "static ensemble (uniform)" or "single method"
         rule: TABED weight rule: "w-grid", "kld" or "tvd"
         window: TABED history window in positions (0 = all)
-        gamma: draft tokens per block (1-10)
+        gamma: draft tokens per block (1-16): the most when adaptive, else always this many
         max_new_tokens: the answer's length limit (1-512)
         temperature: 0 = greedy
         seed: sampling seed
         compare_ar: also decode with the target alone and compare the speed
+        adaptive: stop a block's draft early when the ensemble is unsure (the threshold is learned)
     """
     yield from respond(False, pictures, prompt, conversation, preset, methods, mode, rule, window, gamma,
-                       max_new_tokens, temperature, seed, compare_ar, None if ZERO_GPU else request)
+                       max_new_tokens, temperature, seed, compare_ar, adaptive, None if ZERO_GPU else request)
 
 
 def ask_follow_up(pictures, prompt, conversation, preset, methods, mode, rule, window, gamma, max_new_tokens,
-                  temperature, seed, compare_ar, request: gr.Request = None):
+                  temperature, seed, compare_ar, adaptive=True, request: gr.Request = None):
     """The next turn of the same conversation, on the same pictures (arguments as for /run)."""
     yield from respond(True, pictures, prompt, conversation, preset, methods, mode, rule, window, gamma,
-                       max_new_tokens, temperature, seed, compare_ar, None if ZERO_GPU else request)
+                       max_new_tokens, temperature, seed, compare_ar, adaptive, None if ZERO_GPU else request)
 
 
 def replay_race(conversation, request: gr.Request = None):
@@ -595,7 +598,11 @@ def build_demo() -> gr.Blocks:
                         rule = gr.Dropdown(list(RULES), value="w-grid", label="TABED weight rule")
                         window = gr.Number(0, label="history window (positions, 0 = all)", precision=0,
                                            minimum=0)
-                    gamma = gr.Slider(1, 10, value=5, step=1, label="γ (draft tokens per block)")
+                    with gr.Row():
+                        gamma = gr.Slider(1, AUTO_CAP, value=AUTO_CAP, step=1, elem_id="settings-gamma",
+                                          label="γ: draft tokens per block (the most, when adaptive)")
+                        adaptive = gr.Checkbox(True, label="adaptive draft length", elem_id="settings-adaptive",
+                                               info="stop drafting when the ensemble is unsure")
                     max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=96, step=1, label="max new tokens",
                                                elem_id="settings-max-new-tokens")
                     temperature = gr.Slider(0, 2, value=0, step=0.05, label="temperature (0 = greedy)",
@@ -625,7 +632,8 @@ def build_demo() -> gr.Blocks:
                                         elem_id="downloads")
                 race = gr.HTML(elem_id="race-view")
 
-        settings = [preset, methods, mode, rule, window, gamma, max_new_tokens, temperature, seed, compare_ar]
+        settings = [preset, methods, mode, rule, window, gamma, max_new_tokens, temperature, seed, compare_ar,
+                    adaptive]
         outputs = [status, tabed_html, plain_html, metrics, plot, blocks, chat, state, downloads]
         run_event = run_button.click(run, [image, prompt, state, *settings], outputs, api_name="run",
                                      concurrency_id="decode", concurrency_limit=1, trigger_mode="always_last")

@@ -13,23 +13,24 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
 
 from .conversation import Turn, encode, load_image
 from .decoding import Clock, GenerationConfig, autoregressive_generate, collect, speculative_generate, warm_up
+from .draft_length import parse_gamma
 from .errors import InputError
 from .events import GenerationResult
 from .models import ModelPair
 from .sampling import is_greedy
-from .spec import parse_spec
+from .spec import DraftingSpec, parse_spec
 
 PEERS = ("peer-default", "peer-gamma5")  # transformers' assisted generation: as it comes; the paper's setting
 PEER_NOTE = ("peers: transformers assisted generation, `target.generate(assistant_model=drafter)`: `peer-default` "
              "exactly as it comes (the drafter's generation config: in transformers 5, 20 draft tokens, constant "
-             "schedule, drafting stops when the drafter's confidence falls below 0.4), `peer-gamma5` with γ draft "
+             "schedule, drafting stops when the drafter's confidence falls below 0.4), `peer-gamma5` with 5 draft "
              "tokens per block and a constant schedule, no confidence stop (the paper's setting). In transformers 5 "
              "a vision-language assistant drafts without the image: the peers' drafter is image-blind, like T. "
              "Their block efficiency is tokens per target forward, the prefill included. speedup_vs_peer is "
@@ -127,9 +128,19 @@ class Run:
     mismatch: bool = False
 
 
+def bench_spec(text: str, config: GenerationConfig) -> tuple[DraftingSpec, GenerationConfig]:
+    """A bench row: a drafting spec, optionally with its own draft length after '@' (`tabed-MT@5`: always
+    5 tokens, the paper's setting; `tabed-MT@auto:8`), else the bench's."""
+    name, _, gamma = text.partition("@")
+    if not gamma:
+        return parse_spec(name), config
+    length, adaptive = parse_gamma(gamma)
+    return parse_spec(name), replace(config, gamma=length, adaptive=adaptive)
+
+
 def _sd_run(pair: ModelPair, case: Case, turns: list[Turn], spec: str, config: GenerationConfig,
             ar: GenerationResult) -> Run:
-    result = collect(speculative_generate(pair, turns, parse_spec(spec), config))
+    result = collect(speculative_generate(pair, turns, *bench_spec(spec, config)))
     m = result.metrics
     accepted = sum(block.accepted for block in result.blocks)
     drafted = sum(len(block.draft) for block in result.blocks)
@@ -151,7 +162,7 @@ def peer_generate(pair: ModelPair, turns: list[Turn], config: GenerationConfig,
     settings = pair.drafter.generation_config
     saved = tuple(getattr(settings, name) for name in PEER_SETTINGS)
     if peer == "peer-gamma5":
-        settings.num_assistant_tokens, settings.num_assistant_tokens_schedule = config.gamma, "constant"
+        settings.num_assistant_tokens, settings.num_assistant_tokens_schedule = 5, "constant"
         settings.assistant_confidence_threshold = 0.0
     sample = not is_greedy(config.temperature)
     options = {"do_sample": True, "temperature": config.temperature, "top_p": config.top_p} if sample else {
@@ -284,8 +295,9 @@ def goals(summary: dict, tabed: str = "tabed-MT", singles: tuple[str, ...] = ("M
 
 def markdown(report: dict) -> str:
     scenarios, specs = report["scenarios"], report["specs_run"]
+    gamma = f"γ adaptive, at most {report['gamma']}" if report.get("adaptive") else f"γ = {report['gamma']}"
     lines = [f"# Benchmark: {report['pair']} on {report['device']} ({report['dtype']})", "",
-             f"γ = {report['gamma']}, max new tokens {report['max_new_tokens']}, temperature "
+             f"{gamma} (a spec's own after '@'), max new tokens {report['max_new_tokens']}, temperature "
              f"{report['temperature']}, suite `{report['suite']}`, {report['cases']} cases"
              + ("" if report["complete"] else " (interrupted: partial results)") + ".", "",
              "## Block efficiency (tokens per target forward; best per scenario in bold)", "",
@@ -370,11 +382,12 @@ class BenchSettings:
 def run_bench(pair: ModelPair, settings: BenchSettings, progress: Callable[[str], None] = lambda line: None) -> dict:
     """Run the suite, writing the reports after every case (an interrupted run keeps what it measured)."""
     for spec in settings.specs:
-        parse_spec(spec)  # fail before any work on a bad spec
+        bench_spec(spec, settings.config)  # fail before any work on a bad spec
     cases = limit_cases(load_suite(settings.suite), settings.limit)
     root = settings.suite.parent
     report = {"pair": pair.name, "device": str(pair.device), "dtype": str(pair.dtype).removeprefix("torch."),
               "suite": str(settings.suite), "gamma": settings.config.gamma,
+              "adaptive": settings.config.adaptive,
               "max_new_tokens": settings.config.max_new_tokens, "temperature": settings.config.temperature,
               "specs_run": settings.specs + (list(PEERS) if settings.peer else []), "cases": 0, "complete": False,
               "notes": list(settings.notes) + ([PEER_NOTE] if settings.peer else []),

@@ -11,9 +11,13 @@ import torch
 from .backends import CACHES
 from .conversation import Turn, load_image
 from .decoding import GenerationConfig, autoregressive_generate, collect, compare, speculative_generate, warm_up
+from .draft_length import AUTO_CAP, parse_gamma
 from .errors import TabedError
 from .models import PRESETS, load_pair, load_preset
 from .spec import RULES, parse_spec
+
+GAMMA_HELP = (f"draft tokens per block: 'auto' (default: adaptive, at most {AUTO_CAP}; drafting stops early when "
+              "the ensemble is unsure), 'auto:N' (adaptive, at most N) or N (always N, the paper's setting)")
 
 
 def _add_generate(sub) -> None:
@@ -28,7 +32,7 @@ def _add_generate(sub) -> None:
     d.add_argument("--drafting", default="tabed-MT", help="M, T, C, P, MT, MTCP, tabed-MT, ... (default: tabed-MT)")
     d.add_argument("--rule", default="w-grid", choices=RULES, help="TABED weight rule (default: w-grid)")
     d.add_argument("--window", type=int, default=0, help="TABED history window in positions, 0 = all")
-    d.add_argument("--gamma", type=int, default=5, help="draft tokens per block (default: 5)")
+    d.add_argument("--gamma", default="auto", help=GAMMA_HELP)
     d.add_argument("--max-new-tokens", type=int, default=128)
     d.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     d.add_argument("--top-p", type=float, default=1.0)
@@ -62,7 +66,7 @@ def _add_bench(sub) -> None:
     p = sub.add_parser("bench", help="block efficiency and walltime per scenario and spec, against AR and a peer")
     p.add_argument("--suite", help="JSONL suite of cases (default: assets/bench/teaching.jsonl)")
     p.add_argument("--drafting", default="M,T,MT,tabed-MT", help="comma-separated specs (default: M,T,MT,tabed-MT)")
-    p.add_argument("--gamma", type=int, default=5, help="draft tokens per block (default: 5)")
+    p.add_argument("--gamma", default="auto", help=GAMMA_HELP)
     p.add_argument("--max-new-tokens", type=int, default=96)
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     p.add_argument("--seed", type=int, default=0)
@@ -107,11 +111,16 @@ def _load(args, quiet: bool = False):
     return load_preset(args.preset, **options)
 
 
+def _gamma(args) -> dict:
+    gamma, adaptive = parse_gamma(args.gamma)
+    return {"gamma": gamma, "adaptive": adaptive}
+
+
 def generate(args) -> dict:
     spec = parse_spec(args.drafting)
     config = GenerationConfig(
         max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p, seed=args.seed,
-        gamma=args.gamma, rule=args.rule, window=args.window,
+        **_gamma(args), rule=args.rule, window=args.window,
     )
     images = [load_image(path) for path in args.image or []]
     pair = _load(args, quiet=args.json)
@@ -166,7 +175,7 @@ def bench(args) -> dict:
     if args.limit is not None and args.limit < 1:
         raise TabedError(f"--limit must be at least 1, got {args.limit}")
     config = GenerationConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
-                              gamma=args.gamma)
+                              **_gamma(args))
     settings = BenchSettings(Path(args.suite) if args.suite else default_suite(),
                              [s.strip() for s in args.drafting.split(",") if s.strip()], config, Path(args.out),
                              peer=args.peer, limit=args.limit, overhead=not args.no_overhead)

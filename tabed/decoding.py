@@ -16,6 +16,7 @@ import torch
 
 from . import conversation
 from .captioning import Captioner, captioner_for
+from .draft_length import AUTO_CAP, DraftLength
 from .drafter import BatchedDrafter, build_rows
 from .ensemble import WeightHistory, ensemble, uniform_weights
 from .errors import InputError
@@ -33,7 +34,8 @@ class GenerationConfig:
     temperature: float = 0.0  # 0 = greedy
     top_p: float = 1.0
     seed: int = 0
-    gamma: int = 5  # draft length per block
+    gamma: int = AUTO_CAP  # draft tokens per block: the cap when adaptive, else the fixed length
+    adaptive: bool = True  # stop a block's draft early when the ensemble is unsure (see draft_length.py)
     rule: str = "w-grid"  # TABED weight rule: w-grid, kld or tvd
     window: int = 0  # TABED history window in positions, 0 = all
 
@@ -192,6 +194,7 @@ class Draft:
     tokens: list[int]
     row_probs: list[torch.Tensor]  # per position: each method's distribution (K, V)
     mixed_probs: list[torch.Tensor]  # per position: the ensemble's distribution (V,)
+    stop: str = "fixed"  # why drafting stopped: a key of draft_length.STOP_REASONS
 
 
 @dataclass
@@ -204,12 +207,14 @@ class Verdict:
 
 
 def draft_block(drafter: BatchedDrafter, feed: list[int], gamma: int, weights: torch.Tensor, methods: int,
-                config: GenerationConfig, generator: torch.Generator) -> Draft:
-    """γ batched drafter steps; every row is extended with the ensemble's token.
+                config: GenerationConfig, generator: torch.Generator, length: DraftLength | None = None) -> Draft:
+    """Up to γ batched drafter steps; every row is extended with the ensemble's token.
 
-    Each token stays on the device and feeds the next step directly: the steps are queued without
-    waiting for one another, and the tokens are read back once, at the end."""
-    draft = Draft([], [], [])
+    Each token stays on the device and feeds the next step directly. With a fixed length the steps are
+    queued without waiting for one another and the tokens are read back once, at the end; adaptive
+    drafting reads each token's confidence to decide whether to go on."""
+    adaptive = length is not None and length.adaptive
+    draft = Draft([], [], [], stop="cap" if adaptive else "fixed")
     tokens = []
     for _ in range(gamma):
         q_rows = logits_to_probs(drafter.step(feed), config.temperature, config.top_p)
@@ -220,6 +225,9 @@ def draft_block(drafter: BatchedDrafter, feed: list[int], gamma: int, weights: t
         draft.row_probs.append(q_rows)
         draft.mixed_probs.append(q)
         feed = token
+        if adaptive and len(tokens) < gamma and not length.keep_drafting(float(q[token])):
+            draft.stop = "unsure"
+            break
     draft.tokens = torch.cat(tokens).tolist() if tokens else []
     return draft
 
@@ -260,6 +268,7 @@ class SpeculativeRun:
     out: list[int]
     pending: list[int]  # committed tokens the drafter has not seen yet
     history: WeightHistory | None
+    length: DraftLength
     blocks: list[BlockEvent] = field(default_factory=list)
 
     def weights(self) -> torch.Tensor:
@@ -288,6 +297,8 @@ def record_block(run: SpeculativeRun, draft: Draft, verdict: Verdict, weights: t
         target_probs=verdict.target_probs[index, tokens].tolist() if gamma else [],
         target_token_prob=float(verdict.target_probs[accepted, target_token]),
         method_accepted={m: _leading_matches(guesses[m][:gamma], truth) for m in run.methods},
+        stop=draft.stop,
+        threshold=run.length.threshold if run.length.adaptive else None,
         **times,
     )
 
@@ -327,7 +338,7 @@ def speculative_generate(
     first_event = TokenEvent(index=0, token_id=first, step_s=prefill_s, elapsed_s=prefill_s)
     yield first_event
     history = WeightHistory(len(spec.methods), config.rule, config.window) if spec.dynamic else None
-    run = SpeculativeRun(spec.methods, [first], [first], history)
+    run = SpeculativeRun(spec.methods, [first], [first], history, DraftLength(config.gamma, config.adaptive))
     done = first in pair.eos_token_ids or config.max_new_tokens <= 1
     stopped = False
     if not done:  # the drafter's image features and prefill are charged to the decode phase
@@ -368,12 +379,14 @@ def _block(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter, sessio
     weights = run.weights().to(pair.device)  # once per block, not at every draft step
     weights_s = clock.now() - block_start
     gamma = min(config.gamma, config.max_new_tokens - len(run.out) - 1)
-    draft = draft_block(drafter, run.pending, gamma, weights, len(run.methods), config, generator)
+    draft = draft_block(drafter, run.pending, gamma, weights, len(run.methods), config, generator, run.length)
+    if gamma < config.gamma and draft.stop != "unsure":
+        draft.stop = "budget"
     verify_start = clock.now()
     verdict = verifier.verify(session, run.out[-1], draft, config, generator)
     run.pending = verifier.commit(session, drafter, draft, verdict, run.pending)
     verify_end = clock.now()
-    verified = min(verdict.accepted + 1, gamma)  # the target's distributions there are the ground truth
+    verified = min(verdict.accepted + 1, len(draft.tokens))  # the target's distributions there are the ground truth
     if run.history is not None and verified:
         run.history.add(verdict.target_probs[:verified], torch.stack(draft.row_probs[:verified]))
     weights_s += clock.now() - verify_end
@@ -382,7 +395,9 @@ def _block(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter, sessio
     run.out.extend(emitted)
     times = {"draft_s": verify_start - block_start, "verify_s": verify_end - verify_start, "weights_s": weights_s,
              "elapsed_s": clock.now() - clock.start}
-    return record_block(run, draft, verdict, weights, emitted, times), done
+    event = record_block(run, draft, verdict, weights, emitted, times)
+    run.length.learn(event.draft_probs, verdict.accepted)
+    return event, done
 
 
 def _speculative_metrics(run: SpeculativeRun, prefill_s: float, walltime: float, caption_s: float) -> Metrics:
@@ -424,14 +439,15 @@ def compare(speculative: GenerationResult, autoregressive: GenerationResult) -> 
     return speedup
 
 
-def warm_up(pair: ModelPair, gamma: int = 5, rows: tuple[int, ...] = (1, 2)) -> None:
+def warm_up(pair: ModelPair, gamma: int = AUTO_CAP, rows: tuple[int, ...] = (1, 2)) -> None:
     """Run both models through their cache backends before anything is timed: the first kernels of each
-    kind, and with static caches on a GPU the CUDA graphs of the usual shapes (target: 1 and γ + 1 tokens;
-    drafter: 1 and 2 rows), then one short generation each way on a blank picture."""
+    kind, and with static caches on a GPU the CUDA graphs of the usual shapes (target: every verify
+    length up to γ + 1 tokens; drafter: 1 and 2 rows), then one short generation each way on a blank
+    picture."""
     from PIL import Image
 
     ids = torch.tensor([[pair.tokenizer.bos_token_id or 0] * 4], device=pair.device)
-    for role, batch, lengths in (("target", 1, (1, gamma + 1)), *(("drafter", k, (1, 2)) for k in rows)):
+    for role, batch, lengths in (("target", 1, range(1, gamma + 2)), *(("drafter", k, (1, 2)) for k in rows)):
         backend = pair.backend(role, batch)
         backend.prefill(torch.ones_like(ids).expand(batch, -1), input_ids=ids.expand(batch, -1))
         for count in lengths:

@@ -45,6 +45,8 @@ class BlockEvent:
     target_probs: list[float]  # the target's probability of each draft token
     target_token_prob: float
     method_accepted: dict[str, int]  # counterfactual: leading guesses of each method the target agrees with
+    stop: str  # why drafting stopped: "fixed" γ, the adaptive "cap", "unsure" ensemble, or the "budget"
+    threshold: float | None  # adaptive drafting: the confidence below which this block stopped drafting
     draft_s: float
     verify_s: float
     weights_s: float

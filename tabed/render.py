@@ -103,15 +103,23 @@ def block_rows(tokenizer, blocks: list[BlockEvent], methods: list[str]) -> list[
         rows.append(
             [block.index, " ".join(f"{m} {block.weights.get(m, 0):.2f}" for m in methods)]
             + [words(block.drafts.get(m, [])) for m in methods]
-            + [words(block.draft), block.accepted, ("+" if block.bonus else "\u2192") + target,
+            + [words(block.draft), draft_length(block), block.accepted, ("+" if block.bonus else "\u2192") + target,
                round(block.draft_s * 1e3, 1), round(block.verify_s * 1e3, 1)]
         )
     return rows
 
 
+def draft_length(block: BlockEvent) -> str:
+    """How many tokens the block drafted and why it stopped there, e.g. '3, unsure: 0.31 < 0.40'."""
+    count = len(block.draft)
+    if block.stop == "unsure":
+        return f"{count}, unsure: {block.draft_probs[-1]:.2f} < {block.threshold:.2f}"
+    return f"{count}, {block.stop}" if block.stop != "fixed" else str(count)
+
+
 def block_columns(methods: list[str]) -> list[str]:
     return (["block", "weights"] + [f"{m} guesses" for m in methods]
-            + ["ensemble draft", "accepted", "target token", "draft ms", "verify ms"])
+            + ["ensemble draft", "drafted", "accepted", "target token", "draft ms", "verify ms"])
 
 
 def weights_figure(blocks: list[BlockEvent], methods: list[str], gamma: int) -> go.Figure:

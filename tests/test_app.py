@@ -13,13 +13,13 @@ from conftest import serving, workers_alive
 from tabed.models import ModelPair
 
 SETTINGS = dict(preset="teaching", methods=["M", "T"], mode=app.MODES[0], rule="w-grid", window=0, gamma=5,
-                max_new_tokens=24, temperature=0.0, seed=0, compare_ar=True)
+                max_new_tokens=24, temperature=0.0, seed=0, compare_ar=True, adaptive=True)
 
 
 def settings(**changes):
     values = {**SETTINGS, **changes}
     return [values[k] for k in ("preset", "methods", "mode", "rule", "window", "gamma", "max_new_tokens",
-                                "temperature", "seed", "compare_ar")]
+                                "temperature", "seed", "compare_ar", "adaptive")]
 
 
 @pytest.fixture
@@ -56,8 +56,17 @@ def test_run_streams_coloured_tokens_then_metrics_and_exports(tiny_app, image_pa
     assert float(rows["block efficiency"][1]) > 1.0
     assert {trace.name for trace in figure.data} == {"accepted drafts", "weight of M", "weight of T"}
     assert len(blocks.value["data"]) == result["speculative"]["metrics"]["target_forwards"]
+    drafted = [row[blocks.value["headers"].index("drafted")] for row in blocks.value["data"]]
+    assert any("unsure: " in cell for cell in drafted)  # each block says how long its draft was, and why
+    assert {b["stop"] for b in result["speculative"]["blocks"]} <= {"unsure", "cap", "budget"}
     assert chat[-1]["role"] == "assistant" and chat[-1]["content"] == result["speculative"]["text"]
     assert [f.rsplit("/", 1)[-1] for f in files] == ["tabed-run.json", "tabed-weights.html"]
+
+
+def test_a_fixed_gamma_from_the_page_drafts_gamma_tokens(tiny_app):
+    state = final(list(tiny_app.run(None, "w1 w2", None, *settings(gamma=3, adaptive=False))))[7]
+    blocks = state.last_run["results"]["speculative"]["blocks"]
+    assert {(b["stop"], len(b["draft"])) for b in blocks[:-1]} == {("fixed", 3)}
 
 
 def test_follow_up_continues_the_conversation(tiny_app, image_path):

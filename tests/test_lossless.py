@@ -1,11 +1,15 @@
 """Speculative output equals the target's own: greedy token for token, sampling in distribution."""
 
+import copy
+from collections import Counter
+
 import pytest
 import torch
 
 from conftest import SIZE, make_pair, perturbed, random_llava, sharpen
 from tabed.conversation import Turn
 from tabed.decoding import GenerationConfig, autoregressive_generate, collect, speculative_generate
+from tabed.draft_length import parse_gamma
 from tabed.sampling import verify_greedy, verify_sampling
 from tabed.spec import parse_spec
 
@@ -28,10 +32,11 @@ def ar_outputs(pair, image):
             for name, turns in conversations(image).items()}
 
 
-@pytest.mark.parametrize("gamma", [1, 3, 5])
+@pytest.mark.parametrize("gamma", ["1", "3", "5", "auto:4", "auto"])
 @pytest.mark.parametrize("spec", SPECS)
 def test_greedy_speculative_equals_autoregressive(pair, image, ar_outputs, spec, gamma):
-    config = GenerationConfig(max_new_tokens=24, gamma=gamma)
+    length, adaptive = parse_gamma(gamma)
+    config = GenerationConfig(max_new_tokens=24, gamma=length, adaptive=adaptive)
     rejected_blocks = 0
     for name, turns in conversations(image).items():
         result = collect(speculative_generate(pair, turns, parse_spec(spec), config))
@@ -45,7 +50,7 @@ def test_greedy_speculative_equals_autoregressive(pair, image, ar_outputs, spec,
 
 def test_the_drafter_is_partly_right(pair, image):
     """The fixture pair must make blocks partly accepted, or the tests above prove little."""
-    config = GenerationConfig(max_new_tokens=24, gamma=5)
+    config = GenerationConfig(max_new_tokens=24, gamma=5, adaptive=False)
     result = collect(speculative_generate(pair, [Turn("w1 w2 w3", [image])], parse_spec("M"), config))
     accepted = [b.accepted for b in result.blocks]
     assert 0 < sum(accepted) < 5 * len(accepted)
@@ -98,6 +103,13 @@ def test_rejection_sampling_reproduces_the_target_distribution():
     assert (q[0] - p[0]).abs().max() > 0.3  # the drafts alone would be far off: the test has power
 
 
+def _next_probs(model, shared, prefixes: torch.Tensor, temperature: float) -> torch.Tensor:
+    """The next-token distribution after each embedded prefix (n, L, D) of the shared context."""
+    cache = copy.deepcopy(shared)
+    cache.batch_repeat_interleave(prefixes.shape[0])
+    return torch.softmax(model(inputs_embeds=prefixes, past_key_values=cache).logits[:, -1] / temperature, -1)
+
+
 def _exact_marginals(model, processor, turns, steps, temperature):
     """The target's exact distributions of answer tokens 2..steps+1, by enumerating every prefix."""
     from tabed.conversation import encode
@@ -110,46 +122,56 @@ def _exact_marginals(model, processor, turns, steps, temperature):
         features = torch.cat(list(model.get_image_features(**prompt.image_inputs).pooler_output))
         context = embed(ids).clone()
         context[ids == model.config.image_token_id] = features
-        first = torch.softmax(model(inputs_embeds=context[None]).logits[0, -1] / temperature, -1)
+        out = model(inputs_embeds=context[None], use_cache=True)
+        shared = out.past_key_values  # the context's cache, reused by every prefix
+        first = torch.softmax(out.logits[0, -1] / temperature, -1)
         prefixes, weights = torch.arange(vocab)[:, None], first
         marginals = []
         for _ in range(steps):
-            batch = torch.cat([context.expand(len(prefixes), -1, -1), embed(prefixes)], dim=1)
-            probs = torch.softmax(model(inputs_embeds=batch).logits[:, -1] / temperature, -1)
+            probs = torch.cat([_next_probs(model, shared, embed(chunk), temperature) for chunk in prefixes.split(256)])
             joint = weights[:, None] * probs  # (prefixes, V)
             marginals.append(joint.sum(0))
             grown = torch.arange(vocab).repeat(len(prefixes))[:, None]
             prefixes = torch.cat([prefixes.repeat_interleave(vocab, 0), grown], dim=1)
             weights = joint.reshape(-1)
-            keep = weights > 1e-5  # prune negligible prefixes to keep the enumeration small
+            keep = weights > 1e-7  # prune negligible prefixes to keep the enumeration small
             prefixes, weights = prefixes[keep], weights[keep]
     return marginals
 
 
-def test_speculative_sampling_is_lossless_end_to_end(tokenizer, processor, image):
-    """SD with a drafter unlike the target samples answer tokens with the target's exact marginals."""
+@pytest.mark.parametrize("gamma, new_tokens", [("2", 4), ("auto:2", 4)])
+def test_speculative_sampling_is_lossless_end_to_end(tokenizer, processor, image, gamma, new_tokens):
+    """SD with a drafter unlike the target samples answer tokens with the target's exact marginals; with
+    adaptive drafting too, whose draft length depends on the tokens drawn."""
     temperature = 1.0
     target = sharpen(random_llava(SIZE, tokenizer, seed=3), std=0.1, seed=3)
-    drafter = sharpen(random_llava(SIZE, tokenizer, seed=4), std=0.1, seed=4)  # unrelated drafts
-    target.generation_config.eos_token_id = -1  # no EOS: every run yields 3 tokens, as enumerated
+    drafter = sharpen(random_llava(SIZE, tokenizer, seed=4), std=0.4, seed=4)  # unrelated, sure of itself
+    target.generation_config.eos_token_id = -1  # no EOS: every run yields all its tokens, as enumerated
     pair = make_pair(target, drafter, processor)
     turns = [Turn("w1 w2", [image])]
-    marginals = _exact_marginals(target, processor, turns, steps=2, temperature=temperature)
+    steps = new_tokens - 1
+    marginals = _exact_marginals(target, processor, turns, steps=steps, temperature=temperature)
     runs = 1500
     vocab = marginals[0].shape[0]
-    counts = torch.zeros(2, vocab)
+    counts = torch.zeros(steps, vocab)
     draft_counts = torch.zeros(vocab)
+    stops = Counter()
     for seed in range(runs):
-        config = GenerationConfig(max_new_tokens=3, gamma=2, temperature=temperature, seed=seed)
+        length, adaptive = parse_gamma(gamma)
+        config = GenerationConfig(max_new_tokens=new_tokens, gamma=length, adaptive=adaptive,
+                                  temperature=temperature, seed=seed)
         result = collect(speculative_generate(pair, turns, parse_spec("tabed-MT"), config))
-        assert len(result.token_ids) == 3
-        for step, token in enumerate(result.token_ids[1:3]):
+        assert len(result.token_ids) == new_tokens
+        for step, token in enumerate(result.token_ids[1:]):
             counts[step, token] += 1
         draft_counts[result.blocks[0].draft[0]] += 1
-    for step in range(2):
+        stops[result.blocks[0].stop] += 1
+    for step in range(steps):
         empirical = counts[step] / counts[step].sum()
         tv = 0.5 * (empirical - marginals[step]).abs().sum()
         # With 1500 runs over ~45 tokens the expected TV of a correct sampler is ~0.06; 0.11 is the bound.
         assert tv < 0.11, (step, float(tv))
     draft_tv = 0.5 * (draft_counts / runs - marginals[0]).abs().sum()
     assert draft_tv > 0.3  # accepting drafts blindly would fail the bound above
+    if gamma.startswith("auto"):  # both ways of ending the first block happened, many times
+        assert stops["unsure"] > 100 and stops["cap"] > 100, stops
