@@ -25,16 +25,19 @@ from .errors import InputError
 from .events import GenerationResult
 from .models import ModelPair
 from .sampling import is_greedy
-from .spec import DraftingSpec, parse_spec
+from .spec import DEFAULT_SPEC, DraftingSpec, parse_spec
 
-PEERS = ("peer-default", "peer-gamma5")  # transformers' assisted generation: as it comes; the paper's setting
+PEERS = ("peer-default", "peer-gamma5", "peer-lookup")  # transformers: as it comes, the paper's γ, prompt lookup
 PEER_NOTE = ("peers: transformers assisted generation, `target.generate(assistant_model=drafter)`: `peer-default` "
              "exactly as it comes (the drafter's generation config: in transformers 5, 20 draft tokens, constant "
              "schedule, drafting stops when the drafter's confidence falls below 0.4), `peer-gamma5` with 5 draft "
-             "tokens per block and a constant schedule, no confidence stop (the paper's setting). In transformers 5 "
+             "tokens per block and a constant schedule, no confidence stop (the paper's setting), `peer-lookup` prompt "
+             "lookup decoding (`prompt_lookup_num_tokens=5`, no drafter; where transformers refuses a case, e.g. "
+             "image inputs in 5.23, the case is counted as failed and the peer is left out of that scenario's "
+             "comparison). In transformers 5 "
              "a vision-language assistant drafts without the image: the peers' drafter is image-blind, like T. "
              "Their block efficiency is tokens per target forward, the prefill included. speedup_vs_peer is "
-             "against the faster peer of each scenario.")
+             "against the fastest peer that ran every case of the scenario.")
 
 
 def is_peer(spec: str) -> bool:
@@ -126,6 +129,7 @@ class Run:
     ar_walltime_s: float = 0.0
     ar_decode_s: float = 0.0
     mismatch: bool = False
+    error: str = ""  # a peer that refused the case says why; its run is left out of the sums
 
 
 def bench_spec(text: str, config: GenerationConfig) -> tuple[DraftingSpec, GenerationConfig]:
@@ -164,6 +168,7 @@ def peer_generate(pair: ModelPair, turns: list[Turn], config: GenerationConfig,
     if peer == "peer-gamma5":
         settings.num_assistant_tokens, settings.num_assistant_tokens_schedule = 5, "constant"
         settings.assistant_confidence_threshold = 0.0
+    drafting = {"prompt_lookup_num_tokens": 5} if peer == "peer-lookup" else {"assistant_model": pair.drafter}
     sample = not is_greedy(config.temperature)
     options = {"do_sample": True, "temperature": config.temperature, "top_p": config.top_p} if sample else {
         "do_sample": False}
@@ -174,7 +179,7 @@ def peer_generate(pair: ModelPair, turns: list[Turn], config: GenerationConfig,
         with torch.inference_mode():
             out = pair.target.generate(
                 input_ids=prompt.input_ids, attention_mask=torch.ones_like(prompt.input_ids), **prompt.image_inputs,
-                assistant_model=pair.drafter, max_new_tokens=config.max_new_tokens,
+                **drafting, max_new_tokens=config.max_new_tokens,
                 pad_token_id=pair.tokenizer.pad_token_id, **options)
         seconds = clock.elapsed()
     finally:
@@ -187,7 +192,11 @@ def peer_generate(pair: ModelPair, turns: list[Turn], config: GenerationConfig,
 def _peer_run(pair: ModelPair, case: Case, turns: list[Turn], config: GenerationConfig,
               ar: GenerationResult, peer: str) -> Run:
     """The peer's prefill cannot be told apart from its decoding: its decode time is its walltime."""
-    ids, seconds, forwards = peer_generate(pair, turns, config, peer)
+    try:
+        ids, seconds, forwards = peer_generate(pair, turns, config, peer)
+    except Exception as exc:  # noqa: BLE001 - a peer's own failure is a result to report, not a crash
+        message = " ".join(str(exc).split())[:200] or type(exc).__name__
+        return Run(case.id, case.scenario, peer, 0, 0, 0, error=f"{type(exc).__name__}: {message}")
     return Run(case.id, case.scenario, peer, len(ids), forwards, len(ids), walltime_s=seconds, decode_s=seconds,
                ar_walltime_s=ar.metrics.walltime_s, ar_decode_s=ar.metrics.walltime_s,
                mismatch=is_greedy(config.temperature) and ids != ar.token_ids)
@@ -238,9 +247,12 @@ def summarize(runs: list[Run]) -> dict:
     for scenario in dict.fromkeys(r.scenario for r in runs):
         rows = {}
         for spec in dict.fromkeys(r.spec for r in runs if r.scenario == scenario):
-            mine = [r for r in runs if r.scenario == scenario and r.spec == spec]
+            every = [r for r in runs if r.scenario == scenario and r.spec == spec]
+            mine = [r for r in every if not r.error]
             rows[spec] = {
                 "cases": len(mine),
+                "failed": len(every) - len(mine),
+                "errors": list(dict.fromkeys(r.error for r in every if r.error))[:3],
                 "block_efficiency": pooled((r.emitted for r in mine), (r.target_forwards for r in mine)),
                 "acceptance_rate": pooled((r.accepted for r in mine), (r.drafted for r in mine)),
                 "speedup_vs_ar": pooled((r.ar_decode_s for r in mine), (r.decode_s for r in mine)),
@@ -248,7 +260,7 @@ def summarize(runs: list[Run]) -> dict:
                 "mismatches": sum(r.mismatch for r in mine),
                 **{name: sum(getattr(r, name) for r in mine) for name in SUMMED},
             }
-        peers = [rows[p]["walltime_s"] for p in rows if is_peer(p)]
+        peers = [row["walltime_s"] for p, row in rows.items() if is_peer(p) and not row["failed"]]
         for row in rows.values() if peers else ():
             row["speedup_vs_peer"] = pooled([min(peers)], [row["walltime_s"]])
         scenarios[scenario] = {
@@ -258,33 +270,60 @@ def summarize(runs: list[Run]) -> dict:
     specs = list(dict.fromkeys(r.spec for r in runs))
     average = {spec: {key: mean(s["specs"][spec][key] for s in scenarios.values() if spec in s["specs"])
                       for key in ("block_efficiency", "speedup_vs_ar")} for spec in specs}
-    return {"scenarios": scenarios, "average": average}
+    return {"scenarios": scenarios, "average": average, "overall": overall(scenarios)}
 
 
-def goals(summary: dict, tabed: str = "tabed-MT", singles: tuple[str, ...] = ("M", "T")) -> list[dict]:
-    """The project's goals for the teaching pair, each with its measured value, where the specs allow."""
+def _best_peer_walltime(scenario: dict) -> float | None:
+    """The fastest peer that ran every case of the scenario (None without one)."""
+    times = [r["walltime_s"] for p, r in scenario["specs"].items() if is_peer(p) and not r["failed"]]
+    return min(times) if times else None
+
+
+def overall(scenarios: dict) -> dict:
+    """Per spec over every scenario: decode and walltime speedup over AR, and speed against the best peer
+    of each scenario (summed seconds, so that long scenarios weigh what they cost)."""
+    out = {}
+    for spec in dict.fromkeys(spec for s in scenarios.values() for spec in s["specs"]):
+        rows = [s["specs"][spec] for s in scenarios.values() if spec in s["specs"]]
+        out[spec] = {"speedup_vs_ar": pooled((r["ar_decode_s"] for r in rows), (r["decode_s"] for r in rows)),
+                     "walltime_speedup_vs_ar": pooled((r["ar_walltime_s"] for r in rows),
+                                                      (r["walltime_s"] for r in rows))}
+        best = [_best_peer_walltime(s) for s in scenarios.values()]
+        if rows and len(rows) == len(scenarios) and None not in best:
+            out[spec]["speedup_vs_peer"] = pooled(best, (s["specs"][spec]["walltime_s"] for s in scenarios.values()))
+    return out
+
+
+def goals(summary: dict, tabed: str = DEFAULT_SPEC, singles: tuple[str, ...] = ("M", "T")) -> list[dict]:
+    """The project's goals for the teaching pair (issue 13), each with its measured value, where the specs
+    allow: `tabed` is the default spec."""
     scenarios, average = summary["scenarios"], summary["average"]
     if not scenarios or any(tabed not in s["specs"] or any(m not in s["specs"] for m in singles)
                             for s in scenarios.values()):
         return []
-    out = []
-    worst = min(s["specs"][tabed]["block_efficiency"] / max(s["specs"][m]["block_efficiency"] for m in singles)
-                for s in scenarios.values())
-    out.append({"goal": f"{tabed} block efficiency >= the best single method's minus 2% on every scenario",
-                "measured": f"worst scenario: {worst:.3f} of the best single", "met": worst >= 0.98})
+    mine = {name: s["specs"][tabed] for name, s in scenarios.items()}
+    whole = overall(scenarios)[tabed]
+    worst = min(mine[name]["block_efficiency"] / max(s["specs"][m]["block_efficiency"] for m in singles)
+                for name, s in scenarios.items())
     base = mean(average[m]["block_efficiency"] for m in singles)
     gain = average[tabed]["block_efficiency"] / base - 1 if base else 0.0
-    out.append({"goal": f"{tabed} block efficiency >= 3% above the mean of {' and '.join(singles)}",
-                "measured": f"{gain:+.1%}", "met": gain >= 0.03})
-    speedup = pooled((s["specs"][tabed]["ar_decode_s"] for s in scenarios.values()),
-                     (s["specs"][tabed]["decode_s"] for s in scenarios.values()))
-    out.append({"goal": f"{tabed} speedup over AR >= 1.5x (stretch 2x), decode time", "measured": f"{speedup:.2f}x",
-                "met": speedup >= 1.5})
-    if all(any(is_peer(p) for p in s["specs"]) for s in scenarios.values()):
-        peer = pooled((min(r["walltime_s"] for p, r in s["specs"].items() if is_peer(p)) for s in scenarios.values()),
-                      (s["specs"][tabed]["walltime_s"] for s in scenarios.values()))
-        out.append({"goal": f"{tabed} faster than the best transformers assisted-generation peer",
-                    "measured": f"{peer:.2f}x the best peer's speed", "met": peer > 1.0})
+    slowest = min(mine.values(), key=lambda r: r["speedup_vs_ar"])["speedup_vs_ar"]
+    out = [
+        {"goal": f"{tabed} block efficiency >= the best single method's on every scenario",
+         "measured": f"worst scenario: {worst:.3f} of the best single", "met": worst >= 1.0},
+        {"goal": f"{tabed} block efficiency >= 3% above the mean of {' and '.join(singles)}",
+         "measured": f"{gain:+.1%}", "met": gain >= 0.03},
+        {"goal": f"{tabed} speedup over AR >= 2.5x overall, decode time", "measured": f"{whole['speedup_vs_ar']:.2f}x",
+         "met": whole["speedup_vs_ar"] >= 2.5},
+        {"goal": f"{tabed} speedup over AR >= 2.0x on every scenario", "measured": f"slowest: {slowest:.2f}x",
+         "met": slowest >= 2.0},
+    ]
+    if "speedup_vs_peer" in whole:
+        behind = min(r["speedup_vs_peer"] for r in mine.values())
+        out += [{"goal": f"{tabed} walltime >= 1.25x the best transformers peer's speed overall",
+                 "measured": f"{whole['speedup_vs_peer']:.2f}x", "met": whole["speedup_vs_peer"] >= 1.25},
+                {"goal": f"{tabed} at least as fast as the best peer on every scenario",
+                 "measured": f"slowest: {behind:.2f}x", "met": behind >= 1.0}]
     mismatches = sum(r["mismatches"] for s in scenarios.values() for r in s["specs"].values())
     out.append({"goal": "zero greedy mismatches", "measured": str(mismatches), "met": mismatches == 0})
     return out
@@ -318,11 +357,26 @@ def markdown(report: dict) -> str:
               "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, scenario in scenarios.items():
         for spec, row in scenario["specs"].items():
+            if not row["cases"]:
+                lines.append(f"| {name} | {spec} | failed on every case |" + " |" * (len(header) - 3))
+                continue
             peer = [f"{row.get('speedup_vs_peer', 0):.2f}×"] if has_peer else []
             cells = [name, spec, f"{row['speedup_vs_ar']:.2f}×", f"{row['walltime_speedup_vs_ar']:.2f}×", *peer,
                      f"{row['acceptance_rate']:.0%}", str(row["mismatches"]), f"{row['walltime_s']:.2f}",
                      f"{row['ar_walltime_s']:.2f}", f"{row['draft_s']:.2f}", f"{row['verify_s']:.2f}"]
             lines.append("| " + " | ".join(cells) + " |")
+    for spec, row in report.get("overall", {}).items():
+        if is_peer(spec):
+            continue
+        peer = [f"{row['speedup_vs_peer']:.2f}×" if "speedup_vs_peer" in row else "–"] if has_peer else []
+        cells = ["**all**", f"**{spec}**" if spec == report.get("default_spec") else spec,
+                 f"{row['speedup_vs_ar']:.2f}×", f"{row['walltime_speedup_vs_ar']:.2f}×", *peer]
+        lines.append("| " + " | ".join(cells) + " |" + " |" * (len(header) - len(cells)))
+    failures = [f"{spec} on {name}: failed on {row['failed']} of {row['failed'] + row['cases']} cases ("
+                + "; ".join(row["errors"]) + ")"
+                for name, scenario in scenarios.items() for spec, row in scenario["specs"].items() if row["failed"]]
+    if failures:
+        lines += ["", "Failures, left out of the sums:", ""] + [f"- {line}" for line in failures]
     overhead = report.get("overhead", {})
     if overhead:
         lines += ["", "## Overheads", ""]
@@ -385,7 +439,8 @@ def run_bench(pair: ModelPair, settings: BenchSettings, progress: Callable[[str]
         bench_spec(spec, settings.config)  # fail before any work on a bad spec
     cases = limit_cases(load_suite(settings.suite), settings.limit)
     root = settings.suite.parent
-    report = {"pair": pair.name, "device": str(pair.device), "dtype": str(pair.dtype).removeprefix("torch."),
+    report = {"pair": pair.name, "default_spec": DEFAULT_SPEC, "device": str(pair.device),
+              "dtype": str(pair.dtype).removeprefix("torch."),
               "suite": str(settings.suite), "gamma": settings.config.gamma,
               "adaptive": settings.config.adaptive,
               "max_new_tokens": settings.config.max_new_tokens, "temperature": settings.config.temperature,
@@ -413,7 +468,7 @@ def run_bench(pair: ModelPair, settings: BenchSettings, progress: Callable[[str]
             report["overhead"] = overheads(pair, cases, root, report)
         report["complete"] = True
     finally:
-        report["goals"] = goals(report) if runs else []
+        report["goals"] = goals(report, report["default_spec"]) if runs else []
         if runs:
             write_reports(report, settings.out)
     return report

@@ -14,8 +14,9 @@ from .decoding import GenerationConfig, autoregressive_generate, collect, compar
 from .draft_length import AUTO_CAP, parse_gamma
 from .errors import TabedError
 from .models import PRESETS, load_pair, load_preset
-from .spec import RULES, parse_spec
+from .spec import DEFAULT_SPEC, RULES, parse_spec
 
+BENCH_SPECS = ",".join(dict.fromkeys(["M", "T", "MT", "tabed-MT@5", DEFAULT_SPEC]))  # always the default spec
 GAMMA_HELP = (f"draft tokens per block: 'auto' (default: adaptive, at most {AUTO_CAP}; drafting stops early when "
               "the ensemble is unsure), 'auto:N' (adaptive, at most N) or N (always N, the paper's setting)")
 
@@ -29,7 +30,8 @@ def _add_generate(sub) -> None:
                    help="the question; give it again for a follow-up turn on the same conversation")
     _add_pair_arguments(p)
     d = p.add_argument_group("drafting and decoding")
-    d.add_argument("--drafting", default="tabed-MT", help="M, T, C, P, MT, MTCP, tabed-MT, ... (default: tabed-MT)")
+    d.add_argument("--drafting", default=DEFAULT_SPEC,
+                   help=f"M, T, C, P, MT, MTCP, tabed-MT, ... (default: {DEFAULT_SPEC})")
     d.add_argument("--rule", default="w-grid", choices=RULES, help="TABED weight rule (default: w-grid)")
     d.add_argument("--window", type=int, default=0, help="TABED history window in positions, 0 = all")
     d.add_argument("--gamma", default="auto", help=GAMMA_HELP)
@@ -65,7 +67,7 @@ def _add_overhead(sub) -> None:
 def _add_bench(sub) -> None:
     p = sub.add_parser("bench", help="block efficiency and walltime per scenario and spec, against AR and a peer")
     p.add_argument("--suite", help="JSONL suite of cases (default: assets/bench/teaching.jsonl)")
-    p.add_argument("--drafting", default="M,T,MT,tabed-MT", help="comma-separated specs (default: M,T,MT,tabed-MT)")
+    p.add_argument("--drafting", default=BENCH_SPECS, help=f"comma-separated specs (default: {BENCH_SPECS})")
     p.add_argument("--gamma", default="auto", help=GAMMA_HELP)
     p.add_argument("--max-new-tokens", type=int, default=96)
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")

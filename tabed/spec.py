@@ -18,6 +18,7 @@ METHOD_NAMES = {
     "P": "pooled (image features average-pooled 2x2)",
 }
 RULES = ("w-grid", "kld", "tvd")
+DEFAULT_SPEC = "tabed-MT"  # what the CLI, the bench and the page use unless told otherwise
 DYNAMIC_PREFIX = "tabed-"
 
 

@@ -50,11 +50,50 @@ def test_goals_report_each_measured_value():
         run("b", "text", "tabed-MT", 8, 2, 0.5, 2.0),
     ]
     goals = bench.goals(bench.summarize(runs))
-    assert all(g["met"] for g in goals) and len(goals) == 4  # no peer run: no peer goal
+    assert all(g["met"] for g in goals) and len(goals) == 5  # no peer run: no peer goal
     # tabed-MT matches the best single method on both scenarios; its mean 4.5 is 12.5% above
-    # the mean of M (4.5) and T (3.5); AR decode time 3.8 s against 1.3 s
-    assert [g["measured"] for g in goals] == ["worst scenario: 1.000 of the best single", "+12.5%", "2.92x", "0"]
+    # the mean of M (4.5) and T (3.5); AR decode time 3.8 s against 1.3 s, 1.9 s against 0.9 s on images
+    assert [g["measured"] for g in goals] == ["worst scenario: 1.000 of the best single", "+12.5%", "2.92x",
+                                              "slowest: 2.11x", "0"]
     assert bench.goals(bench.summarize(runs[:2])) == []  # no tabed-MT: nothing to judge
+
+
+def test_a_failing_peer_is_reported_and_left_out_of_the_comparison():
+    failed = bench.Run("a", "image", "peer-lookup", 0, 0, 0, error="ValueError: Image features and image tokens")
+    runs = [
+        run("a", "image", "M", 10, 2, 1.0, 2.0), run("a", "image", "T", 6, 2, 1.0, 2.0),
+        run("a", "image", "tabed-MT", 10, 2, 0.8, 2.0), run("a", "image", "peer-default", 10, 4, 1.2, 2.0), failed,
+        run("b", "text", "M", 8, 2, 1.0, 2.0), run("b", "text", "T", 8, 2, 1.0, 2.0),
+        run("b", "text", "tabed-MT", 8, 2, 0.5, 2.0), run("b", "text", "peer-default", 8, 2, 1.0, 2.0),
+        run("b", "text", "peer-lookup", 8, 2, 0.4, 2.0),
+    ]
+    summary = bench.summarize(runs)
+    image, text = summary["scenarios"]["image"]["specs"], summary["scenarios"]["text"]["specs"]
+    assert image["peer-lookup"]["failed"] == 1 and image["peer-lookup"]["cases"] == 0
+    assert image["tabed-MT"]["speedup_vs_peer"] == pytest.approx(1.2 / 0.8)  # against peer-default only
+    assert text["tabed-MT"]["speedup_vs_peer"] == pytest.approx(0.4 / 0.5)  # the lookup peer won here
+    assert summary["overall"]["tabed-MT"]["speedup_vs_peer"] == pytest.approx(1.6 / 1.3)
+    goals = {g["goal"]: g for g in bench.goals(summary)}
+    assert goals["tabed-MT walltime >= 1.25x the best transformers peer's speed overall"]["measured"] == "1.23x"
+    assert goals["tabed-MT at least as fast as the best peer on every scenario"]["measured"] == "slowest: 0.80x"
+    report = {"pair": "p", "device": "cpu", "dtype": "float32", "gamma": 16, "adaptive": True, "max_new_tokens": 9,
+              "temperature": 0.0, "suite": "s", "cases": 2, "complete": True, "specs_run": list(text),
+              "default_spec": "tabed-MT", "timing": "t", **summary}
+    markdown = bench.markdown(report)
+    assert "| image | peer-lookup | failed on every case |" in markdown
+    assert "peer-lookup on image: failed on 1 of 1 cases (ValueError: Image features and image tokens)" in markdown
+    assert "| **all** | **tabed-MT** | " in markdown and "γ adaptive, at most 16" in markdown
+
+
+def test_a_peer_that_raises_is_a_failed_run_not_a_crash(monkeypatch):
+    def refuse(*args):
+        raise ValueError("Image features and image tokens do not match:\n tokens: 20, features: 6144")
+
+    monkeypatch.setattr(bench, "peer_generate", refuse)
+    case = bench.Case("a", "image", [], [{"prompt": "p"}])
+    failed = bench._peer_run(None, case, [], GenerationConfig(), None, "peer-lookup")
+    assert failed.error == "ValueError: Image features and image tokens do not match: tokens: 20, features: 6144"
+    assert (failed.new_tokens, failed.walltime_s, failed.mismatch) == (0, 0.0, False)
 
 
 def write_suite(folder, image):
@@ -95,9 +134,10 @@ def test_smoke_run_writes_every_report(pair, image, tmp_path):
     assert len(lines) == 2 and lines[0].startswith("1/2 image/one")
     saved = json.loads((tmp_path / "out" / "report.json").read_text())
     assert saved["complete"] and saved["cases"] == 2
-    assert saved["specs_run"] == ["M", "tabed-MT", "peer-default", "peer-gamma5"]
+    assert saved["specs_run"] == ["M", "tabed-MT", "peer-default", "peer-gamma5", "peer-lookup"]
+    assert saved["default_spec"] == "tabed-MT"
     for scenario in ("image", "followup"):
-        for spec in ("M", "tabed-MT", "peer-default", "peer-gamma5"):
+        for spec in ("M", "tabed-MT", "peer-default", "peer-gamma5", "peer-lookup"):
             row = saved["scenarios"][scenario]["specs"][spec]
             assert {"block_efficiency", "speedup_vs_ar", "walltime_speedup_vs_ar", "mismatches",
                     "speedup_vs_peer"} <= set(row)
@@ -105,7 +145,7 @@ def test_smoke_run_writes_every_report(pair, image, tmp_path):
             assert row["block_efficiency"] >= 1.0
     assert set(saved["overhead"]["batched_drafting"]) == {"1", "2", "4"}
     assert "tabed-MT" in saved["overhead"]["weights_share"]
-    assert len(saved["runs"]) == 8 and report["goals"] == []  # no T run: the goals need M and T
+    assert len(saved["runs"]) == 10 and report["goals"] == []  # no T run: the goals need M and T
     markdown = (tmp_path / "out" / "report.md").read_text()
     assert "| spec | image | followup | average |" in markdown and "peer" in markdown
     assert "plotly" in (tmp_path / "out" / "report.html").read_text()
