@@ -430,7 +430,7 @@ def run(pictures, prompt, conversation, preset, methods, mode, rule, window, gam
         preset: model pair preset, e.g. "teaching"
         methods: drafting methods, a list of "M", "T", "C", "P"
         mode: "TABED (adaptive weights)", "static ensemble (uniform)" or "single method"
-        rule: TABED weight rule: "w-grid", "kld" or "tvd"
+        rule: TABED weight rule: "w-grid", "kld", "tvd" or "hedge"
         window: TABED history window in positions (0 = all)
         gamma: draft tokens per block (1-16): the most when adaptive, else always this many
         max_new_tokens: the answer's length limit (1-512)

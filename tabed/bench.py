@@ -133,13 +133,17 @@ class Run:
 
 
 def bench_spec(text: str, config: GenerationConfig) -> tuple[DraftingSpec, GenerationConfig]:
-    """A bench row: a drafting spec, optionally with its own draft length after '@' (`tabed-MT@5`: always
-    5 tokens, the paper's setting; `tabed-MT@auto:8`), else the bench's."""
+    """A bench row: a drafting spec, optionally with its own weight rule after '/' (`tabed-MT/hedge`) and
+    its own draft length after '@' (`tabed-MT@5`: always 5 tokens, the paper's setting; `tabed-MT@auto:8`);
+    else the bench's."""
     name, _, gamma = text.partition("@")
-    if not gamma:
-        return parse_spec(name), config
-    length, adaptive = parse_gamma(gamma)
-    return parse_spec(name), replace(config, gamma=length, adaptive=adaptive)
+    name, _, rule = name.partition("/")
+    if rule:
+        config = replace(config, rule=rule)
+    if gamma:
+        length, adaptive = parse_gamma(gamma)
+        config = replace(config, gamma=length, adaptive=adaptive)
+    return parse_spec(name), config
 
 
 def _sd_run(pair: ModelPair, case: Case, turns: list[Turn], spec: str, config: GenerationConfig,
@@ -288,8 +292,9 @@ def overall(scenarios: dict) -> dict:
         out[spec] = {"speedup_vs_ar": pooled((r["ar_decode_s"] for r in rows), (r["decode_s"] for r in rows)),
                      "walltime_speedup_vs_ar": pooled((r["ar_walltime_s"] for r in rows),
                                                       (r["walltime_s"] for r in rows))}
+        out[spec]["failed"] = sum(r["failed"] for r in rows)
         best = [_best_peer_walltime(s) for s in scenarios.values()]
-        if rows and len(rows) == len(scenarios) and None not in best:
+        if len(rows) == len(scenarios) and not out[spec]["failed"] and None not in best:
             out[spec]["speedup_vs_peer"] = pooled(best, (s["specs"][spec]["walltime_s"] for s in scenarios.values()))
     return out
 

@@ -22,7 +22,14 @@ from .ensemble import WeightHistory, ensemble, uniform_weights
 from .errors import InputError
 from .events import BlockEvent, Event, Finished, GenerationResult, Metrics, Started, TokenEvent
 from .models import ModelPair
-from .sampling import choose_token, is_greedy, logits_to_probs, verify_greedy, verify_sampling
+from .sampling import (
+    choose_token,
+    is_greedy,
+    logits_to_log_probs,
+    logits_to_probs,
+    verify_greedy,
+    verify_sampling,
+)
 from .spec import RULES, DraftingSpec
 
 
@@ -36,7 +43,7 @@ class GenerationConfig:
     seed: int = 0
     gamma: int = AUTO_CAP  # draft tokens per block: the cap when adaptive, else the fixed length
     adaptive: bool = True  # stop a block's draft early when the ensemble is unsure (see draft_length.py)
-    rule: str = "w-grid"  # TABED weight rule: w-grid, kld or tvd
+    rule: str = "w-grid"  # TABED weight rule: w-grid, kld, tvd or hedge
     window: int = 0  # TABED history window in positions, 0 = all
 
     def __post_init__(self) -> None:
@@ -194,6 +201,7 @@ class Draft:
     tokens: list[int]
     row_probs: list[torch.Tensor]  # per position: each method's distribution (K, V)
     mixed_probs: list[torch.Tensor]  # per position: the ensemble's distribution (V,)
+    row_log_probs: list[torch.Tensor] = field(default_factory=list)  # per position (K, V), for log-loss rules
     stop: str = "fixed"  # why drafting stopped: a key of draft_length.STOP_REASONS
 
 
@@ -207,18 +215,23 @@ class Verdict:
 
 
 def draft_block(drafter: BatchedDrafter, feed: list[int], gamma: int, weights: torch.Tensor, methods: int,
-                config: GenerationConfig, generator: torch.Generator, length: DraftLength | None = None) -> Draft:
+                config: GenerationConfig, generator: torch.Generator, length: DraftLength | None = None,
+                log_probs: bool = False) -> Draft:
     """Up to γ batched drafter steps; every row is extended with the ensemble's token.
 
     Each token stays on the device and feeds the next step directly. With a fixed length the steps are
     queued without waiting for one another and the tokens are read back once, at the end; adaptive
-    drafting reads each token's confidence to decide whether to go on."""
+    drafting reads each token's confidence to decide whether to go on. `log_probs` keeps each row's
+    log-softmax as well (the kld and hedge rules need them)."""
     adaptive = length is not None and length.adaptive
     draft = Draft([], [], [], stop="cap" if adaptive else "fixed")
     tokens = []
     for _ in range(gamma):
-        q_rows = logits_to_probs(drafter.step(feed), config.temperature, config.top_p)
+        logits = drafter.step(feed)
+        q_rows = logits_to_probs(logits, config.temperature, config.top_p)
         q_rows = q_rows.expand(methods, -1) if q_rows.shape[0] < methods else q_rows  # one shared text row
+        if log_probs:
+            draft.row_log_probs.append(logits_to_log_probs(logits, config.temperature).expand(methods, -1))
         q = ensemble(q_rows, weights)
         token = q.argmax().view(1) if is_greedy(config.temperature) else torch.multinomial(q, 1, generator=generator)
         tokens.append(token)
@@ -337,7 +350,8 @@ def speculative_generate(
     prefill_s = clock.elapsed()
     first_event = TokenEvent(index=0, token_id=first, step_s=prefill_s, elapsed_s=prefill_s)
     yield first_event
-    history = WeightHistory(len(spec.methods), config.rule, config.window) if spec.dynamic else None
+    history = (WeightHistory(len(spec.methods), config.rule, config.window, horizon=config.max_new_tokens)
+               if spec.dynamic else None)
     run = SpeculativeRun(spec.methods, [first], [first], history, DraftLength(config.gamma, config.adaptive))
     done = first in pair.eos_token_ids or config.max_new_tokens <= 1
     stopped = False
@@ -379,7 +393,8 @@ def _block(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter, sessio
     weights = run.weights().to(pair.device)  # once per block, not at every draft step
     weights_s = clock.now() - block_start
     gamma = min(config.gamma, config.max_new_tokens - len(run.out) - 1)
-    draft = draft_block(drafter, run.pending, gamma, weights, len(run.methods), config, generator, run.length)
+    draft = draft_block(drafter, run.pending, gamma, weights, len(run.methods), config, generator, run.length,
+                        log_probs=run.history is not None and run.history.needs_log_q)
     if gamma < config.gamma and draft.stop != "unsure":
         draft.stop = "budget"
     verify_start = clock.now()
@@ -388,7 +403,8 @@ def _block(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter, sessio
     verify_end = clock.now()
     verified = min(verdict.accepted + 1, len(draft.tokens))  # the target's distributions there are the ground truth
     if run.history is not None and verified:
-        run.history.add(verdict.target_probs[:verified], torch.stack(draft.row_probs[:verified]))
+        log_q = torch.stack(draft.row_log_probs[:verified]) if draft.row_log_probs else None
+        run.history.add(verdict.target_probs[:verified], torch.stack(draft.row_probs[:verified]), log_q)
     weights_s += clock.now() - verify_end
     truth = draft.tokens[:verdict.accepted] + [verdict.target_token]
     emitted, done = _cut(truth, config.max_new_tokens - len(run.out), pair.eos_token_ids)

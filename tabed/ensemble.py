@@ -10,6 +10,7 @@ it stays on the device the distributions are on: the decoding loop never waits f
 from __future__ import annotations
 
 import itertools
+import math
 from collections import deque
 
 import torch
@@ -19,6 +20,7 @@ from .spec import RULES
 
 _EPS = 1e-12
 _GRID_TOP = 32  # top tokens of p and of each q_k kept exactly by w-grid
+HEDGE_CLIP = 10.0  # nats: a log-loss above this counts as the worst loss
 _DENSE_LIMIT = 1 << 22  # up to this many positions x candidates x vocabulary, w-grid uses the full vocabulary
 
 
@@ -29,9 +31,24 @@ def simplex_grid(k: int, step: float = 0.1) -> torch.Tensor:
     return torch.tensor(rows, dtype=torch.float32) / units
 
 
-def kl_divergence(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """KL(p ‖ q) over the last axis; terms with p = 0 contribute nothing."""
-    return (torch.xlogy(p, p) - p * torch.log(q.clamp_min(_EPS))).sum(dim=-1)
+def kl_divergence(p: torch.Tensor, q: torch.Tensor, log_q: torch.Tensor | None = None) -> torch.Tensor:
+    """KL(p ‖ q) over the last axis; terms with p = 0 contribute nothing. Give `log_q` (a log-softmax)
+    where there is one: the log of a probability that underflowed is not recoverable from q."""
+    if log_q is None:
+        log_q = torch.log(q.clamp_min(_EPS))
+    return (torch.xlogy(p, p) - p * log_q).sum(dim=-1)
+
+
+def hedge_rate(num_methods: int, horizon: int) -> float:
+    """Hedge's learning rate for losses in [0, 1] over `horizon` positions: sqrt(8 ln K / T)."""
+    return math.sqrt(8.0 * math.log(num_methods) / max(1, horizon))
+
+
+def hedge_losses(p: torch.Tensor, log_q: torch.Tensor) -> torch.Tensor:
+    """Each method's log-loss against the target at each position, (n, K): the cross-entropy of its
+    distribution under the target's, in nats, clipped to HEDGE_CLIP and scaled to [0, 1]."""
+    cross_entropy = -(p[:, None, :] * log_q.clamp_min(-1e4)).sum(dim=-1)
+    return cross_entropy.clamp(0.0, HEDGE_CLIP) / HEDGE_CLIP
 
 
 def tv_distance(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -48,7 +65,7 @@ class WeightHistory:
     `window` = h positions kept (0 keeps all). Before any history the weights are uniform.
     """
 
-    def __init__(self, num_methods: int, rule: str = "w-grid", window: int = 0) -> None:
+    def __init__(self, num_methods: int, rule: str = "w-grid", window: int = 0, horizon: int = 128) -> None:
         if rule not in RULES:
             raise InputError(f"unknown weight rule {rule!r}: choose one of {', '.join(RULES)}")
         if window < 0:
@@ -57,6 +74,7 @@ class WeightHistory:
         self.rule = rule
         self.window = window
         self.grid = simplex_grid(num_methods) if rule == "w-grid" else None
+        self.rate = hedge_rate(num_methods, window or horizon) if rule == "hedge" else 0.0
         self._grids: dict[torch.device, torch.Tensor] = {}  # the grid on each device it was used on
         self._rows: deque[torch.Tensor] = deque(maxlen=window or None)
         self._total: torch.Tensor | None = None  # the sum of the rows in the window
@@ -64,14 +82,23 @@ class WeightHistory:
     def __len__(self) -> int:
         return len(self._rows)
 
-    def add(self, p: torch.Tensor, q: torch.Tensor) -> None:
-        """Record verified positions: p (n, V) target distributions, q (n, K, V) per-method ones."""
+    @property
+    def needs_log_q(self) -> bool:
+        """Whether `add` wants each method's log-softmax (kld and hedge measure log-losses)."""
+        return self.rule in ("kld", "hedge")
+
+    def add(self, p: torch.Tensor, q: torch.Tensor, log_q: torch.Tensor | None = None) -> None:
+        """Record verified positions: p (n, V) target distributions, q (n, K, V) per-method ones and,
+        for the log-loss rules, their log-softmax log_q (n, K, V) (the log of q where not given)."""
         if p.shape[0] == 0:
             return
         p = p.float()
         q = q.float()
+        log_q = torch.log(q.clamp_min(_EPS)) if log_q is None else log_q.float()
         if self.rule == "kld":
-            stats = kl_divergence(p[:, None, :], q)  # (n, K)
+            stats = kl_divergence(p[:, None, :], q, log_q)  # (n, K)
+        elif self.rule == "hedge":
+            stats = hedge_losses(p, log_q)  # (n, K)
         elif self.rule == "tvd":
             stats = tv_distance(p[:, None, :], q)
         else:
@@ -103,6 +130,8 @@ class WeightHistory:
         if self.rule in ("kld", "tvd"):
             inverse = 1.0 / (total + 1e-6)
             return inverse / inverse.sum()
+        if self.rule == "hedge":
+            return torch.softmax(-self.rate * total, dim=0)
         matches, kls = total[:, 0], total[:, 1]
         best = matches == matches.max()
         kls = torch.where(best, kls, torch.full_like(kls, float("inf")))

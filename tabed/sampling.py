@@ -33,6 +33,13 @@ def logits_to_probs(logits: torch.Tensor, temperature: float, top_p: float = 1.0
     return probs
 
 
+def logits_to_log_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """The log-softmax at the sampling temperature (1 when greedy), before any top-p cut: what the
+    log-loss weight rules measure, exact where the probabilities underflow."""
+    logits = logits.float()
+    return torch.log_softmax(logits if is_greedy(temperature) else logits / temperature, dim=-1)
+
+
 def choose_token(
     logits: torch.Tensor, probs: torch.Tensor, temperature: float, generator: torch.Generator | None
 ) -> int:

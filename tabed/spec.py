@@ -17,7 +17,7 @@ METHOD_NAMES = {
     "C": "caption (image replaced by 'image: <caption>')",
     "P": "pooled (image features average-pooled 2x2)",
 }
-RULES = ("w-grid", "kld", "tvd")
+RULES = ("w-grid", "kld", "tvd", "hedge")
 DEFAULT_SPEC = "tabed-MT"  # what the CLI, the bench and the page use unless told otherwise
 DYNAMIC_PREFIX = "tabed-"
 

@@ -58,6 +58,17 @@ def test_goals_report_each_measured_value():
     assert bench.goals(bench.summarize(runs[:2])) == []  # no tabed-MT: nothing to judge
 
 
+def test_a_bench_row_may_pin_its_rule_and_draft_length():
+    config = GenerationConfig(max_new_tokens=9)
+    spec, pinned = bench.bench_spec("tabed-MT/hedge@5", config)
+    assert (spec.name, pinned.rule, pinned.gamma, pinned.adaptive, pinned.max_new_tokens) == (
+        "tabed-MT", "hedge", 5, False, 9)
+    assert bench.bench_spec("tabed-MTCP@auto:8", config)[1].gamma == 8
+    assert bench.bench_spec("M", config) == (bench.parse_spec("M"), config)
+    with pytest.raises(InputError, match="unknown weight rule"):
+        bench.bench_spec("tabed-MT/median", config)
+
+
 def test_a_failing_peer_is_reported_and_left_out_of_the_comparison():
     failed = bench.Run("a", "image", "peer-lookup", 0, 0, 0, error="ValueError: Image features and image tokens")
     runs = [

@@ -25,7 +25,7 @@ def test_grid_sizes():
     assert torch.allclose(simplex_grid(4).sum(dim=1), torch.ones(286))
 
 
-@pytest.mark.parametrize("rule", ["w-grid", "kld", "tvd"])
+@pytest.mark.parametrize("rule", ["w-grid", "kld", "tvd", "hedge"])
 def test_uniform_before_any_history(rule):
     assert WeightHistory(4, rule).weights().tolist() == [0.25] * 4
 
@@ -36,6 +36,40 @@ def test_kld_rule():
     expected = (1 / 0.026812) / (1 / 0.026812 + 1 / 1.167546)
     assert w[0].item() == pytest.approx(expected, abs=1e-4)
     assert w.sum().item() == pytest.approx(1.0)
+
+
+def test_kld_uses_the_log_softmax_where_probabilities_underflow():
+    """Method 1 puts e^-80 on a token the target gives half its mass: log(clamp(q)) would say -27.6."""
+    p = torch.tensor([[0.5, 0.5, 0.0]])
+    logits = torch.tensor([[[0.0, -80.0, -80.0], [0.0, 0.0, -0.6931472]]])
+    log_q = torch.log_softmax(logits, dim=-1)
+    h = WeightHistory(2, "kld")
+    h.add(p, log_q.exp(), log_q)
+    kl = (p * (p.clamp_min(1e-30).log() - log_q[0])).sum(dim=-1)  # 39.3 and 0.223
+    assert kl[0].item() == pytest.approx(39.31, abs=0.01)
+    expected = (1 / kl) / (1 / kl).sum()
+    assert h.weights().tolist() == pytest.approx(expected.tolist(), rel=1e-5)
+    clamped = WeightHistory(2, "kld")
+    clamped.add(p, log_q.exp())
+    assert clamped.weights()[0].item() > 2 * expected[0].item()  # what the clamp got wrong
+
+
+def test_hedge_weights_are_exponential_in_the_summed_log_loss():
+    """Hedge: w_k ∝ exp(-η Σ loss_k), with the loss the cross-entropy against p in [0, 10] nats / 10 and
+    η = sqrt(8 ln K / horizon)."""
+    p = torch.tensor([[0.7, 0.2, 0.1]] * 3)
+    q = torch.tensor([Q_A] * 3)
+    h = WeightHistory(2, "hedge", horizon=50)
+    h.add(p, q)
+    cross_entropy = -(torch.tensor(P_A) * torch.tensor(Q_A).log()).sum(dim=-1)  # 0.829 and 1.970 nats
+    rate = (8 * torch.log(torch.tensor(2.0)) / 50).sqrt()
+    expected = torch.softmax(-rate * 3 * cross_entropy / 10, dim=0)
+    assert h.weights().tolist() == pytest.approx(expected.tolist(), rel=1e-5)
+    assert h.weights()[0] > 0.5  # the method closer to the target gains weight, slowly
+    far = torch.tensor([[[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]])
+    worst = WeightHistory(2, "hedge", horizon=50)
+    worst.add(torch.tensor([[0.0, 0.0, 1.0]]), far)  # a zero probability on the target's token: the clipped loss
+    assert worst.weights().tolist() == pytest.approx(torch.softmax(-rate * torch.tensor([1.0, 0.0]), 0).tolist())
 
 
 def test_tvd_rule():
