@@ -19,7 +19,6 @@ from .errors import InputError
 from .spec import RULES
 
 _EPS = 1e-12
-_GRID_TOP = 32  # top tokens of p and of each q_k kept exactly by w-grid
 HEDGE_CLIP = 10.0  # nats: a log-loss above this counts as the worst loss
 _DENSE_LIMIT = 1 << 22  # up to this many positions x candidates x vocabulary, w-grid uses the full vocabulary
 
@@ -120,7 +119,7 @@ class WeightHistory:
         grid = self._grids[q.device]
         if p.shape[0] * grid.shape[0] * p.shape[-1] <= _DENSE_LIMIT:
             return grid_stats_dense(grid, p, q)
-        return grid_stats_bucketed(grid, p, q)
+        return grid_stats_by_position(grid, p, q)
 
     def weights(self) -> torch.Tensor:
         """The weights for the next block, (K,) summing to 1, on the device of the history."""
@@ -146,33 +145,10 @@ def grid_stats_dense(grid: torch.Tensor, p: torch.Tensor, q: torch.Tensor) -> to
     return torch.stack([match, kl_divergence(p[:, None, :], mixed)], dim=-1)
 
 
-def grid_stats_bucketed(grid: torch.Tensor, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """w-grid statistics for a large G x V (e.g. 286 candidates x 32000 tokens).
-
-    Work is done on S, the union of the top tokens of p and of every q_k, plus one bucket for the
-    rest, so it costs G x |S| instead of G x V. The top-1 is exact: when a token outside S could
-    beat the best in S for some candidate, that position is redone on the full vocabulary. The KL
-    of the bucketed distributions is a lower bound of the true KL (equal when the tail is empty);
-    it only breaks ties between candidates with the same number of matches.
-    """
-    top = min(_GRID_TOP, p.shape[-1])
-    candidates = torch.cat([p.topk(top, dim=-1).indices, q.topk(top, dim=-1).indices.flatten(1)], dim=1)
-    out = []
-    for p_i, q_i, cand in zip(p, q, candidates, strict=True):
-        support = cand.unique()
-        mixed = grid @ q_i[:, support]  # (G, |S|)
-        best, arg = mixed.max(dim=-1)
-        chosen = support[arg]
-        outside = q_i.clone()
-        outside[:, support] = 0.0
-        if bool((best <= grid @ outside.max(dim=-1).values).any()):
-            chosen = (grid @ q_i).argmax(dim=-1)
-        match = (chosen == p_i.argmax()).float()
-        p_s = p_i[support]
-        p_bucketed = torch.cat([p_s, (1.0 - p_s.sum()).clamp_min(0.0)[None]])
-        q_bucketed = torch.cat([mixed, (1.0 - mixed.sum(dim=-1, keepdim=True)).clamp_min(0.0)], dim=-1)
-        out.append(torch.stack([match, kl_divergence(p_bucketed[None, :], q_bucketed)], dim=-1))
-    return torch.stack(out)
+def grid_stats_by_position(grid: torch.Tensor, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """The dense statistics one position at a time, for a large G x V (286 candidates x 32000 tokens:
+    ~15 ms a position on two CPU cores, next to a 7B verify's seconds; microseconds on a GPU)."""
+    return torch.cat([grid_stats_dense(grid, p[i:i + 1], q[i:i + 1]) for i in range(p.shape[0])])
 
 
 def ensemble(q: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
