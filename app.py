@@ -236,7 +236,7 @@ class RunView:
         if isinstance(event, Started):
             self.notes += event.notes
         elif isinstance(event, TokenEvent):
-            stream.token(event, "prefill" if item.phase == SPECULATIVE else "plain")
+            stream.token(event, "plain")
         elif isinstance(event, BlockEvent):
             self.blocks.append(event)
             stream.block(event)
@@ -552,8 +552,9 @@ def pair_note(name: str | None) -> str:
 
 TIMING = """**How the speed is measured.** TABED runs first, then (if ticked) the target alone, one after the
 other on the same device — never at the same time. Each model did one warm-up forward when the pair was
-loaded. Speedup is the ratio of decode times (everything after the prompt's prefill, which both share);
-walltime includes the prefill. *Replay race* plays both answers back side by side at the measured pace."""
+loaded. Speedup is the ratio of decode times: everything after the target's pass over the prompt, which both
+make (TABED's also checks its first drafts, as transformers' assisted generation does); walltime includes it.
+*Replay race* plays both answers back side by side at the measured pace."""
 
 
 def load_examples() -> tuple[list[list], list[list]]:

@@ -49,13 +49,13 @@ class DynamicBackend:
         self.padded = False  # without padding no mask is passed: attention takes its plain causal path
 
     @torch.inference_mode()
-    def prefill(self, mask: torch.Tensor, **inputs) -> torch.Tensor:
-        """Run the prompt (ids or embeddings, plus any image inputs); the last logits (B, V)."""
+    def prefill(self, mask: torch.Tensor, keep: int = 1, **inputs) -> torch.Tensor:
+        """Run the prompt (ids or embeddings, plus any image inputs); the last `keep` logits (B, keep, V)."""
         self.cache = DynamicCache(config=self.model.config)
         out = self.model(**inputs, attention_mask=mask, position_ids=prefill_positions(mask),
-                         past_key_values=self.cache, use_cache=True, logits_to_keep=1)
+                         past_key_values=self.cache, use_cache=True, logits_to_keep=keep)
         self.mask, self.lengths, self.padded = mask, mask.sum(dim=-1), not bool(mask.all())
-        return fit_logits(out.logits[:, -1], self.vocab_size, self.suppressed)
+        return fit_logits(out.logits[:, -keep:], self.vocab_size, self.suppressed)
 
     @torch.inference_mode()
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
@@ -102,8 +102,8 @@ class StaticBackend:
         return [layer.cumulative_length for layer in self.cache.layers]
 
     @torch.inference_mode()
-    def prefill(self, mask: torch.Tensor, **inputs) -> torch.Tensor:
-        """Start a request: reset the cache and run the prompt eagerly; the last logits (B, V)."""
+    def prefill(self, mask: torch.Tensor, keep: int = 1, **inputs) -> torch.Tensor:
+        """Start a request: reset the cache and run the prompt eagerly; the last `keep` logits (B, keep, V)."""
         if mask.shape[0] != self.batch or mask.shape[1] >= self.max_len:
             raise ValueError(f"prefill of {tuple(mask.shape)} does not fit a cache of {self.batch} x {self.max_len}")
         for length in self._lengths():
@@ -113,8 +113,8 @@ class StaticBackend:
         self.valid[:, :width] = mask.bool()
         self.pads.copy_((mask == 0).sum(dim=-1, keepdim=True))
         out = self.model(**inputs, attention_mask=self._mask(self.slots[:width]), position_ids=prefill_positions(mask),
-                         past_key_values=self.cache, use_cache=True, logits_to_keep=1)
-        return fit_logits(out.logits[:, -1], self.vocab_size, self.suppressed)
+                         past_key_values=self.cache, use_cache=True, logits_to_keep=keep)
+        return fit_logits(out.logits[:, -keep:], self.vocab_size, self.suppressed)
 
     def _mask(self, query: torch.Tensor) -> torch.Tensor:
         """(B, 1, q, max_len) float mask for queries at cache slots `query`: 0 where attended.

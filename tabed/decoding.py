@@ -91,9 +91,14 @@ class TargetSession:
     def __init__(self, backend) -> None:
         self.backend = backend
 
-    def prefill(self, prompt: conversation.EncodedPrompt) -> torch.Tensor:
-        mask = torch.ones_like(prompt.input_ids)
-        return self.backend.prefill(mask, input_ids=prompt.input_ids, **prompt.image_inputs)[0]
+    def prefill(self, prompt: conversation.EncodedPrompt, drafts: list[int] = ()) -> torch.Tensor:
+        """The prompt's pass, with any draft tokens after it: logits (len(drafts) + 1, V), the first
+        scoring the answer's first token."""
+        ids = prompt.input_ids
+        if drafts:
+            ids = torch.cat([ids, torch.tensor([list(drafts)], dtype=ids.dtype, device=ids.device)], dim=1)
+        mask = torch.ones_like(ids)
+        return self.backend.prefill(mask, keep=len(drafts) + 1, input_ids=ids, **prompt.image_inputs)[0]
 
     def forward(self, tokens: list[int]) -> torch.Tensor:
         """Logits (len(tokens), V): position i scores the token after tokens[i]."""
@@ -143,7 +148,7 @@ def autoregressive_generate(
     generator = _new_generator(pair, config.seed)
     clock = Clock(pair.device)
     session = TargetSession(pair.backend("target"))
-    logits = session.prefill(prompt)
+    logits = session.prefill(prompt)[-1]
     tokens: list[TokenEvent] = []
     out: list[int] = []
     prefill_s = 0.0
@@ -168,7 +173,7 @@ def autoregressive_generate(
         logits = session.forward([token])[-1]
     walltime = clock.elapsed()
     decode_s = walltime - prefill_s
-    forwards = len(out) - 1
+    forwards = len(out)
     metrics = Metrics(
         cpu_share=clock.cpu_share(),
         new_tokens=len(out),
@@ -178,7 +183,7 @@ def autoregressive_generate(
         tokens_per_s=len(out) / walltime if walltime > 0 else 0.0,
         target_forwards=forwards,
         block_efficiency=1.0 if forwards else 0.0,
-        verify_s=decode_s,
+        verify_s=walltime,
     )
     result = GenerationResult(mode="autoregressive", spec=None, token_ids=out, text=_text(pair, out),
                               metrics=metrics, tokens=tokens, stopped=stopped)
@@ -204,6 +209,11 @@ class Draft:
     row_log_probs: list[torch.Tensor] = field(default_factory=list)  # per position (K, V), for log-loss rules
     stop: str = "fixed"  # why drafting stopped: a key of draft_length.STOP_REASONS
 
+    def truncate(self, count: int, why: str) -> None:
+        self.tokens, self.stop = self.tokens[:count], why
+        self.row_probs, self.mixed_probs = self.row_probs[:count], self.mixed_probs[:count]
+        self.row_log_probs = self.row_log_probs[:count]
+
 
 @dataclass
 class Verdict:
@@ -216,18 +226,20 @@ class Verdict:
 
 def draft_block(drafter: BatchedDrafter, feed: list[int], gamma: int, weights: torch.Tensor, methods: int,
                 config: GenerationConfig, generator: torch.Generator, length: DraftLength | None = None,
-                log_probs: bool = False) -> Draft:
+                log_probs: bool = False, start: torch.Tensor | None = None) -> Draft:
     """Up to γ batched drafter steps; every row is extended with the ensemble's token.
 
     Each token stays on the device and feeds the next step directly. With a fixed length the steps are
     queued without waiting for one another and the tokens are read back once, at the end; adaptive
     drafting reads each token's confidence to decide whether to go on. `log_probs` keeps each row's
-    log-softmax as well (the kld and hedge rules need them)."""
+    log-softmax as well (the kld and hedge rules need them). `start`: the rows' logits after the
+    prompt (the drafter's prefill), for the first block, which has nothing to feed."""
     adaptive = length is not None and length.adaptive
     draft = Draft([], [], [], stop="cap" if adaptive else "fixed")
     tokens = []
     for _ in range(gamma):
-        logits = drafter.step(feed)
+        logits = start if start is not None else drafter.step(feed)
+        start = None
         q_rows = logits_to_probs(logits, config.temperature, config.top_p)
         q_rows = q_rows.expand(methods, -1) if q_rows.shape[0] < methods else q_rows  # one shared text row
         if log_probs:
@@ -248,9 +260,14 @@ def draft_block(drafter: BatchedDrafter, feed: list[int], gamma: int, weights: t
 class ChainVerifier:
     """Verifies one chain of drafts in one target forward and rolls both caches back to what was kept."""
 
-    def verify(self, session: TargetSession, last: int, draft: Draft, config: GenerationConfig,
-               generator: torch.Generator) -> Verdict:
-        target_logits = session.forward([last] + draft.tokens)
+    def verify(self, session: TargetSession, last: int | None, draft: Draft, config: GenerationConfig,
+               generator: torch.Generator, prompt: conversation.EncodedPrompt | None = None) -> Verdict:
+        """One target forward over the last committed token and the drafts; for the first block, the
+        prompt's own pass (as transformers' assisted generation does: no forward of its own)."""
+        if prompt is not None:
+            target_logits = session.prefill(prompt, draft.tokens)
+        else:
+            target_logits = session.forward([last] + draft.tokens)
         target_probs = logits_to_probs(target_logits, config.temperature, config.top_p)
         tokens = torch.tensor(draft.tokens, dtype=torch.long, device=target_logits.device)
         if is_greedy(config.temperature):
@@ -344,33 +361,29 @@ def speculative_generate(
     generator = _new_generator(pair, config.seed)
     clock = Clock(pair.device)
     session = TargetSession(pair.backend("target"))
-    logits = session.prefill(prompt)
-    first = choose_token(logits, logits_to_probs(logits, config.temperature, config.top_p),
-                         config.temperature, generator)
-    prefill_s = clock.elapsed()
-    first_event = TokenEvent(index=0, token_id=first, step_s=prefill_s, elapsed_s=prefill_s)
-    yield first_event
     history = (WeightHistory(len(spec.methods), config.rule, config.window, horizon=config.max_new_tokens)
                if spec.dynamic else None)
-    run = SpeculativeRun(spec.methods, [first], [first], history, DraftLength(config.gamma, config.adaptive))
-    done = first in pair.eos_token_ids or config.max_new_tokens <= 1
-    stopped = False
-    if not done:  # the drafter's image features and prefill are charged to the decode phase
+    run = SpeculativeRun(spec.methods, [], [], history, DraftLength(config.gamma, config.adaptive))
+    drafter = start = None
+    if config.max_new_tokens > 1:  # the drafter's image features and prefill come first: its drafts ride
         drafter = _start_drafter(pair, draft_prompt, spec.methods if images else ("T",), captions, config)
+        start = drafter.prefill()  # on the target's prefill
+    done = stopped = False
     while not done:
-        if stop is not None and stop.is_set():
+        if run.blocks and stop is not None and stop.is_set():  # the first block is the prompt's own pass
             stopped = True
             break
-        event, done = _block(pair, run, drafter, session, verifier, config, generator, clock)
+        event, done = _block(pair, run, drafter, session, verifier, config, generator, clock,
+                             prompt if not run.blocks else None, start)
         run.blocks.append(event)
         yield event
 
     walltime = clock.elapsed()
-    metrics = _speculative_metrics(run, prefill_s, walltime, caption_s)
+    metrics = _speculative_metrics(run, walltime, caption_s)
     metrics.cpu_share = clock.cpu_share()
     yield Finished(GenerationResult(mode="speculative", spec=spec.name, token_ids=run.out,
                                     text=_text(pair, run.out), metrics=metrics, blocks=run.blocks,
-                                    tokens=[first_event], captions=captions, notes=notes, stopped=stopped))
+                                    captions=captions, notes=notes, stopped=stopped))
 
 
 def _start_drafter(pair: ModelPair, prompt: conversation.EncodedPrompt, methods: tuple[str, ...],
@@ -380,25 +393,29 @@ def _start_drafter(pair: ModelPair, prompt: conversation.EncodedPrompt, methods:
         rows = build_rows(pair.drafter, pair.drafter_processor.tokenizer, prompt, methods, captions)
     for row in rows:
         _check_context(int(row.input_ids.shape[0]), config, pair.context_length, f"{row.method} row")
-    drafter = BatchedDrafter(pair.drafter, rows, pair.backend("drafter", len(rows)))
-    drafter.prefill()
-    return drafter
+    return BatchedDrafter(pair.drafter, rows, pair.backend("drafter", len(rows)))
 
 
-def _block(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter, session: TargetSession,
-           verifier: ChainVerifier, config: GenerationConfig, generator: torch.Generator,
-           clock: Clock) -> tuple[BlockEvent, bool]:
-    """One block: draft -> verify -> record. Returns its event and whether decoding is done."""
+def _block(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter | None, session: TargetSession,
+           verifier: ChainVerifier, config: GenerationConfig, generator: torch.Generator, clock: Clock,
+           prompt: conversation.EncodedPrompt | None = None, start: torch.Tensor | None = None,
+           ) -> tuple[BlockEvent, bool]:
+    """One block: draft -> verify -> record. Returns its event and whether decoding is done. The first
+    block (`prompt` given) drafts from the drafter's prefill logits (`start`) and is verified by the
+    target's pass over the prompt."""
     block_start = clock.now()
     weights = run.weights().to(pair.device)  # once per block, not at every draft step
     weights_s = clock.now() - block_start
     gamma = min(config.gamma, config.max_new_tokens - len(run.out) - 1)
     draft = draft_block(drafter, run.pending, gamma, weights, len(run.methods), config, generator, run.length,
-                        log_probs=run.history is not None and run.history.needs_log_q)
+                        log_probs=run.history is not None and run.history.needs_log_q,
+                        start=start if prompt is not None else None)
     if gamma < config.gamma and draft.stop != "unsure":
         draft.stop = "budget"
+    if prompt is not None:
+        _keep_image_tokens_out(pair, drafter, draft)
     verify_start = clock.now()
-    verdict = verifier.verify(session, run.out[-1], draft, config, generator)
+    verdict = verifier.verify(session, run.out[-1] if run.out else None, draft, config, generator, prompt)
     run.pending = verifier.commit(session, drafter, draft, verdict, run.pending)
     verify_end = clock.now()
     verified = min(verdict.accepted + 1, len(draft.tokens))  # the target's distributions there are the ground truth
@@ -416,9 +433,23 @@ def _block(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter, sessio
     return event, done
 
 
-def _speculative_metrics(run: SpeculativeRun, prefill_s: float, walltime: float, caption_s: float) -> Metrics:
+def _keep_image_tokens_out(pair: ModelPair, drafter: BatchedDrafter | None, draft: Draft) -> None:
+    """Drafts ride on the prompt's pass, where the model counts image placeholders against its image
+    features: a drafted placeholder token (a random model's, never a trained one's) ends the draft."""
+    placeholder = getattr(pair.target.config, "image_token_id", None)
+    if placeholder not in draft.tokens:
+        return
+    keep = draft.tokens.index(placeholder)
+    drafter.rollback(len(draft.tokens) - max(keep, 1))  # it was fed every draft but the last
+    draft.truncate(keep, "image")
+
+
+def _speculative_metrics(run: SpeculativeRun, walltime: float, caption_s: float) -> Metrics:
+    """The prefill is the target's pass over the prompt, which also verified the first block: the
+    decode phase is everything else (the drafter's start and first drafts included)."""
     blocks = run.blocks
     drafted = sum(len(b.draft) for b in blocks)
+    prefill_s = blocks[0].verify_s if blocks else 0.0
     per_method = {
         m: 1.0 + sum(b.method_accepted[m] for b in blocks) / len(blocks) if blocks else 0.0 for m in run.methods
     }
@@ -429,11 +460,11 @@ def _speculative_metrics(run: SpeculativeRun, prefill_s: float, walltime: float,
         walltime_s=walltime + caption_s,
         tokens_per_s=len(run.out) / (walltime + caption_s) if walltime > 0 else 0.0,
         target_forwards=len(blocks),
-        block_efficiency=(len(run.out) - 1) / len(blocks) if blocks else 0.0,
+        block_efficiency=len(run.out) / len(blocks) if blocks else 0.0,
         acceptance_rate=sum(b.accepted for b in blocks) / drafted if drafted else 0.0,
         method_block_efficiency=per_method,
         draft_s=sum(b.draft_s for b in blocks),
-        verify_s=sum(b.verify_s for b in blocks),
+        verify_s=sum(b.verify_s for b in blocks) - prefill_s,
         weights_s=sum(b.weights_s for b in blocks),
         caption_s=caption_s,
     )

@@ -26,6 +26,7 @@ STOP_REASONS = {
     "cap": "drafted up to the cap",
     "unsure": "the ensemble was unsure of the last draft",
     "budget": "max new tokens reached",
+    "image": "an image placeholder was drafted: the first block's drafts ride on the prompt's pass",
 }
 
 

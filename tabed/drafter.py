@@ -172,7 +172,7 @@ class BatchedDrafter:
         for i, e in enumerate(embeds):
             batch[i, longest - e.shape[0]:] = e
             mask[i, longest - e.shape[0]:] = 1
-        return self.backend.prefill(mask, inputs_embeds=batch)
+        return self.backend.prefill(mask, inputs_embeds=batch)[:, -1]
 
     def step(self, tokens: list[int] | torch.Tensor) -> torch.Tensor:
         """Append the same tokens (a list, or ids already on the device) to every row; returns each row's

@@ -15,7 +15,6 @@ from .events import BlockEvent, GenerationResult, Metrics, TokenEvent
 
 # The colours users of speculative-decoding visualisers know (see the legend).
 KINDS = {
-    "prefill": ("#555555", "first token, from the target's prefill"),
     "accepted": ("#1a7f37", "draft accepted by the target"),
     "rejected": ("#cf222e", "draft rejected (not part of the answer)"),
     "corrected": ("#d4760a", "the target's own token at a rejection"),
@@ -71,7 +70,7 @@ class TokenStream:
         if keep:
             self.ids.append(token)
 
-    def token(self, event: TokenEvent, kind: str = "prefill") -> None:
+    def token(self, event: TokenEvent, kind: str = "plain") -> None:
         self._add(kind, event.token_id, f"token {event.index} · {event.step_s * 1e3:.1f} ms")
 
     def block(self, block: BlockEvent) -> None:

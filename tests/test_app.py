@@ -46,7 +46,7 @@ def test_run_streams_coloured_tokens_then_metrics_and_exports(tiny_app, image_pa
     assert status.startswith("\u2705 Done") and "Speedup" in status
     streamed = [o[1] for o in outputs if isinstance(o[1], str) and o[1]]
     assert all(later.startswith(earlier) for earlier, later in zip(streamed, streamed[1:], strict=False))
-    assert "tk-accepted" in tabed_html and "tk-rejected" in tabed_html and "tk-prefill" in tabed_html
+    assert "tk-accepted" in tabed_html and "tk-rejected" in tabed_html
     assert "tk-corrected" in tabed_html or "tk-bonus" in tabed_html
     assert "tk-plain" in plain_html
     result = state.last_run["results"]

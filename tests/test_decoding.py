@@ -3,8 +3,9 @@
 import threading
 
 import pytest
+import torch
 
-from tabed.conversation import Turn
+from tabed.conversation import Turn, encode
 from tabed.decoding import GenerationConfig, autoregressive_generate, collect, compare, speculative_generate
 from tabed.errors import InputError
 from tabed.events import BlockEvent, Finished, Started, TokenEvent
@@ -16,12 +17,12 @@ def test_event_stream_and_metrics(pair, image):
     events = list(speculative_generate(pair, [Turn("w1 w2 w3", [image])], parse_spec("tabed-MTCP"), config))
     assert isinstance(events[0], Started) and events[0].methods == ["M", "T", "C", "P"]
     assert len(events[0].captions) == 1  # the drafter captioned the image for C
-    assert isinstance(events[1], TokenEvent)
     assert isinstance(events[-1], Finished)
+    assert not any(isinstance(e, TokenEvent) for e in events)  # the first block rides on the prompt's pass
     blocks = [e for e in events if isinstance(e, BlockEvent)]
     result = events[-1].result
     assert result.blocks == blocks and len(result.token_ids) == 20
-    assert [events[1].token_id] + [t for b in blocks for t in b.emitted] == result.token_ids
+    assert [t for b in blocks for t in b.emitted] == result.token_ids
     for block in blocks:
         assert sum(block.weights.values()) == pytest.approx(1.0)
         assert set(block.drafts) == {"M", "T", "C", "P"}
@@ -32,7 +33,8 @@ def test_event_stream_and_metrics(pair, image):
         assert len(block.draft_probs) == len(block.target_probs) == len(block.draft)
     m = result.metrics
     assert m.target_forwards == len(blocks)
-    assert m.block_efficiency == pytest.approx(19 / len(blocks))
+    assert m.block_efficiency == pytest.approx(20 / len(blocks))  # tokens per target forward, prefill included
+    assert m.prefill_s == blocks[0].verify_s and m.verify_s == pytest.approx(sum(b.verify_s for b in blocks[1:]))
     accepted = sum(b.accepted for b in blocks)
     assert m.acceptance_rate == pytest.approx(accepted / sum(len(b.draft) for b in blocks))
     assert set(m.method_block_efficiency) == {"M", "T", "C", "P"}
@@ -67,7 +69,7 @@ def test_other_rules_also_prefer_the_right_method(twin_pair, image, rule, window
     config = GenerationConfig(max_new_tokens=24, gamma=3, rule=rule, window=window)
     result = collect(speculative_generate(twin_pair, [Turn("w1 w2 w3", [image])], parse_spec("tabed-MT"), config))
     weights = [block.weights["M"] for block in result.blocks]
-    assert weights[-1] > least and weights[-1] >= weights[len(weights) // 2] >= weights[0]
+    assert weights[-1] > least and weights[-1] + 1e-3 >= weights[len(weights) // 2] >= weights[0]
 
 
 def test_no_image_is_reported_not_refused(pair):
@@ -123,7 +125,7 @@ def test_compare_records_speedup(pair, image):
     sd = collect(speculative_generate(pair, turns, parse_spec("M"), GenerationConfig(16)))
     speedup = compare(sd, ar)
     assert sd.metrics.speedup == speedup == pytest.approx(ar.metrics.decode_s / sd.metrics.decode_s)
-    assert ar.metrics.target_forwards == 15 and ar.metrics.block_efficiency == 1.0
+    assert ar.metrics.target_forwards == 16 and ar.metrics.block_efficiency == 1.0  # the prefill included
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -152,3 +154,28 @@ def test_bad_conversations(pair):
         collect(speculative_generate(pair, [Turn(" ".join(["w1"] * 600))], spec, config))
     with pytest.raises(InputError, match="context"):
         collect(autoregressive_generate(pair, [Turn(" ".join(["w1"] * 600))], config))
+
+
+def test_a_drafted_image_placeholder_ends_the_first_block_before_the_prompts_pass(pair, image):
+    """The target counts image placeholders against its image features in the prompt's pass: a draft of
+    `<image>` (which only a random drafter writes) is cut off there, and the drafter forgets what it was fed."""
+    from tabed.decoding import Draft, _keep_image_tokens_out
+    from tabed.drafter import BatchedDrafter, build_rows
+
+    placeholder = pair.target.config.image_token_id
+    prompt = encode(pair.drafter_processor, [Turn("w1 w2", [image])], pair.device, pair.dtype)
+    rows = build_rows(pair.drafter, pair.drafter_processor.tokenizer, prompt, ("M", "T"))
+    drafter = BatchedDrafter(pair.drafter, rows, pair.backend("drafter", 2))
+    drafter.prefill()
+    before = drafter.backend.lengths.clone()
+    drafter.step([7])
+    drafter.step([placeholder])  # drafts 7, <image>, 9: the drafter was fed the first two
+    probs = [torch.full((2, 5), 0.2)] * 3
+    draft = Draft([7, placeholder, 9], probs, [p[0] for p in probs])
+    _keep_image_tokens_out(pair, drafter, draft)
+    assert (draft.tokens, draft.stop, len(draft.row_probs), len(draft.mixed_probs)) == ([7], "image", 1, 1)
+    assert torch.equal(drafter.backend.lengths, before)  # 7 came from the prefill's logits: nothing was fed
+    drafter.step([placeholder])  # drafts <image>, 3
+    first = Draft([placeholder, 3], probs[:2], [p[0] for p in probs[:2]])
+    _keep_image_tokens_out(pair, drafter, first)
+    assert first.tokens == [] and torch.equal(drafter.backend.lengths, before)
