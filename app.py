@@ -432,7 +432,7 @@ def run(pictures, prompt, conversation, preset, methods, mode, rule, window, gam
         mode: "TABED (adaptive weights)", "static ensemble (uniform)" or "single method"
         rule: TABED weight rule: "w-grid", "kld", "tvd" or "hedge"
         window: TABED history window in positions (0 = all)
-        gamma: draft tokens per block (1-16): the most when adaptive, else always this many
+        gamma: draft tokens per block (1-20): the most when adaptive, else always this many
         max_new_tokens: the answer's length limit (1-512)
         temperature: 0 = greedy
         seed: sampling seed

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from .errors import InputError
 
-AUTO_CAP = 16  # adaptive blocks draft at most this many tokens
+AUTO_CAP = 20  # adaptive blocks draft at most this many tokens (transformers drafts up to 20 too)
 INITIAL_THRESHOLD = 0.4
 MISS_COST = 3.0  # stopping before a token that would have been accepted, against drafting one that is not
 HISTORY = 512  # verified draft tokens the threshold is learned from (the most recent)
@@ -31,7 +31,7 @@ STOP_REASONS = {
 
 
 def parse_gamma(text: str | int) -> tuple[int, bool]:
-    """`auto` (adaptive, cap 16), `auto:N` (adaptive, cap N) or `N` (fixed) -> (γ or cap, adaptive)."""
+    """`auto` (adaptive, cap AUTO_CAP), `auto:N` (adaptive, cap N) or `N` (fixed) -> (γ or cap, adaptive)."""
     raw = str(text).strip().lower()
     adaptive = raw.startswith("auto")
     number = raw.removeprefix("auto").removeprefix(":") if adaptive else raw
