@@ -236,6 +236,8 @@ def draft_block(drafter: BatchedDrafter, feed: list[int], gamma: int, weights: t
     prompt (the drafter's prefill), for the first block, which has nothing to feed."""
     adaptive = length is not None and length.adaptive
     draft = Draft([], [], [], stop="cap" if adaptive else "fixed")
+    if adaptive:
+        length.start_block()
     tokens = []
     for _ in range(gamma):
         logits = start if start is not None else drafter.step(feed)
@@ -250,7 +252,7 @@ def draft_block(drafter: BatchedDrafter, feed: list[int], gamma: int, weights: t
         draft.row_probs.append(q_rows)
         draft.mixed_probs.append(q)
         feed = token
-        if adaptive and len(tokens) < gamma and not length.keep_drafting(float(q[token])):
+        if adaptive and not length.keep_drafting(float(q[token])) and len(tokens) < gamma:
             draft.stop = "unsure"
             break
     draft.tokens = torch.cat(tokens).tolist() if tokens else []
@@ -328,7 +330,8 @@ def record_block(run: SpeculativeRun, draft: Draft, verdict: Verdict, weights: t
         target_token_prob=float(verdict.target_probs[accepted, target_token]),
         method_accepted={m: _leading_matches(guesses[m][:gamma], truth) for m in run.methods},
         stop=draft.stop,
-        threshold=run.length.threshold if run.length.adaptive else None,
+        threshold=run.length.min_survival if run.length.adaptive else None,
+        survival=run.length.survival if run.length.adaptive else None,
         **times,
     )
 

@@ -1,30 +1,31 @@
 """How many tokens a block drafts: a fixed γ (the paper's setting), or adaptive up to a cap.
 
-Adaptive drafting stops a block after a draft token the ensemble was unsure of: when its probability
-under the ensemble (every method's opinion, weighted) falls below a threshold, the token is probably
-rejected, and drafting past it is wasted work. The threshold starts where transformers' assisted
-generation starts (0.4) and is learned from this answer's own verifications: each verified draft token
-is a (confidence, accepted) example, and the threshold is the one that would have separated them at the
-least cost, a missed continuation costing `MISS_COST` times a wasted draft step (in rates, as on an
-ROC curve, so that a run of accepted tokens does not drown out the few rejections).
+Adaptive drafting keeps drafting while the block is likely to survive verification. Each draft token's
+confidence (its probability under the ensemble: every method's opinion, weighted) is turned into an
+acceptance estimate, calibrated on this answer's own verifications: every draft token the target judged
+is a (confidence, accepted) example, counted in its confidence bin, starting from the confidence itself
+as the prior. The product of the estimates over the block is the probability that every draft so far
+is accepted; once it falls below `MIN_SURVIVAL` the next draft step would most likely be wasted, and
+the block stops. A drafter that is sure and right drafts long blocks; one that is sure and wrong learns
+that its confidence means less; under sampling at a high temperature blocks stay short.
 """
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 from .errors import InputError
 
 AUTO_CAP = 20  # adaptive blocks draft at most this many tokens (transformers drafts up to 20 too)
-INITIAL_THRESHOLD = 0.4
-MISS_COST = 3.0  # stopping before a token that would have been accepted, against drafting one that is not
-HISTORY = 512  # verified draft tokens the threshold is learned from (the most recent)
-MIN_EXAMPLES = 6
+MIN_SURVIVAL = 0.2  # stop once the block's estimated chance of being accepted whole falls below this
+PRIOR = 2.0  # examples' worth of weight on the confidence itself, in each bin
+BIN_EDGES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
 
 STOP_REASONS = {
     "fixed": "drafted the fixed γ",
     "cap": "drafted up to the cap",
-    "unsure": "the ensemble was unsure of the last draft",
+    "unsure": "the block's estimated chance of being accepted whole fell below the minimum",
     "budget": "max new tokens reached",
     "image": "an image placeholder was drafted: the first block's drafts ride on the prompt's pass",
 }
@@ -45,43 +46,32 @@ def parse_gamma(text: str | int) -> tuple[int, bool]:
 
 @dataclass
 class DraftLength:
-    """One answer's draft-length policy: γ (or the cap) and, when adaptive, the learned threshold."""
+    """One answer's draft-length policy: γ (or the cap) and, when adaptive, the calibration it learns."""
 
     gamma: int
     adaptive: bool
-    threshold: float = INITIAL_THRESHOLD
-    examples: list[tuple[float, bool]] = field(default_factory=list)
+    min_survival: float = MIN_SURVIVAL
+    judged: list[int] = field(default_factory=lambda: [0] * (len(BIN_EDGES) + 1))
+    accepted: list[int] = field(default_factory=lambda: [0] * (len(BIN_EDGES) + 1))
+    survival: float = 1.0  # the current block's estimated chance that every draft so far is accepted
+
+    def acceptance(self, confidence: float) -> float:
+        """The chance a draft of this confidence is accepted, from this answer's verifications so far."""
+        b = bisect.bisect_right(BIN_EDGES, confidence)
+        return (self.accepted[b] + PRIOR * confidence) / (self.judged[b] + PRIOR)
+
+    def start_block(self) -> None:
+        self.survival = 1.0
 
     def keep_drafting(self, confidence: float) -> bool:
-        return not self.adaptive or confidence >= self.threshold
+        """After a draft of this confidence: whether drafting the next token is worth it."""
+        self.survival *= self.acceptance(confidence)
+        return not self.adaptive or self.survival >= self.min_survival
 
     def learn(self, confidences: list[float], accepted: int) -> None:
         """Record one verified block: its draft tokens' confidences and how many were accepted. Tokens
         after the first rejection were never judged by the target and are left out."""
-        if not self.adaptive:
-            return
-        judged = confidences[:accepted + 1]
-        self.examples += [(c, i < accepted) for i, c in enumerate(judged)]
-        del self.examples[:-HISTORY]
-        self.threshold = learned_threshold(self.examples, self.threshold)
-
-
-def learned_threshold(examples: list[tuple[float, bool]], current: float) -> float:
-    """The confidence threshold with the least cost fpr + MISS_COST * fnr over the examples (drafting
-    continues at or above it); `current` until there are enough examples of both outcomes."""
-    positives = sum(ok for _, ok in examples)
-    negatives = len(examples) - positives
-    if len(examples) < MIN_EXAMPLES or not positives or not negatives:
-        return current
-    ordered = sorted(examples, key=lambda e: e[0])
-    best_cost, best = float("inf"), current
-    below_pos = below_neg = 0  # examples under the candidate threshold
-    for index, (confidence, _) in enumerate(ordered):
-        if index == 0 or confidence != ordered[index - 1][0]:
-            cost = (negatives - below_neg) / negatives + MISS_COST * below_pos / positives
-            if cost < best_cost:  # the lowest of equal costs: the longest drafts
-                best_cost, best = cost, confidence
-        below_pos += ordered[index][1]
-        below_neg += not ordered[index][1]
-    cost = MISS_COST * 1.0  # above every example: nothing would be drafted past its first token
-    return best if best_cost <= cost else ordered[-1][0] + 1e-6
+        for index, confidence in enumerate(confidences[:accepted + 1]):
+            b = bisect.bisect_right(BIN_EDGES, confidence)
+            self.judged[b] += 1
+            self.accepted[b] += index < accepted

@@ -46,7 +46,8 @@ class BlockEvent:
     target_token_prob: float
     method_accepted: dict[str, int]  # counterfactual: leading guesses of each method the target agrees with
     stop: str  # why drafting stopped: "fixed" γ, the adaptive "cap", "unsure" ensemble, or the "budget"
-    threshold: float | None  # adaptive drafting: the confidence below which this block stopped drafting
+    threshold: float | None  # adaptive drafting: the least chance of the whole block being accepted to go on
+    survival: float | None  # adaptive drafting: the estimated chance that every draft is accepted
     draft_s: float
     verify_s: float
     weights_s: float

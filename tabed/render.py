@@ -109,10 +109,11 @@ def block_rows(tokenizer, blocks: list[BlockEvent], methods: list[str]) -> list[
 
 
 def draft_length(block: BlockEvent) -> str:
-    """How many tokens the block drafted and why it stopped there, e.g. '3, unsure: 0.31 < 0.40'."""
+    """How many tokens the block drafted and why it stopped there, e.g. '3, unsure: 0.21 < 0.30' (the
+    estimated chance that every draft is accepted fell below the minimum)."""
     count = len(block.draft)
     if block.stop == "unsure":
-        return f"{count}, unsure: {block.draft_probs[-1]:.2f} < {block.threshold:.2f}"
+        return f"{count}, unsure: {block.survival:.2f} < {block.threshold:.2f}"
     return f"{count}, {block.stop}" if block.stop != "fixed" else str(count)
 
 

@@ -63,6 +63,22 @@ def test_run_streams_coloured_tokens_then_metrics_and_exports(tiny_app, image_pa
     assert [f.rsplit("/", 1)[-1] for f in files] == ["tabed-run.json", "tabed-weights.html"]
 
 
+def test_a_stop_that_overtakes_its_run_stops_it_as_it_begins(monkeypatch):
+    """Stop is not queued and Run is: a Stop clicked right after Run may reach the server first."""
+    stops = app.StopFlags()
+    stops.stop("a")  # nothing running yet
+    assert stops.begin("a").is_set() and not stops.begin("b").is_set()
+    assert not stops.begin("a").is_set()  # it stopped one run, not every later one
+    monkeypatch.setattr(app.StopFlags, "EARLY_S", 0.05)
+    stops.stop("c")
+    time.sleep(0.1)
+    assert not stops.begin("c").is_set()  # a Stop long before a Run is forgotten
+    stops.stop("d")
+    time.sleep(0.1)
+    stops.stop("e")
+    assert list(stops.early) == ["e"]  # and not kept
+
+
 def test_a_fixed_gamma_from_the_page_drafts_gamma_tokens(tiny_app):
     state = final(list(tiny_app.run(None, "w1 w2", None, *settings(gamma=3, adaptive=False))))[7]
     blocks = state.last_run["results"]["speculative"]["blocks"]

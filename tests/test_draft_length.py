@@ -4,7 +4,7 @@ import pytest
 
 from tabed.conversation import Turn
 from tabed.decoding import GenerationConfig, autoregressive_generate, collect, speculative_generate
-from tabed.draft_length import AUTO_CAP, INITIAL_THRESHOLD, DraftLength, learned_threshold, parse_gamma
+from tabed.draft_length import AUTO_CAP, MIN_SURVIVAL, DraftLength, parse_gamma
 from tabed.errors import InputError
 from tabed.spec import parse_spec
 
@@ -21,30 +21,33 @@ def test_a_bad_gamma_says_what_is_allowed(text):
         parse_gamma(text)
 
 
-def test_the_threshold_separates_accepted_from_rejected_drafts():
-    examples = [(0.1, False), (0.2, False), (0.3, False), (0.6, True), (0.7, True), (0.9, True)]
-    assert learned_threshold(examples, 0.4) == 0.6  # the lowest threshold that stops before no accepted draft
+def test_acceptance_starts_at_the_confidence_and_learns_from_verifications():
+    length = DraftLength(8, adaptive=True)
+    assert length.acceptance(0.95) == pytest.approx(0.95) and length.acceptance(0.3) == pytest.approx(0.3)
+    for _ in range(8):  # a drafter sure of itself (0.95) and wrong: its first draft is rejected every time
+        length.learn([0.95, 0.95, 0.95], accepted=0)
+    assert length.judged[-2] == 8 and length.accepted[-2] == 0  # only the judged token counts
+    assert length.acceptance(0.95) == pytest.approx(2 * 0.95 / 10)
+    assert length.acceptance(0.3) == pytest.approx(0.3)  # other bins keep their own counts
 
 
-def test_a_missed_continuation_costs_more_than_a_wasted_draft():
-    """One rejected draft among confident accepted ones is not worth stopping before all of them."""
-    examples = [(0.5, True), (0.55, True), (0.6, False), (0.7, True), (0.8, True), (0.9, True)]
-    assert learned_threshold(examples, 0.4) == 0.5
-
-
-def test_the_threshold_waits_for_both_outcomes():
-    assert learned_threshold([(0.9, True)] * 20, 0.4) == 0.4
-    assert learned_threshold([(0.1, False)] * 20, 0.4) == 0.4
-    assert learned_threshold([(0.1, False), (0.9, True)], 0.4) == 0.4  # too few
+def test_a_block_goes_on_while_its_chance_of_surviving_whole_is_high_enough():
+    length = DraftLength(20, adaptive=True, min_survival=0.5)
+    length.start_block()
+    assert [length.keep_drafting(0.9) for _ in range(7)] == [True] * 6 + [False]  # 0.9^7 = 0.48
+    assert length.survival == pytest.approx(0.9 ** 7)
+    length.start_block()
+    assert length.keep_drafting(0.99) and not length.keep_drafting(0.2)
+    fixed = DraftLength(5, adaptive=False)
+    fixed.learn([0.9, 0.1], accepted=0)
+    assert fixed.keep_drafting(0.0)
 
 
 def test_only_tokens_the_target_judged_are_learned_from():
     length = DraftLength(8, adaptive=True)
-    length.learn([0.9, 0.8, 0.3, 0.95, 0.99], accepted=2)  # the third was rejected; the last two never judged
-    assert length.examples == [(0.9, True), (0.8, True), (0.3, False)]
-    fixed = DraftLength(5, adaptive=False)
-    fixed.learn([0.9, 0.1], accepted=0)
-    assert fixed.examples == [] and fixed.keep_drafting(0.0)
+    length.learn([0.92, 0.85, 0.35, 0.95, 0.99], accepted=2)  # the third was rejected; the last two never judged
+    assert sum(length.judged) == 3 and sum(length.accepted) == 2
+    assert length.judged[-1] == 0 and length.judged[-3] == 1  # 0.99 (its own bin) was never judged, 0.92 was
 
 
 @pytest.mark.parametrize("spec", ["M", "tabed-MT"])
@@ -55,13 +58,11 @@ def test_adaptive_blocks_stop_when_the_ensemble_is_unsure_and_say_so(pair, image
     assert result.token_ids == collect(autoregressive_generate(pair, turns, config)).token_ids
     stops = [block.stop for block in result.blocks]
     assert "unsure" in stops and ("cap" in stops or "budget" in stops), stops
-    assert result.blocks[0].threshold == INITIAL_THRESHOLD
-    assert len({block.threshold for block in result.blocks}) > 1  # learned as the answer goes
+    assert len({len(block.draft) for block in result.blocks}) > 2  # lengths vary with the confidence
     for block in result.blocks:
-        confident = [p >= block.threshold for p in block.draft_probs]
-        assert all(confident[:-1])  # drafting went on exactly while the ensemble was sure
-        if block.stop == "unsure":
-            assert not confident[-1] and len(block.draft) < 8
+        assert block.threshold == MIN_SURVIVAL
+        if block.stop == "unsure":  # stopped as soon as the block's chance of surviving whole was too low
+            assert block.survival < MIN_SURVIVAL and len(block.draft) < 8
         elif block.stop == "cap":
             assert len(block.draft) == 8
 
