@@ -5,6 +5,7 @@ with the bundled teaching pair that `python app.py` serves by default."""
 import contextlib
 import os
 import random
+import re
 import time
 from pathlib import Path
 
@@ -130,7 +131,9 @@ def test_the_bundled_pair_answers_the_chart_and_the_odd_pictures_examples_on_the
         expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
         expected = "The capital of Peru is Lima, a city in South America."
         expect(page.locator("#plain-answer")).to_contain_text(expected)
-        expect(page.locator("#tabed-answer .tk-rejected").first).to_be_visible()  # M's drafts miss here
+        alone = {m: float(re.search(rf"if {m} alone had drafted\s+([\d.]+)", page.locator("#metrics").inner_text())[1])
+                 for m in "MT"}
+        assert alone["M"] < alone["T"], alone  # M's drafts miss here (the page shows what each would have kept)
         expect(page.locator("#chat")).to_contain_text("\U0001f5bc\ufe0f " * 4 + "What is the capital of Peru?")
 
 
