@@ -1,0 +1,50 @@
+"""A server that runs for weeks: its memory does not grow with the runs it serves."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from gradio_client import Client
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _resident_mb(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(status.split("VmRSS:")[1].split()[0]) // 1024
+
+
+def test_two_hundred_runs_grow_the_server_by_less_than_a_tenth_after_the_first_twenty():
+    """The app in its own process, on the bundled pair, driven through the API as a user's script would."""
+    port = _free_port()
+    launch = f"import app; app.demo.launch(server_port={port}, quiet=True)"
+    server = subprocess.Popen([sys.executable, "-c", launch], cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+                break
+            except Exception:  # noqa: BLE001 - not listening yet
+                assert server.poll() is None and time.monotonic() < deadline, "the server did not start"
+                time.sleep(0.5)
+        sizes = {}
+        for run in range(1, 201):
+            status = client.predict(prompt=f"w{run % 30} w{run * 7 % 30}", max_new_tokens=16, api_name="/run")[0]
+            assert status.startswith("\u2705 Done"), status
+            if run in (20, 200):
+                sizes[run] = _resident_mb(server.pid)
+        assert sizes[200] < 1.1 * sizes[20], sizes
+    finally:
+        server.terminate()
+        server.wait(30)
