@@ -21,6 +21,7 @@ from .drafter import BatchedDrafter, build_rows
 from .ensemble import WeightHistory, ensemble, uniform_weights
 from .errors import InputError
 from .events import BlockEvent, Event, Finished, GenerationResult, Metrics, Started, TokenEvent
+from .lookup import NgramLookup
 from .models import ModelPair
 from .sampling import (
     choose_token,
@@ -226,29 +227,40 @@ class Verdict:
 
 def draft_block(drafter: BatchedDrafter, feed: list[int], gamma: int, weights: torch.Tensor, methods: int,
                 config: GenerationConfig, generator: torch.Generator, length: DraftLength | None = None,
-                log_probs: bool = False, start: torch.Tensor | None = None) -> Draft:
+                log_probs: bool = False, start: torch.Tensor | None = None,
+                lookup: NgramLookup | None = None) -> Draft:
     """Up to γ batched drafter steps; every row is extended with the ensemble's token.
 
     Each token stays on the device and feeds the next step directly. With a fixed length the steps are
     queued without waiting for one another and the tokens are read back once, at the end; adaptive
     drafting reads each token's confidence to decide whether to go on. `log_probs` keeps each row's
     log-softmax as well (the kld and hedge rules need them). `start`: the rows' logits after the
-    prompt (the drafter's prefill), for the first block, which has nothing to feed."""
+    prompt (the drafter's prefill), for the first block, which has nothing to feed. `lookup`: the
+    model-free method N, the last of the `methods`, with no row of its own."""
     adaptive = length is not None and length.adaptive
     draft = Draft([], [], [], stop="cap" if adaptive else "fixed")
     if adaptive:
         length.start_block()
-    tokens = []
+    tokens, drafted = [], []
+    models = methods - (lookup is not None)
+    model_weights = _renormalized(weights[:models]) if lookup is not None else None  # N's "no opinion"
     for _ in range(gamma):
         logits = start if start is not None else drafter.step(feed)
         start = None
         q_rows = logits_to_probs(logits, config.temperature, config.top_p)
-        q_rows = q_rows.expand(methods, -1) if q_rows.shape[0] < methods else q_rows  # one shared text row
+        q_rows = q_rows.expand(models, -1) if q_rows.shape[0] < models else q_rows  # one shared text row
+        log_q = logits_to_log_probs(logits, config.temperature).expand(models, -1) if log_probs else None
+        if lookup is not None:
+            q_n = lookup.distribution(drafted, ensemble(q_rows, model_weights))
+            q_rows = torch.cat([q_rows, q_n[None]])
+            log_q = torch.cat([log_q, q_n.clamp_min(1e-12).log()[None]]) if log_probs else None
         if log_probs:
-            draft.row_log_probs.append(logits_to_log_probs(logits, config.temperature).expand(methods, -1))
+            draft.row_log_probs.append(log_q)
         q = ensemble(q_rows, weights)
         token = q.argmax().view(1) if is_greedy(config.temperature) else torch.multinomial(q, 1, generator=generator)
         tokens.append(token)
+        if lookup is not None:
+            drafted.append(int(token))  # N looks its next guess up in what was drafted too
         draft.row_probs.append(q_rows)
         draft.mixed_probs.append(q)
         feed = token
@@ -257,6 +269,11 @@ def draft_block(drafter: BatchedDrafter, feed: list[int], gamma: int, weights: t
             break
     draft.tokens = torch.cat(tokens).tolist() if tokens else []
     return draft
+
+
+def _renormalized(weights: torch.Tensor) -> torch.Tensor:
+    total = weights.sum()
+    return weights / total if float(total) > 0 else torch.full_like(weights, 1.0 / weights.shape[0])
 
 
 class ChainVerifier:
@@ -301,6 +318,7 @@ class SpeculativeRun:
     pending: list[int]  # committed tokens the drafter has not seen yet
     history: WeightHistory | None
     length: DraftLength
+    lookup: NgramLookup | None = None  # the model-free method N, when the spec has it
     blocks: list[BlockEvent] = field(default_factory=list)
 
     def weights(self) -> torch.Tensor:
@@ -366,10 +384,11 @@ def speculative_generate(
     session = TargetSession(pair.backend("target"))
     history = (WeightHistory(len(spec.methods), config.rule, config.window, horizon=config.max_new_tokens)
                if spec.dynamic else None)
-    run = SpeculativeRun(spec.methods, [], [], history, DraftLength(config.gamma, config.adaptive))
+    lookup = NgramLookup(prompt.input_ids[0].tolist()) if "N" in spec.methods else None
+    run = SpeculativeRun(spec.methods, [], [], history, DraftLength(config.gamma, config.adaptive), lookup)
     drafter = start = None
     if config.max_new_tokens > 1:  # the drafter's image features and prefill come first: its drafts ride
-        drafter = _start_drafter(pair, draft_prompt, spec.methods if images else ("T",), captions, config)
+        drafter = _start_drafter(pair, draft_prompt, spec.model_methods if images else ("T",), captions, config)
         start = drafter.prefill()  # on the target's prefill
     done = stopped = False
     while not done:
@@ -412,7 +431,7 @@ def _block(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter | None,
     gamma = min(config.gamma, config.max_new_tokens - len(run.out) - 1)
     draft = draft_block(drafter, run.pending, gamma, weights, len(run.methods), config, generator, run.length,
                         log_probs=run.history is not None and run.history.needs_log_q,
-                        start=start if prompt is not None else None)
+                        start=start if prompt is not None else None, lookup=run.lookup)
     if gamma < config.gamma and draft.stop != "unsure":
         draft.stop = "budget"
     if prompt is not None:
@@ -429,6 +448,8 @@ def _block(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter | None,
     truth = draft.tokens[:verdict.accepted] + [verdict.target_token]
     emitted, done = _cut(truth, config.max_new_tokens - len(run.out), pair.eos_token_ids)
     run.out.extend(emitted)
+    if run.lookup is not None:
+        run.lookup.answer = run.out
     times = {"draft_s": verify_start - block_start, "verify_s": verify_end - verify_start, "weights_s": weights_s,
              "elapsed_s": clock.now() - clock.start}
     event = record_block(run, draft, verdict, weights, emitted, times)

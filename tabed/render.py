@@ -21,7 +21,7 @@ KINDS = {
     "bonus": ("#0969da", "bonus token after a fully accepted block"),
     "plain": ("#24292f", "decoded by the target alone"),
 }
-METHOD_COLOURS = {"M": "#1a7f37", "T": "#8250df", "C": "#d4760a", "P": "#0969da"}
+METHOD_COLOURS = {"M": "#1a7f37", "T": "#8250df", "C": "#d4760a", "P": "#0969da", "N": "#6e7781"}
 CONTEXT = 8  # tokens of left context used to decode one token's text (keeps leading spaces right)
 
 

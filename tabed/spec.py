@@ -1,7 +1,8 @@
 """Drafting specs: which drafting methods run as rows, and how their drafts are ensembled.
 
 Users type them as `M`, `T`, `MT`, `MTCP` (static uniform ensemble when several methods are given)
-or `tabed-MT`, `tabed-MTCP` (TABED: weights adapted at test time from past verifications).
+or `tabed-MT`, `tabed-MTCP` (TABED: weights adapted at test time from past verifications); `N`, the
+model-free n-gram lookup, joins any of them (`tabed-MTN`).
 """
 
 from __future__ import annotations
@@ -10,12 +11,13 @@ from dataclasses import dataclass
 
 from .errors import InputError
 
-METHODS = ("M", "T", "C", "P")
+METHODS = ("M", "T", "C", "P", "N")
 METHOD_NAMES = {
     "M": "multimodal (image + prompt)",
     "T": "text-only (image replaced by a newline)",
     "C": "caption (image replaced by 'image: <caption>')",
     "P": "pooled (image features average-pooled 2x2)",
+    "N": "n-gram lookup in the prompt and the answer so far (no model)",
 }
 RULES = ("w-grid", "kld", "tvd", "hedge")
 DEFAULT_SPEC = "tabed-MT"  # what the CLI, the bench and the page use unless told otherwise
@@ -28,6 +30,11 @@ class DraftingSpec:
 
     methods: tuple[str, ...]
     dynamic: bool = False
+
+    @property
+    def model_methods(self) -> tuple[str, ...]:
+        """The methods that are rows of the drafter (all but the model-free N)."""
+        return tuple(m for m in self.methods if m != "N")
 
     @property
     def name(self) -> str:
@@ -53,10 +60,12 @@ def parse_spec(text: str) -> DraftingSpec:
     letters = letters.upper()
     if not letters or any(ch not in METHODS for ch in letters) or len(set(letters)) != len(letters):
         raise InputError(
-            f"unknown drafting spec {text!r}: use letters from M, T, C, P (each once), "
-            "optionally prefixed by 'tabed-', e.g. 'M', 'MT', 'tabed-MTCP'"
+            f"unknown drafting spec {text!r}: use letters from M, T, C, P, N (each once), "
+            "optionally prefixed by 'tabed-', e.g. 'M', 'MT', 'tabed-MTCP', 'tabed-MTN'"
         )
     methods = tuple(m for m in METHODS if m in letters)
+    if methods == ("N",):
+        raise InputError(f"drafting spec {text!r}: N (n-gram lookup) drafts beside a model method, e.g. 'tabed-MTN'")
     if dynamic and len(methods) < 2:
         raise InputError(f"drafting spec {text!r}: TABED needs at least two methods to weigh, e.g. 'tabed-MT'")
     return DraftingSpec(methods=methods, dynamic=dynamic)

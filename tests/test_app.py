@@ -79,6 +79,16 @@ def test_a_stop_that_overtakes_its_run_stops_it_as_it_begins(monkeypatch):
     assert list(stops.early) == ["e"]  # and not kept
 
 
+def test_n_from_the_page_is_its_own_method(tiny_app):
+    outputs = list(tiny_app.run(None, "w1 w2 w1 w2", None, *settings(methods=["M", "T", "N"])))
+    status, *_, figure, blocks, chat, state, files = outputs[-1]
+    assert status.startswith("\u2705 Done")
+    assert "weight of N" in {trace.name for trace in figure.data} and "N guesses" in blocks.value["headers"]
+    result = state.last_run["results"]
+    assert result["speculative"]["spec"] == "tabed-MTN"
+    assert result["speculative"]["token_ids"] == result["autoregressive"]["token_ids"]
+
+
 def test_a_fixed_gamma_from_the_page_drafts_gamma_tokens(tiny_app):
     state = final(list(tiny_app.run(None, "w1 w2", None, *settings(gamma=3, adaptive=False))))[7]
     blocks = state.last_run["results"]["speculative"]["blocks"]
@@ -167,6 +177,7 @@ def test_every_image_mode_runs(tiny_app, tmp_path, mode):
         ("w1", None, {"methods": ["M"]}, "at least two methods"),
         ("w1", None, {"methods": ["M", "T"], "mode": app.MODES[2]}, "uses one method"),
         ("w1", None, {"gamma": 0}, "gamma"),
+        ("w1", None, {"methods": ["N"], "mode": app.MODES[2]}, "beside a model method"),
         (" ".join(["w1"] * 600), None, {}, "exceeds the model's context"),
     ],
 )

@@ -13,7 +13,8 @@ from tabed.draft_length import parse_gamma
 from tabed.sampling import verify_greedy, verify_sampling
 from tabed.spec import parse_spec
 
-SPECS = ["M", "T", "C", "P", "MT", "MTC", "MTP", "MTCP", "tabed-MT", "tabed-MTC", "tabed-MTP", "tabed-MTCP"]
+SPECS = ["M", "T", "C", "P", "MT", "MTC", "MTP", "MTCP", "tabed-MT", "tabed-MTC", "tabed-MTP", "tabed-MTCP",
+         "tabed-MTN"]
 
 
 def conversations(image):
@@ -139,8 +140,9 @@ def _exact_marginals(model, processor, turns, steps, temperature):
     return marginals
 
 
-@pytest.mark.parametrize("gamma, new_tokens", [("2", 4), ("auto:2", 4)])
-def test_speculative_sampling_is_lossless_end_to_end(tokenizer, processor, image, gamma, new_tokens):
+@pytest.mark.parametrize("gamma, new_tokens, spec", [("2", 4, "tabed-MT"), ("auto:2", 4, "tabed-MT"),
+                                                     ("auto:2", 4, "tabed-MTN")])
+def test_speculative_sampling_is_lossless_end_to_end(tokenizer, processor, image, gamma, new_tokens, spec):
     """SD with a drafter unlike the target samples answer tokens with the target's exact marginals; with
     adaptive drafting too, whose draft length depends on the tokens drawn."""
     temperature = 1.0
@@ -148,7 +150,7 @@ def test_speculative_sampling_is_lossless_end_to_end(tokenizer, processor, image
     drafter = sharpen(random_llava(SIZE, tokenizer, seed=4), std=0.4, seed=4)  # unrelated, sure of itself
     target.generation_config.eos_token_id = -1  # no EOS: every run yields all its tokens, as enumerated
     pair = make_pair(target, drafter, processor)
-    turns = [Turn("w1 w2", [image])]
+    turns = [Turn("w1 w2 w1 w2", [image])]  # a repeat for N to look up
     steps = new_tokens - 1
     marginals = _exact_marginals(target, processor, turns, steps=steps, temperature=temperature)
     runs = 1500
@@ -160,7 +162,7 @@ def test_speculative_sampling_is_lossless_end_to_end(tokenizer, processor, image
         length, adaptive = parse_gamma(gamma)
         config = GenerationConfig(max_new_tokens=new_tokens, gamma=length, adaptive=adaptive,
                                   temperature=temperature, seed=seed)
-        result = collect(speculative_generate(pair, turns, parse_spec("tabed-MT"), config))
+        result = collect(speculative_generate(pair, turns, parse_spec(spec), config))
         assert len(result.token_ids) == new_tokens
         for step, token in enumerate(result.token_ids):  # the first too: drafted, verified by the prefill
             counts[step, token] += 1
