@@ -208,8 +208,6 @@ def drafting_spec(methods: list[str], mode: str) -> DraftingSpec:
     chosen = tuple(m for m in METHOD_NAMES if m in (methods or []))
     if not chosen:
         raise InputError("tick at least one drafting method (M, T, C, P or N)")
-    if chosen == ("N",):
-        raise InputError("N (n-gram lookup) drafts beside a model method: tick M, T, C or P too")
     if mode == MODES[2]:
         if len(chosen) != 1:
             raise InputError(f"single-method drafting uses one method; {len(chosen)} are ticked")

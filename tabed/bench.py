@@ -287,13 +287,13 @@ def overall(scenarios: dict) -> dict:
     """Per spec over every scenario: decode and walltime speedup over AR, and speed against the best peer
     of each scenario (summed seconds, so that long scenarios weigh what they cost)."""
     out = {}
+    best = [_best_peer_walltime(s) for s in scenarios.values()]
     for spec in dict.fromkeys(spec for s in scenarios.values() for spec in s["specs"]):
         rows = [s["specs"][spec] for s in scenarios.values() if spec in s["specs"]]
         out[spec] = {"speedup_vs_ar": pooled((r["ar_decode_s"] for r in rows), (r["decode_s"] for r in rows)),
                      "walltime_speedup_vs_ar": pooled((r["ar_walltime_s"] for r in rows),
                                                       (r["walltime_s"] for r in rows))}
         out[spec]["failed"] = sum(r["failed"] for r in rows)
-        best = [_best_peer_walltime(s) for s in scenarios.values()]
         if len(rows) == len(scenarios) and not out[spec]["failed"] and None not in best:
             out[spec]["speedup_vs_peer"] = pooled(best, (s["specs"][spec]["walltime_s"] for s in scenarios.values()))
     return out
@@ -307,7 +307,7 @@ def goals(summary: dict, tabed: str = DEFAULT_SPEC, singles: tuple[str, ...] = (
                             for s in scenarios.values()):
         return []
     mine = {name: s["specs"][tabed] for name, s in scenarios.items()}
-    whole = overall(scenarios)[tabed]
+    whole = summary["overall"][tabed]
     worst = min(mine[name]["block_efficiency"] / max(s["specs"][m]["block_efficiency"] for m in singles)
                 for name, s in scenarios.items())
     base = mean(average[m]["block_efficiency"] for m in singles)

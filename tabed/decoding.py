@@ -17,7 +17,7 @@ import torch
 from . import conversation
 from .captioning import Captioner, captioner_for
 from .draft_length import AUTO_CAP, DraftLength
-from .drafter import BatchedDrafter, build_rows
+from .drafter import BatchedDrafter, build_rows, image_token_id
 from .ensemble import WeightHistory, ensemble, uniform_weights
 from .errors import InputError
 from .events import BlockEvent, Event, Finished, GenerationResult, Metrics, Started, TokenEvent
@@ -208,7 +208,7 @@ class Draft:
     row_probs: list[torch.Tensor]  # per position: each method's distribution (K, V)
     mixed_probs: list[torch.Tensor]  # per position: the ensemble's distribution (V,)
     row_log_probs: list[torch.Tensor] = field(default_factory=list)  # per position (K, V), for log-loss rules
-    stop: str = "fixed"  # why drafting stopped: a key of draft_length.STOP_REASONS
+    stop: str = "fixed"  # why drafting stopped (see BlockEvent.stop)
 
     def truncate(self, count: int, why: str) -> None:
         self.tokens, self.stop = self.tokens[:count], why
@@ -384,8 +384,9 @@ def speculative_generate(
     session = TargetSession(pair.backend("target"))
     history = (WeightHistory(len(spec.methods), config.rule, config.window, horizon=config.max_new_tokens)
                if spec.dynamic else None)
-    lookup = NgramLookup(prompt.input_ids[0].tolist()) if "N" in spec.methods else None
-    run = SpeculativeRun(spec.methods, [], [], history, DraftLength(config.gamma, config.adaptive), lookup)
+    out: list[int] = []
+    lookup = NgramLookup(prompt.input_ids[0].tolist(), out) if "N" in spec.methods else None
+    run = SpeculativeRun(spec.methods, out, [], history, DraftLength(config.gamma, config.adaptive), lookup)
     drafter = start = None
     if config.max_new_tokens > 1:  # the drafter's image features and prefill come first: its drafts ride
         drafter = _start_drafter(pair, draft_prompt, spec.model_methods if images else ("T",), captions, config)
@@ -448,8 +449,6 @@ def _block(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter | None,
     truth = draft.tokens[:verdict.accepted] + [verdict.target_token]
     emitted, done = _cut(truth, config.max_new_tokens - len(run.out), pair.eos_token_ids)
     run.out.extend(emitted)
-    if run.lookup is not None:
-        run.lookup.answer = run.out
     times = {"draft_s": verify_start - block_start, "verify_s": verify_end - verify_start, "weights_s": weights_s,
              "elapsed_s": clock.now() - clock.start}
     event = record_block(run, draft, verdict, weights, emitted, times)
@@ -460,7 +459,7 @@ def _block(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter | None,
 def _keep_image_tokens_out(pair: ModelPair, drafter: BatchedDrafter | None, draft: Draft) -> None:
     """Drafts ride on the prompt's pass, where the model counts image placeholders against its image
     features: a drafted placeholder token (a random model's, never a trained one's) ends the draft."""
-    placeholder = getattr(pair.target.config, "image_token_id", None)
+    placeholder = image_token_id(pair.target)
     if placeholder not in draft.tokens:
         return
     keep = draft.tokens.index(placeholder)

@@ -22,15 +22,6 @@ MIN_SURVIVAL = 0.2  # stop once the block's estimated chance of being accepted w
 PRIOR = 2.0  # examples' worth of weight on the confidence itself, in each bin
 BIN_EDGES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
 
-STOP_REASONS = {
-    "fixed": "drafted the fixed γ",
-    "cap": "drafted up to the cap",
-    "unsure": "the block's estimated chance of being accepted whole fell below the minimum",
-    "budget": "max new tokens reached",
-    "image": "an image placeholder was drafted: the first block's drafts ride on the prompt's pass",
-}
-
-
 def parse_gamma(text: str | int) -> tuple[int, bool]:
     """`auto` (adaptive, cap AUTO_CAP), `auto:N` (adaptive, cap N) or `N` (fixed) -> (γ or cap, adaptive)."""
     raw = str(text).strip().lower()

@@ -93,7 +93,8 @@ class WeightHistory:
             return
         p = p.float()
         q = q.float()
-        log_q = torch.log(q.clamp_min(_EPS)) if log_q is None else log_q.float()
+        if self.needs_log_q:
+            log_q = torch.log(q.clamp_min(_EPS)) if log_q is None else log_q.float()
         if self.rule == "kld":
             stats = kl_divergence(p[:, None, :], q, log_q)  # (n, K)
         elif self.rule == "hedge":

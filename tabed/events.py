@@ -45,7 +45,9 @@ class BlockEvent:
     target_probs: list[float]  # the target's probability of each draft token
     target_token_prob: float
     method_accepted: dict[str, int]  # counterfactual: leading guesses of each method the target agrees with
-    stop: str  # why drafting stopped: "fixed" γ, the adaptive "cap", "unsure" ensemble, or the "budget"
+    stop: str  # why drafting stopped: "fixed" γ, the adaptive "cap", "unsure" (the block's chance of being
+    # accepted whole fell below `threshold`), the "budget" of max new tokens, or an "image" placeholder drafted
+    # in the first block (its drafts ride on the prompt's pass, which counts placeholders)
     threshold: float | None  # adaptive drafting: the least chance of the whole block being accepted to go on
     survival: float | None  # adaptive drafting: the estimated chance that every draft is accepted
     draft_s: float

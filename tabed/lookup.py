@@ -25,11 +25,13 @@ def ngram_continuation(context: list[int], max_n: int = MAX_NGRAM) -> int | None
 
 
 class NgramLookup:
-    """The N row of one answer: the prompt's tokens and the committed answer, looked up at every draft."""
+    """The N row of one answer: the prompt's tokens and the committed answer (the decoding loop's own list,
+    read as it grows), looked up at every draft."""
 
-    def __init__(self, prompt_ids: list[int], max_n: int = MAX_NGRAM, smoothing: float = SMOOTHING) -> None:
+    def __init__(self, prompt_ids: list[int], answer: list[int], max_n: int = MAX_NGRAM,
+                 smoothing: float = SMOOTHING) -> None:
         self.prompt_ids = list(prompt_ids)
-        self.answer: list[int] = []
+        self.answer = answer
         self.max_n, self.smoothing = max_n, smoothing
 
     def distribution(self, drafted: list[int], others: torch.Tensor) -> torch.Tensor:

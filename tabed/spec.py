@@ -31,6 +31,10 @@ class DraftingSpec:
     methods: tuple[str, ...]
     dynamic: bool = False
 
+    def __post_init__(self) -> None:
+        if not self.model_methods:
+            raise InputError("N (n-gram lookup) drafts beside a model method: add M, T, C or P, e.g. 'tabed-MTN'")
+
     @property
     def model_methods(self) -> tuple[str, ...]:
         """The methods that are rows of the drafter (all but the model-free N)."""
@@ -64,8 +68,6 @@ def parse_spec(text: str) -> DraftingSpec:
             "optionally prefixed by 'tabed-', e.g. 'M', 'MT', 'tabed-MTCP', 'tabed-MTN'"
         )
     methods = tuple(m for m in METHODS if m in letters)
-    if methods == ("N",):
-        raise InputError(f"drafting spec {text!r}: N (n-gram lookup) drafts beside a model method, e.g. 'tabed-MTN'")
     if dynamic and len(methods) < 2:
         raise InputError(f"drafting spec {text!r}: TABED needs at least two methods to weigh, e.g. 'tabed-MT'")
     return DraftingSpec(methods=methods, dynamic=dynamic)

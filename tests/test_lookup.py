@@ -19,12 +19,11 @@ def test_the_longest_suffix_that_occurred_before_gives_the_guess():
 
 def test_n_is_a_smoothed_point_mass_or_the_others_mixture():
     others = torch.tensor([0.1, 0.2, 0.3, 0.4])
-    lookup = NgramLookup([1, 2, 0, 3], smoothing=0.2)
-    lookup.answer = [1]
+    lookup = NgramLookup([1, 2, 0, 3], [1], smoothing=0.2)
     guess = lookup.distribution([2], others)  # "1 2" was followed by 0
     assert guess.tolist() == pytest.approx([0.85, 0.05, 0.05, 0.05]) and guess.sum().item() == pytest.approx(1.0)
     assert lookup.distribution([3], others).argmax() == 1  # "1 3" never occurred; "3" did, followed by 1
-    assert torch.equal(NgramLookup([0, 1, 2]).distribution([3], others), others)  # nothing to look up: no opinion
+    assert torch.equal(NgramLookup([0, 1, 2], []).distribution([3], others), others)  # nothing to look up: no opinion
 
 
 def test_n_needs_a_model_method_beside_it():
