@@ -166,7 +166,8 @@ def metrics_rows(speculative: Metrics | None, autoregressive: Metrics | None, un
     if speculative is not None:
         for method, efficiency in speculative.method_block_efficiency.items():
             rows.append([f"block efficiency if {method} alone had drafted", f"{efficiency:.2f}", "—"])
-        rows.append(["draft / verify time (s)", f"{speculative.draft_s:.3f} / {speculative.verify_s:.3f}", "—"])
+        rows.append(["draft / verify time after the prompt's pass (s)",
+                     f"{speculative.draft_s:.3f} / {speculative.verify_s:.3f}", "—"])
     if speculative is not None and autoregressive is not None and speculative.decode_s > 0:
         speedup = f"{autoregressive.decode_s / speculative.decode_s:.2f}×"
         rows.insert(0, ["speedup (decode time)", speedup + (" (unreliable: machine busy)" if unreliable else ""),
