@@ -8,10 +8,14 @@ Both the target (batch 1) and the batched drafter (K rows, left-padded) go throu
   lengths in place: entries past the length are masked by causality and overwritten later.
   Without CUDA (or when capture fails) the same code runs eagerly and gives the dynamic path's tokens.
 
-Every backend returns logits on the pair's vocabulary with the suppressed tokens masked.
+Every backend returns logits on the pair's vocabulary with the suppressed tokens masked. A forward may
+append a token tree instead of a sequence (`TreeLayout`: each token sees only its ancestors among the
+tree's tokens, at its depth's position), and `keep` then compacts the cache to one path of the tree.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache, StaticCache
@@ -31,9 +35,64 @@ def fit_logits(logits: torch.Tensor, vocab_size: int | None, suppressed: torch.T
     return logits
 
 
-def prefill_positions(mask: torch.Tensor) -> torch.Tensor:
-    """Position ids of a left-padded batch: 0 at each row's first real token."""
-    return (mask.cumsum(dim=-1) - 1).clamp_min(0)
+@dataclass
+class TreeLayout:
+    """How the appended tokens of a tree forward sit: token i's position is the tree's first position
+    plus `offsets[i]`; among the last `span` cache entries (the tree's tokens so far, these included),
+    token i sees entry j only where `visible[i, j]` (its ancestors and itself); all before them it sees."""
+
+    offsets: torch.Tensor  # (q,) long
+    visible: torch.Tensor  # (q, span) bool
+
+    @property
+    def span(self) -> int:
+        return int(self.visible.shape[1])
+
+
+def tree_attend(attend: torch.Tensor, layout: TreeLayout) -> torch.Tensor:
+    """`attend` (B, 1, q, L) with its last `span` columns limited to what each tree token may see."""
+    attend = attend.clone()
+    attend[..., -layout.span:] &= layout.visible.to(attend.device)
+    return attend
+
+
+def _keep_entries(layers, base: int, count: int, offsets: list[int]) -> None:
+    """Move the entries at `base + offsets` of each layer's keys and values (B, H, slots, D) to `base`
+    onwards, in order: the cache's tree, of `count` entries from `base`, compacted to one path."""
+    if offsets == list(range(len(offsets))):
+        return
+    source = torch.tensor(offsets, dtype=torch.long) + base
+    for layer in layers:
+        for tensor in (layer.keys, layer.values):
+            source = source.to(tensor.device)
+            tensor[..., base:base + len(offsets), :] = tensor[..., source, :]
+
+
+def prefill_positions(mask: torch.Tensor, layout: TreeLayout | None = None) -> torch.Tensor:
+    """Position ids of a left-padded batch: 0 at each row's first real token; a tree after the prompt
+    (its last `layout.span` tokens) at its depths' positions."""
+    positions = (mask.cumsum(dim=-1) - 1).clamp_min(0)
+    if layout is None:
+        return positions
+    first = mask.shape[1] - layout.span
+    return torch.cat([positions[:, :first], positions[:, first - 1:first] + 1 + layout.offsets.to(mask.device)[None]],
+                     dim=1)
+
+
+def limit_to_tree(attend: torch.Tensor, layout: TreeLayout | None) -> torch.Tensor:
+    """A prompt pass's `attend` (B, 1, L, slots) with its last `span` queries, a tree after the prompt,
+    limited to their ancestors among the tree's tokens."""
+    if layout is None:
+        return attend
+    width, first = attend.shape[2], attend.shape[2] - layout.span
+    attend = attend.clone()
+    attend[..., first:, first:width] &= layout.visible.to(attend.device)
+    return attend
+
+
+def additive(attend: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A boolean attention pattern as the float mask attention takes as it is: 0 where attended."""
+    return torch.zeros(attend.shape, dtype=dtype, device=attend.device).masked_fill_(~attend, torch.finfo(dtype).min)
 
 
 class DynamicBackend:
@@ -49,35 +108,53 @@ class DynamicBackend:
         self.padded = False  # without padding no mask is passed: attention takes its plain causal path
 
     @torch.inference_mode()
-    def prefill(self, mask: torch.Tensor, keep: int = 1, **inputs) -> torch.Tensor:
-        """Run the prompt (ids or embeddings, plus any image inputs); the last `keep` logits (B, keep, V)."""
+    def prefill(self, mask: torch.Tensor, keep: int = 1, layout: TreeLayout | None = None, **inputs) -> torch.Tensor:
+        """Run the prompt (ids or embeddings, plus any image inputs), ending with a tree when `layout`
+        says so; the last `keep` logits (B, keep, V)."""
         self.cache = DynamicCache(config=self.model.config)
-        out = self.model(**inputs, attention_mask=mask, position_ids=prefill_positions(mask),
+        attention = mask
+        if layout is not None:
+            slots = torch.arange(mask.shape[1], device=mask.device)
+            causal, itself = slots[None, :] <= slots[:, None], slots[None, :] == slots[:, None]
+            attend = (mask.bool()[:, None, None, :] & causal) | itself
+            attention = additive(limit_to_tree(attend, layout), self.model.dtype)
+        out = self.model(**inputs, attention_mask=attention, position_ids=prefill_positions(mask, layout),
                          past_key_values=self.cache, use_cache=True, logits_to_keep=keep)
         self.mask, self.lengths, self.padded = mask, mask.sum(dim=-1), not bool(mask.all())
         return fit_logits(out.logits[:, -keep:], self.vocab_size, self.suppressed)
 
     @torch.inference_mode()
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        """Append ids (B, q) to every row; logits (B, q, V)."""
+    def forward(self, ids: torch.Tensor, layout: TreeLayout | None = None) -> torch.Tensor:
+        """Append ids (B, q) to every row, a sequence or a tree (`layout`); logits (B, q, V)."""
         count = ids.shape[1]
         self.mask = torch.cat([self.mask, self.mask.new_ones(ids.shape)], dim=1)
-        positions = self.lengths[:, None] + torch.arange(count, device=ids.device)
-        out = self.model(input_ids=ids, attention_mask=self._float_mask(count) if self.padded else None,
-                         position_ids=positions, past_key_values=self.cache, use_cache=True)
+        if layout is None:
+            positions = self.lengths[:, None] + torch.arange(count, device=ids.device)
+        else:
+            positions = self.lengths[:, None] - (layout.span - count) + layout.offsets.to(ids.device)[None]
+        mask = self._float_mask(count, layout) if self.padded or layout is not None else None
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=self.cache,
+                         use_cache=True)
         self.lengths = self.lengths + count
         return fit_logits(out.logits, self.vocab_size, self.suppressed)
 
-    def _float_mask(self, count: int) -> torch.Tensor:
-        """(B, 1, count, cached length) additive mask for the last `count` tokens: causal, padding hidden.
-        Taken as it is by attention, it saves transformers building one from the 2-D mask at every step
-        (a quarter of a small drafter's step on a CPU)."""
+    def _float_mask(self, count: int, layout: TreeLayout | None = None) -> torch.Tensor:
+        """(B, 1, count, cached length) additive mask for the last `count` tokens: causal (or the tree's
+        `layout`), padding hidden. Taken as it is by attention, it saves transformers building one from
+        the 2-D mask at every step (a quarter of a small drafter's step on a CPU)."""
         length = self.mask.shape[1]
         slots = torch.arange(length, device=self.mask.device)
         attend = (self.mask.bool()[:, None, None, :]
                   & (slots[None, None, None, :] <= slots[length - count:][None, None, :, None]))
-        return torch.zeros(attend.shape, dtype=self.model.dtype, device=self.mask.device).masked_fill_(
-            ~attend, torch.finfo(self.model.dtype).min)
+        if layout is not None:
+            attend = tree_attend(attend, layout)
+        return additive(attend, self.model.dtype)
+
+    @torch.inference_mode()
+    def keep(self, count: int, offsets: list[int]) -> None:
+        """Of the last `count` tokens (a tree), keep those at `offsets` (ascending, a path), in order."""
+        _keep_entries(self.cache.layers, self.mask.shape[1] - count, count, offsets)
+        self.rewind(count - len(offsets))
 
     def rewind(self, count: int) -> None:
         """Forget the last `count` tokens of every row."""
@@ -105,7 +182,6 @@ class StaticBackend:
         self.slots = torch.arange(max_len, device=device)
         self.valid = torch.ones(batch, max_len, dtype=torch.bool, device=device)  # False on left padding
         self.pads = torch.zeros(batch, 1, dtype=torch.long, device=device)  # left padding per row
-        self.min = torch.finfo(model.dtype).min
         self._inputs: dict[int, torch.Tensor] = {}  # query length -> fixed-address ids (B, q)
         self._graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
 
@@ -113,8 +189,9 @@ class StaticBackend:
         return [layer.cumulative_length for layer in self.cache.layers]
 
     @torch.inference_mode()
-    def prefill(self, mask: torch.Tensor, keep: int = 1, **inputs) -> torch.Tensor:
-        """Start a request: reset the cache and run the prompt eagerly; the last `keep` logits (B, keep, V)."""
+    def prefill(self, mask: torch.Tensor, keep: int = 1, layout: TreeLayout | None = None, **inputs) -> torch.Tensor:
+        """Start a request: reset the cache and run the prompt eagerly (ending with a tree when `layout`
+        says so); the last `keep` logits (B, keep, V)."""
         if mask.shape[0] != self.batch or mask.shape[1] >= self.max_len:
             raise ValueError(f"prefill of {tuple(mask.shape)} does not fit a cache of {self.batch} x {self.max_len}")
         for length in self._lengths():
@@ -123,19 +200,22 @@ class StaticBackend:
         self.valid.fill_(True)
         self.valid[:, :width] = mask.bool()
         self.pads.copy_((mask == 0).sum(dim=-1, keepdim=True))
-        out = self.model(**inputs, attention_mask=self._mask(self.slots[:width]), position_ids=prefill_positions(mask),
-                         past_key_values=self.cache, use_cache=True, logits_to_keep=keep)
+        attend = limit_to_tree(self._attend(self.slots[:width]), layout)
+        out = self.model(**inputs, attention_mask=additive(attend, self.model.dtype),
+                         position_ids=prefill_positions(mask, layout), past_key_values=self.cache, use_cache=True,
+                         logits_to_keep=keep)
         return fit_logits(out.logits[:, -keep:], self.vocab_size, self.suppressed)
 
-    def _mask(self, query: torch.Tensor) -> torch.Tensor:
-        """(B, 1, q, max_len) float mask for queries at cache slots `query`: 0 where attended.
-
-        A query sees the valid slots up to its own; a padding query sees only itself, so that no row is
-        fully masked (that would give NaN keys and values in the padding slots). A float mask is taken
-        as it is by every attention implementation."""
+    def _attend(self, query: torch.Tensor) -> torch.Tensor:
+        """(B, 1, q, max_len): what queries at cache slots `query` see. A query sees the valid slots up to
+        its own; a padding query sees only itself, so that no row is fully masked (that would give NaN
+        keys and values in the padding slots)."""
         slots, query = self.slots[None, None, None, :], query[None, None, :, None]
-        attend = (self.valid[:, None, None, :] & (slots <= query)) | (slots == query)
-        return torch.zeros(attend.shape, dtype=self.model.dtype, device=query.device).masked_fill_(~attend, self.min)
+        return (self.valid[:, None, None, :] & (slots <= query)) | (slots == query)
+
+    def _mask(self, query: torch.Tensor) -> torch.Tensor:
+        """`_attend` as a float mask, which every attention implementation takes as it is."""
+        return additive(self._attend(query), self.model.dtype)
 
     def _run(self, ids: torch.Tensor) -> torch.Tensor:
         """One forward of ids (B, q) at the cache's length; only device ops, so it can be captured."""
@@ -145,9 +225,24 @@ class StaticBackend:
                          past_key_values=self.cache, use_cache=True)
         return fit_logits(out.logits, self.vocab_size, self.suppressed)
 
+    def _run_tree(self, ids: torch.Tensor, layout: TreeLayout) -> torch.Tensor:
+        """One eager forward of a tree (B, q) at the cache's length."""
+        count = ids.shape[1]
+        length = int(self.cache.layers[0].cumulative_length)
+        first = length - (layout.span - count)  # the tree's first cache slot
+        attend = self._attend(length + torch.arange(count, device=ids.device))
+        attend = torch.cat([tree_attend(attend[..., :length + count], layout), attend[..., length + count:]], dim=-1)
+        positions = first + layout.offsets.to(ids.device)[None, :] - self.pads
+        out = self.model(input_ids=ids, attention_mask=additive(attend, self.model.dtype), position_ids=positions,
+                         past_key_values=self.cache, use_cache=True)
+        return fit_logits(out.logits, self.vocab_size, self.suppressed)
+
     @torch.inference_mode()
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        """Append ids (B, q) to every row; logits (B, q, V), a copy the next forward leaves alone."""
+    def forward(self, ids: torch.Tensor, layout: TreeLayout | None = None) -> torch.Tensor:
+        """Append ids (B, q) to every row, a sequence or a tree (`layout`, eager: its shape changes from
+        block to block); logits (B, q, V), a copy the next forward leaves alone."""
+        if layout is not None:
+            return self._run_tree(ids, layout)
         count = ids.shape[1]
         graph = self._graph(count) if self.graphs else None
         if graph is None:
@@ -183,6 +278,12 @@ class StaticBackend:
         with torch.cuda.graph(graph):
             out = self._run(ids)
         return graph, out
+
+    @torch.inference_mode()
+    def keep(self, count: int, offsets: list[int]) -> None:
+        """Of the last `count` tokens (a tree), keep those at `offsets` (ascending, a path), in order."""
+        _keep_entries(self.cache.layers, int(self.cache.layers[0].cumulative_length) - count, count, offsets)
+        self.rewind(count - len(offsets))
 
     @torch.inference_mode()
     def rewind(self, count: int) -> None:

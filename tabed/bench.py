@@ -133,9 +133,17 @@ class Run:
 
 
 def bench_spec(text: str, config: GenerationConfig) -> tuple[DraftingSpec, GenerationConfig]:
-    """A bench row: a drafting spec, optionally with its own weight rule after '/' (`tabed-MT/hedge`) and
-    its own draft length after '@' (`tabed-MT@5`: always 5 tokens, the paper's setting; `tabed-MT@auto:8`);
-    else the bench's."""
+    """A bench row: a drafting spec, optionally with its own weight rule after '/' (`tabed-MT/hedge`), its
+    own draft length after '@' (`tabed-MT@5`: always 5 tokens, the paper's setting; `tabed-MT@auto:8`)
+    and its own token trees after '+tree' (`tabed-MT+tree2`: width 2; `tabed-MT+tree2:methods`: and the
+    "methods" policy); else the bench's."""
+    text, _, tree = text.partition("+tree")
+    if tree:
+        width, _, policy = tree.partition(":")
+        if not width.isdigit():
+            raise InputError(f"bench row {text}+tree{tree}: give the tree width as a number, e.g. +tree2")
+        config = replace(config, tree_width=int(width), tree_policy=policy or config.tree_policy)
+        GenerationConfig(**asdict(config))  # check the width and policy now
     name, _, gamma = text.partition("@")
     name, _, rule = name.partition("/")
     if rule:

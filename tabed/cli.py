@@ -15,6 +15,7 @@ from .draft_length import AUTO_CAP, parse_gamma
 from .errors import TabedError
 from .models import PRESETS, load_pair, load_preset
 from .spec import DEFAULT_SPEC, RULES, parse_spec
+from .tree import TREE_POLICIES
 
 BENCH_SPECS = ",".join(dict.fromkeys(["M", "T", "MT", "tabed-MT@5", DEFAULT_SPEC]))  # always the default spec
 GAMMA_HELP = (f"draft tokens per block: 'auto' (default: adaptive, at most {AUTO_CAP}; drafting stops early when "
@@ -35,12 +36,25 @@ def _add_generate(sub) -> None:
     d.add_argument("--rule", default="w-grid", choices=RULES, help="TABED weight rule (default: w-grid)")
     d.add_argument("--window", type=int, default=0, help="TABED history window in positions, 0 = all")
     d.add_argument("--gamma", default="auto", help=GAMMA_HELP)
+    _add_tree_arguments(d)
     d.add_argument("--max-new-tokens", type=int, default=128)
     d.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     d.add_argument("--top-p", type=float, default=1.0)
     d.add_argument("--seed", type=int, default=0)
     p.add_argument("--compare-ar", action="store_true", help="also decode with the target alone and time both")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+
+
+def _add_tree_arguments(p) -> None:
+    p.add_argument("--tree-width", type=int, default=1,
+                   help="1 (default): a chain of drafts per block; 2-4: a token tree that expands this many "
+                        "nodes per depth, verified in one target forward")
+    p.add_argument("--tree-policy", default="ensemble", choices=TREE_POLICIES,
+                   help="a tree node's children: the ensemble's top tokens (default) or each method's own top-1")
+
+
+def _tree(args) -> dict:
+    return {"tree_width": args.tree_width, "tree_policy": args.tree_policy}
 
 
 def _add_pair_arguments(p) -> None:
@@ -69,6 +83,7 @@ def _add_bench(sub) -> None:
     p.add_argument("--suite", help="JSONL suite of cases (default: assets/bench/teaching.jsonl)")
     p.add_argument("--drafting", default=BENCH_SPECS, help=f"comma-separated specs (default: {BENCH_SPECS})")
     p.add_argument("--gamma", default="auto", help=GAMMA_HELP)
+    _add_tree_arguments(p)
     p.add_argument("--max-new-tokens", type=int, default=96)
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     p.add_argument("--seed", type=int, default=0)
@@ -122,7 +137,7 @@ def generate(args) -> dict:
     spec = parse_spec(args.drafting)
     config = GenerationConfig(
         max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p, seed=args.seed,
-        **_gamma(args), rule=args.rule, window=args.window,
+        **_gamma(args), **_tree(args), rule=args.rule, window=args.window,
     )
     images = [load_image(path) for path in args.image or []]
     pair = _load(args, quiet=args.json)
@@ -177,7 +192,7 @@ def bench(args) -> dict:
     if args.limit is not None and args.limit < 1:
         raise TabedError(f"--limit must be at least 1, got {args.limit}")
     config = GenerationConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
-                              **_gamma(args))
+                              **_gamma(args), **_tree(args))
     settings = BenchSettings(Path(args.suite) if args.suite else default_suite(),
                              [s.strip() for s in args.drafting.split(",") if s.strip()], config, Path(args.out),
                              peer=args.peer, limit=args.limit, overhead=not args.no_overhead)

@@ -15,23 +15,19 @@ from dataclasses import dataclass, field
 import torch
 
 from . import conversation
+from .backends import TreeLayout
 from .captioning import Captioner, captioner_for
+from .chain import ChainVerifier, Draft, Verdict, draft_block
 from .draft_length import AUTO_CAP, DraftLength
 from .drafter import BatchedDrafter, build_rows, image_token_id
-from .ensemble import WeightHistory, ensemble, uniform_weights
+from .ensemble import WeightHistory, uniform_weights
 from .errors import InputError
 from .events import BlockEvent, Event, Finished, GenerationResult, Metrics, Started, TokenEvent
 from .lookup import NgramLookup
 from .models import ModelPair
-from .sampling import (
-    choose_token,
-    is_greedy,
-    logits_to_log_probs,
-    logits_to_probs,
-    verify_greedy,
-    verify_sampling,
-)
+from .sampling import choose_token, logits_to_probs
 from .spec import RULES, DraftingSpec
+from .tree import TREE_POLICIES, DraftTree, TreeVerifier, draft_tree
 
 
 @dataclass
@@ -46,6 +42,8 @@ class GenerationConfig:
     adaptive: bool = True  # stop a block's draft early when the ensemble is unsure (see draft_length.py)
     rule: str = "w-grid"  # TABED weight rule: w-grid, kld, tvd or hedge
     window: int = 0  # TABED history window in positions, 0 = all
+    tree_width: int = 1  # 1: a chain of drafts; D > 1: token trees, D nodes expanded per depth (see tree.py)
+    tree_policy: str = "ensemble"  # how a tree node's children are chosen: "ensemble" or "methods"
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_new_tokens <= 4096:
@@ -58,6 +56,10 @@ class GenerationConfig:
             raise InputError(f"top-p must be in (0, 1], got {self.top_p}")
         if self.rule not in RULES:
             raise InputError(f"unknown weight rule {self.rule!r}: choose one of {', '.join(RULES)}")
+        if not 1 <= self.tree_width <= 4:
+            raise InputError(f"tree width must be between 1 (a chain) and 4, got {self.tree_width}")
+        if self.tree_policy not in TREE_POLICIES:
+            raise InputError(f"unknown tree policy {self.tree_policy!r}: choose one of {', '.join(TREE_POLICIES)}")
         if self.window < 0:
             raise InputError(f"history window must be >= 0 (0 keeps all), got {self.window}")
 
@@ -92,22 +94,29 @@ class TargetSession:
     def __init__(self, backend) -> None:
         self.backend = backend
 
-    def prefill(self, prompt: conversation.EncodedPrompt, drafts: list[int] = ()) -> torch.Tensor:
-        """The prompt's pass, with any draft tokens after it: logits (len(drafts) + 1, V), the first
-        scoring the answer's first token."""
+    def prefill(self, prompt: conversation.EncodedPrompt, drafts: list[int] = (),
+                layout: TreeLayout | None = None) -> torch.Tensor:
+        """The prompt's pass, with any draft tokens after it (a chain, or a tree laid out by `layout`):
+        logits (len(drafts) + 1, V), the first scoring the answer's first token."""
         ids = prompt.input_ids
         if drafts:
             ids = torch.cat([ids, torch.tensor([list(drafts)], dtype=ids.dtype, device=ids.device)], dim=1)
         mask = torch.ones_like(ids)
-        return self.backend.prefill(mask, keep=len(drafts) + 1, input_ids=ids, **prompt.image_inputs)[0]
+        return self.backend.prefill(mask, keep=len(drafts) + 1, layout=layout, input_ids=ids,
+                                    **prompt.image_inputs)[0]
 
-    def forward(self, tokens: list[int]) -> torch.Tensor:
-        """Logits (len(tokens), V): position i scores the token after tokens[i]."""
+    def forward(self, tokens: list[int], layout: TreeLayout | None = None) -> torch.Tensor:
+        """Logits (len(tokens), V): position i scores the token after tokens[i] (after token i of a tree
+        laid out by `layout`)."""
         device = self.backend.model.device
-        return self.backend.forward(torch.tensor([tokens], dtype=torch.long, device=device))[0]
+        return self.backend.forward(torch.tensor([tokens], dtype=torch.long, device=device), layout)[0]
 
     def rollback(self, count: int) -> None:
         self.backend.rewind(count)
+
+    def keep(self, count: int, offsets: list[int]) -> None:
+        """Of the last `count` tokens (a tree), keep the path at `offsets`."""
+        self.backend.keep(count, offsets)
 
 
 def _check_context(length: int, config: GenerationConfig, limit: int, what: str) -> None:
@@ -201,115 +210,6 @@ def _leading_matches(guesses: list[int], truth: list[int]) -> int:
 
 
 @dataclass
-class Draft:
-    """One block's drafts: the ensemble's tokens and the distributions they were drawn from."""
-
-    tokens: list[int]
-    row_probs: list[torch.Tensor]  # per position: each method's distribution (K, V)
-    mixed_probs: list[torch.Tensor]  # per position: the ensemble's distribution (V,)
-    row_log_probs: list[torch.Tensor] = field(default_factory=list)  # per position (K, V), for log-loss rules
-    stop: str = "fixed"  # why drafting stopped (see BlockEvent.stop)
-
-    def truncate(self, count: int, why: str) -> None:
-        self.tokens, self.stop = self.tokens[:count], why
-        self.row_probs, self.mixed_probs = self.row_probs[:count], self.mixed_probs[:count]
-        self.row_log_probs = self.row_log_probs[:count]
-
-
-@dataclass
-class Verdict:
-    """What the target made of a block: accepted drafts, its own next token, its distributions."""
-
-    accepted: int
-    target_token: int
-    target_probs: torch.Tensor  # (γ + 1, V)
-
-
-def draft_block(drafter: BatchedDrafter, feed: list[int], gamma: int, weights: torch.Tensor, methods: int,
-                config: GenerationConfig, generator: torch.Generator, length: DraftLength | None = None,
-                log_probs: bool = False, start: torch.Tensor | None = None,
-                lookup: NgramLookup | None = None) -> Draft:
-    """Up to γ batched drafter steps; every row is extended with the ensemble's token.
-
-    Each token stays on the device and feeds the next step directly. With a fixed length the steps are
-    queued without waiting for one another and the tokens are read back once, at the end; adaptive
-    drafting reads each token's confidence to decide whether to go on. `log_probs` keeps each row's
-    log-softmax as well (the kld and hedge rules need them). `start`: the rows' logits after the
-    prompt (the drafter's prefill), for the first block, which has nothing to feed. `lookup`: the
-    model-free method N, the last of the `methods`, with no row of its own."""
-    adaptive = length is not None and length.adaptive
-    draft = Draft([], [], [], stop="cap" if adaptive else "fixed")
-    if adaptive:
-        length.start_block()
-    tokens, drafted = [], []
-    models = methods - (lookup is not None)
-    model_weights = _renormalized(weights[:models]) if lookup is not None else None  # N's "no opinion"
-    for _ in range(gamma):
-        logits = start if start is not None else drafter.step(feed)
-        start = None
-        q_rows = logits_to_probs(logits, config.temperature, config.top_p)
-        q_rows = q_rows.expand(models, -1) if q_rows.shape[0] < models else q_rows  # one shared text row
-        log_q = logits_to_log_probs(logits, config.temperature).expand(models, -1) if log_probs else None
-        if lookup is not None:
-            q_n = lookup.distribution(drafted, ensemble(q_rows, model_weights))
-            q_rows = torch.cat([q_rows, q_n[None]])
-            log_q = torch.cat([log_q, q_n.clamp_min(1e-12).log()[None]]) if log_probs else None
-        if log_probs:
-            draft.row_log_probs.append(log_q)
-        q = ensemble(q_rows, weights)
-        token = q.argmax().view(1) if is_greedy(config.temperature) else torch.multinomial(q, 1, generator=generator)
-        tokens.append(token)
-        if lookup is not None:
-            drafted.append(int(token))  # N looks its next guess up in what was drafted too
-        draft.row_probs.append(q_rows)
-        draft.mixed_probs.append(q)
-        feed = token
-        if adaptive and not length.keep_drafting(float(q[token])) and len(tokens) < gamma:
-            draft.stop = "unsure"
-            break
-    draft.tokens = torch.cat(tokens).tolist() if tokens else []
-    return draft
-
-
-def _renormalized(weights: torch.Tensor) -> torch.Tensor:
-    total = weights.sum()
-    return weights / total if float(total) > 0 else torch.full_like(weights, 1.0 / weights.shape[0])
-
-
-class ChainVerifier:
-    """Verifies one chain of drafts in one target forward and rolls both caches back to what was kept."""
-
-    def verify(self, session: TargetSession, last: int | None, draft: Draft, config: GenerationConfig,
-               generator: torch.Generator, prompt: conversation.EncodedPrompt | None = None) -> Verdict:
-        """One target forward over the last committed token and the drafts; for the first block, the
-        prompt's own pass (as transformers' assisted generation does: no forward of its own)."""
-        if prompt is not None:
-            target_logits = session.prefill(prompt, draft.tokens)
-        else:
-            target_logits = session.forward([last] + draft.tokens)
-        target_probs = logits_to_probs(target_logits, config.temperature, config.top_p)
-        tokens = torch.tensor(draft.tokens, dtype=torch.long, device=target_logits.device)
-        if is_greedy(config.temperature):
-            accepted, target_token = verify_greedy(tokens, target_logits)
-        else:
-            q = torch.stack(draft.mixed_probs) if draft.tokens else target_probs[:0]
-            accepted, target_token = verify_sampling(tokens, q, target_probs, generator)
-        return Verdict(accepted, target_token, target_probs)
-
-    def commit(self, session: TargetSession, drafter: BatchedDrafter, draft: Draft, verdict: Verdict,
-               pending: list[int]) -> list[int]:
-        """Roll back the rejected drafts; returns the committed tokens the drafter has not seen yet."""
-        gamma, accepted = len(draft.tokens), verdict.accepted
-        session.rollback(gamma - accepted)
-        if gamma == 0:
-            return pending + [verdict.target_token]
-        if accepted == gamma:
-            return [draft.tokens[-1], verdict.target_token]
-        drafter.rollback(gamma - 1 - accepted)
-        return [verdict.target_token]
-
-
-@dataclass
 class SpeculativeRun:
     """The state of one speculative generation between blocks."""
 
@@ -319,6 +219,7 @@ class SpeculativeRun:
     history: WeightHistory | None
     length: DraftLength
     lookup: NgramLookup | None = None  # the model-free method N, when the spec has it
+    tree: TreeVerifier | None = None  # token trees after the first block, when the tree width is over 1
     blocks: list[BlockEvent] = field(default_factory=list)
 
     def weights(self) -> torch.Tensor:
@@ -351,6 +252,7 @@ def record_block(run: SpeculativeRun, draft: Draft, verdict: Verdict, weights: t
         threshold=run.length.min_survival if run.length.adaptive else None,
         survival=run.length.survival if run.length.adaptive else None,
         **times,
+        tree=verdict.nodes,
     )
 
 
@@ -361,10 +263,8 @@ def speculative_generate(
     config: GenerationConfig,
     captioner: Captioner | None = None,
     stop: threading.Event | None = None,
-    verifier: ChainVerifier | None = None,
 ) -> Iterator[Event]:
     """TABED speculative decoding: batched multi-method drafts, ensembled, verified losslessly."""
-    verifier = verifier or ChainVerifier()
     images = conversation.images_of(turns)
     prompt = conversation.encode(pair.target_processor, turns, pair.device, pair.dtype)
     _check_context(prompt.length, config, pair.context_length, "prompt")
@@ -386,7 +286,8 @@ def speculative_generate(
                if spec.dynamic else None)
     out: list[int] = []
     lookup = NgramLookup(prompt.input_ids[0].tolist(), out) if "N" in spec.methods else None
-    run = SpeculativeRun(spec.methods, out, [], history, DraftLength(config.gamma, config.adaptive), lookup)
+    run = SpeculativeRun(spec.methods, out, [], history, DraftLength(config.gamma, config.adaptive), lookup,
+                         TreeVerifier(spec.methods) if config.tree_width > 1 else None)
     drafter = start = None
     if config.max_new_tokens > 1:  # the drafter's image features and prefill come first: its drafts ride
         drafter = _start_drafter(pair, draft_prompt, spec.model_methods if images else ("T",), captions, config)
@@ -396,7 +297,7 @@ def speculative_generate(
         if run.blocks and stop is not None and stop.is_set():  # the first block is the prompt's own pass
             stopped = True
             break
-        event, done = _block(pair, run, drafter, session, verifier, config, generator, clock,
+        event, done = _block(pair, run, drafter, session, config, generator, clock,
                              prompt if not run.blocks else None, start)
         run.blocks.append(event)
         yield event
@@ -420,26 +321,19 @@ def _start_drafter(pair: ModelPair, prompt: conversation.EncodedPrompt, methods:
 
 
 def _block(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter | None, session: TargetSession,
-           verifier: ChainVerifier, config: GenerationConfig, generator: torch.Generator, clock: Clock,
+           config: GenerationConfig, generator: torch.Generator, clock: Clock,
            prompt: conversation.EncodedPrompt | None = None, start: torch.Tensor | None = None,
            ) -> tuple[BlockEvent, bool]:
     """One block: draft -> verify -> record. Returns its event and whether decoding is done. The first
-    block (`prompt` given) drafts from the drafter's prefill logits (`start`) and is verified by the
-    target's pass over the prompt."""
+    block (`prompt` given) drafts a chain from the drafter's prefill logits (`start`) and is verified by
+    the target's pass over the prompt; later ones draft a tree when the tree width is over 1."""
     block_start = clock.now()
     weights = run.weights().to(pair.device)  # once per block, not at every draft step
     weights_s = clock.now() - block_start
     gamma = min(config.gamma, config.max_new_tokens - len(run.out) - 1)
-    draft = draft_block(drafter, run.pending, gamma, weights, len(run.methods), config, generator, run.length,
-                        log_probs=run.history is not None and run.history.needs_log_q,
-                        start=start if prompt is not None else None, lookup=run.lookup)
-    if gamma < config.gamma and draft.stop != "unsure":
-        draft.stop = "budget"
-    if prompt is not None:
-        _keep_image_tokens_out(pair, drafter, draft)
+    candidate = _draft(pair, run, drafter, gamma, weights, config, generator, prompt, start)
     verify_start = clock.now()
-    verdict = verifier.verify(session, run.out[-1] if run.out else None, draft, config, generator, prompt)
-    run.pending = verifier.commit(session, drafter, draft, verdict, run.pending)
+    verdict, draft = _verify(run, drafter, session, candidate, config, generator, prompt)
     verify_end = clock.now()
     verified = min(verdict.accepted + 1, len(draft.tokens))  # the target's distributions there are the ground truth
     if run.history is not None and verified:
@@ -449,11 +343,48 @@ def _block(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter | None,
     truth = draft.tokens[:verdict.accepted] + [verdict.target_token]
     emitted, done = _cut(truth, config.max_new_tokens - len(run.out), pair.eos_token_ids)
     run.out.extend(emitted)
-    times = {"draft_s": verify_start - block_start, "verify_s": verify_end - verify_start, "weights_s": weights_s,
-             "elapsed_s": clock.now() - clock.start}
+    times = {"draft_s": verify_start - block_start, "verify_s": verify_end - verify_start,
+             "weights_s": weights_s, "elapsed_s": clock.now() - clock.start}
     event = record_block(run, draft, verdict, weights, emitted, times)
     run.length.learn(event.draft_probs, verdict.accepted)
     return event, done
+
+
+def _draft(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter | None, gamma: int, weights: torch.Tensor,
+           config: GenerationConfig, generator: torch.Generator, prompt: conversation.EncodedPrompt | None,
+           start: torch.Tensor | None) -> Draft | DraftTree:
+    """A chain or, with a tree width over 1, a tree; the first block's from the drafter's prefill logits
+    (`start`)."""
+    drafting = {"log_probs": run.history is not None and run.history.needs_log_q, "lookup": run.lookup}
+    start = start if prompt is not None else None
+    if run.tree is not None and gamma > 0:
+        banned = image_token_id(pair.target) if prompt is not None else None
+        candidate = draft_tree(drafter, run.pending, gamma, config.tree_width, weights, len(run.methods), config,
+                               generator, run.length, policy=config.tree_policy, start=start, banned=banned,
+                               **drafting)
+    else:
+        candidate = draft_block(drafter, run.pending, gamma, weights, len(run.methods), config, generator,
+                                run.length, start=start, **drafting)
+        if prompt is not None:
+            _keep_image_tokens_out(pair, drafter, candidate)
+    if gamma < config.gamma and candidate.stop not in ("unsure", "image"):
+        candidate.stop = "budget"
+    return candidate
+
+
+def _verify(run: SpeculativeRun, drafter: BatchedDrafter | None, session: TargetSession, candidate: Draft | DraftTree,
+            config: GenerationConfig, generator: torch.Generator, prompt: conversation.EncodedPrompt | None,
+            ) -> tuple[Verdict, Draft]:
+    """Verify the drafts and roll both caches to what was kept: the verdict, and the drafts it judged as
+    a chain (a tree's accepted path and the best drafts below it)."""
+    if isinstance(candidate, DraftTree):
+        verdict = run.tree.verify(session, run.out[-1] if run.out else None, candidate, config, generator, prompt)
+        run.pending = run.tree.commit(session, drafter, candidate, verdict, run.pending)
+        return verdict, verdict.path
+    chain = ChainVerifier()
+    verdict = chain.verify(session, run.out[-1] if run.out else None, candidate, config, generator, prompt)
+    run.pending = chain.commit(session, drafter, candidate, verdict, run.pending)
+    return verdict, candidate
 
 
 def _keep_image_tokens_out(pair: ModelPair, drafter: BatchedDrafter | None, draft: Draft) -> None:

@@ -59,6 +59,12 @@ class DraftLength:
         self.survival *= self.acceptance(confidence)
         return not self.adaptive or self.survival >= self.min_survival
 
+    def keep_growing(self, survival: float) -> bool:
+        """For a token tree: after a depth whose nodes' paths have this chance, summed, of being accepted
+        (at most one path is), whether drafting one more depth is worth it."""
+        self.survival = survival
+        return not self.adaptive or self.survival >= self.min_survival
+
     def learn(self, confidences: list[float], accepted: int) -> None:
         """Record one verified block: its draft tokens' confidences and how many were accepted. Tokens
         after the first rejection were never judged by the target and are left out."""

@@ -181,6 +181,16 @@ class BatchedDrafter:
             tokens = torch.tensor(tokens, dtype=torch.long, device=self.device)
         return self.backend.forward(tokens.expand(len(self.rows), tokens.shape[0]))[:, -1]
 
+    def step_tree(self, tokens: list[int], layout) -> torch.Tensor:
+        """Append the same token-tree nodes to every row, placed by `layout` (a `TreeLayout`, or None when
+        they extend the sequence plainly); returns each row's next-token logits after each node (K, q, V)."""
+        ids = torch.tensor([tokens], dtype=torch.long, device=self.device)
+        return self.backend.forward(ids.expand(len(self.rows), -1), layout)
+
+    def keep(self, count: int, offsets: list[int]) -> None:
+        """Of the last `count` tokens (tree nodes), keep those at `offsets` (the accepted path's)."""
+        self.backend.keep(count, offsets)
+
     def rollback(self, count: int) -> None:
         """Forget the last `count` tokens of every row (the rejected drafts)."""
         self.backend.rewind(count)

@@ -30,6 +30,18 @@ class TokenEvent:
 
 
 @dataclass
+class TreeNode:
+    """One drafted token of a block's token tree."""
+
+    token: int
+    parent: int  # the index of its parent node, -1 under the last committed token
+    proposer: str  # the methods whose own top-1 it is ("MT", "M", ...), or "" (the ensemble's further choice)
+    accepted: bool  # on the path the target kept
+    draft_prob: float  # its probability under the ensemble it was drafted from
+    target_prob: float  # its probability under the target, after its parent
+
+
+@dataclass
 class BlockEvent:
     """One draft-then-verify block of speculative decoding."""
 
@@ -47,13 +59,16 @@ class BlockEvent:
     method_accepted: dict[str, int]  # counterfactual: leading guesses of each method the target agrees with
     stop: str  # why drafting stopped: "fixed" γ, the adaptive "cap", "unsure" (the block's chance of being
     # accepted whole fell below `threshold`), the "budget" of max new tokens, or an "image" placeholder drafted
-    # in the first block (its drafts ride on the prompt's pass, which counts placeholders)
+    # in the first block (its drafts ride on the prompt's pass, which counts placeholders); trees: its "nodes"
+    # budget spent
     threshold: float | None  # adaptive drafting: the least chance of the whole block being accepted to go on
     survival: float | None  # adaptive drafting: the estimated chance that every draft is accepted
     draft_s: float
     verify_s: float
     weights_s: float
     elapsed_s: float
+    tree: list[TreeNode] = field(default_factory=list)  # a tree block's nodes (`draft` is then its accepted
+    # path followed by its most probable drafts below it: the chain the block's verification walked)
 
 
 @dataclass

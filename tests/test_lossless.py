@@ -140,11 +140,14 @@ def _exact_marginals(model, processor, turns, steps, temperature):
     return marginals
 
 
-@pytest.mark.parametrize("gamma, new_tokens, spec", [("2", 4, "tabed-MT"), ("auto:2", 4, "tabed-MT"),
-                                                     ("auto:2", 4, "tabed-MTN")])
-def test_speculative_sampling_is_lossless_end_to_end(tokenizer, processor, image, gamma, new_tokens, spec):
+@pytest.mark.parametrize("gamma, new_tokens, spec, tree", [
+    ("2", 4, "tabed-MT", (1, "ensemble")), ("auto:2", 4, "tabed-MT", (1, "ensemble")),
+    ("auto:2", 4, "tabed-MTN", (1, "ensemble")), ("auto:2", 4, "tabed-MT", (2, "ensemble")),
+    ("2", 4, "tabed-MT", (3, "methods"))], ids=["fixed", "adaptive", "N", "tree2", "tree3-methods"])
+def test_speculative_sampling_is_lossless_end_to_end(tokenizer, processor, image, gamma, new_tokens, spec, tree):
     """SD with a drafter unlike the target samples answer tokens with the target's exact marginals; with
-    adaptive drafting too, whose draft length depends on the tokens drawn."""
+    adaptive drafting too, whose draft length depends on the tokens drawn; with token trees too, whose
+    nodes have several draws each (from the ensemble, or from each method's own distribution)."""
     temperature = 1.0
     target = sharpen(random_llava(SIZE, tokenizer, seed=3), std=0.1, seed=3)
     drafter = sharpen(random_llava(SIZE, tokenizer, seed=4), std=0.4, seed=4)  # unrelated, sure of itself
@@ -158,16 +161,18 @@ def test_speculative_sampling_is_lossless_end_to_end(tokenizer, processor, image
     counts = torch.zeros(new_tokens, vocab)
     draft_counts = torch.zeros(vocab)
     stops = Counter()
+    branched = 0  # runs whose first tree drew more than one distinct first token
     for seed in range(runs):
         length, adaptive = parse_gamma(gamma)
         config = GenerationConfig(max_new_tokens=new_tokens, gamma=length, adaptive=adaptive,
-                                  temperature=temperature, seed=seed)
+                                  temperature=temperature, seed=seed, tree_width=tree[0], tree_policy=tree[1])
         result = collect(speculative_generate(pair, turns, parse_spec(spec), config))
         assert len(result.token_ids) == new_tokens
         for step, token in enumerate(result.token_ids):  # the first too: drafted, verified by the prefill
             counts[step, token] += 1
         draft_counts[result.blocks[0].draft[:1]] += 1  # the first token's draft (none when it was <image>)
         stops[result.blocks[0].stop] += 1
+        branched += any(node.parent == -1 for node in result.blocks[0].tree[1:])
     for step in range(new_tokens):
         empirical = counts[step] / counts[step].sum()
         tv = 0.5 * (empirical - marginals[step]).abs().sum()
@@ -177,3 +182,5 @@ def test_speculative_sampling_is_lossless_end_to_end(tokenizer, processor, image
     assert draft_tv > 0.3  # accepting drafts blindly would fail the bound above
     if gamma.startswith("auto"):  # both ways of ending the first block happened, many times
         assert stops["unsure"] > 100 and stops["cap"] > 100, stops
+    if tree[0] > 1:  # the trees really branched
+        assert branched > runs // 4, branched

@@ -1,0 +1,269 @@
+"""Token trees: several draft paths per block, all verified in one target forward.
+
+A chain drafts one token per position, so when the methods disagree only one of them is tried. A tree
+tries more. At each depth the most probable nodes (at most `width`, the frontier) go through the
+drafter together, as tree tokens of its batched forward: every method's row scores each of them. Each
+of them gets up to `width` children:
+- "ensemble" policy: greedy, the ensemble's top tokens, a further one only where the ensemble gives it
+  at least `BRANCH_MIN` (a sure ensemble grows a chain, an unsure one branches); sampling, independent
+  draws from the ensemble;
+- "methods" policy: the ensemble's top token and each method's own top-1 where they differ; sampling,
+  one draw from the ensemble and the others from the methods' own distributions, by weight.
+The target scores the whole tree in one forward, each node seeing only its ancestors, and keeps the
+longest path it agrees with: greedy, by following its own argmax; sampling, by recursive rejection
+over each node's draws in draw order (SpecInfer's multi-draft rule: accept a draw with probability
+min(1, p(x) / q(x)), else p becomes norm(max(p - q, 0)) for the next), which is exact in
+distribution whatever the tree's shape, as long as how many draws a node gets is fixed before they
+are drawn. Both caches then keep exactly that path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import torch
+
+from .backends import TreeLayout
+from .chain import Draft, Opinions, Verdict
+from .draft_length import DraftLength
+from .drafter import BatchedDrafter
+from .events import TreeNode
+from .lookup import NgramLookup
+from .sampling import is_greedy, logits_to_probs
+
+if TYPE_CHECKING:
+    from .conversation import EncodedPrompt
+    from .decoding import GenerationConfig, TargetSession
+
+TREE_POLICIES = ("ensemble", "methods")
+BRANCH_MIN = 0.05  # greedy "ensemble" trees: the least ensemble probability of a token beyond the top one
+NODE_BUDGET = 4  # a block's tree holds at most this many nodes per draft position of its cap (4·γ in all)
+EXPAND_MIN = 0.1  # a node beside its depth's most likely one is expanded only with at least this chance
+ROOT = -1  # the last committed token, which every tree hangs from
+
+
+@dataclass
+class Context:
+    """The drafter's opinion after a node (or the root): what the node's children were drawn from."""
+
+    row_probs: torch.Tensor  # (K, V): each method's distribution
+    mixed: torch.Tensor  # (V,): the ensemble's
+    log_probs: torch.Tensor | None  # (K, V), for the log-loss weight rules
+    draws: list[tuple[int, torch.Tensor | None]] = field(default_factory=list)  # (child, the distribution
+    # it was drawn from, None when greedy), in draw order; a token drawn twice names the same child twice
+
+
+@dataclass
+class DraftTree:
+    """One block's drafted tokens as a tree; nodes are numbered depth by depth, parents first."""
+
+    tokens: list[int] = field(default_factory=list)
+    parents: list[int] = field(default_factory=list)
+    depths: list[int] = field(default_factory=list)  # 1 under the root
+    probs: list[float] = field(default_factory=list)  # the ensemble's probability of the node after its parent
+    scores: list[float] = field(default_factory=list)  # the estimated chance that the whole path to it is accepted
+    contexts: dict[int, Context] = field(default_factory=dict)  # for every node that has children
+    fed: list[int] = field(default_factory=list)  # nodes in the drafter's cache, in cache order
+    stop: str = "fixed"
+    after_prompt: bool = False  # the first block's: verified by the prompt's pass, under its last token
+
+    def child(self, parent: int, token: int) -> int | None:
+        context = self.contexts.get(parent)
+        for node, _ in context.draws if context else ():
+            if self.tokens[node] == token:
+                return node
+        return None
+
+    def add(self, parent: int, token: int, prob: float, chance: float) -> tuple[int, bool]:
+        """The child of `parent` with this token (of ensemble probability `prob`, accepted after its
+        parent with the estimated `chance`), made if new; and whether it was."""
+        known = self.child(parent, token)
+        if known is not None:
+            return known, False
+        self.tokens.append(token)
+        self.parents.append(parent)
+        self.depths.append(1 if parent == ROOT else self.depths[parent] + 1)
+        self.probs.append(prob)
+        self.scores.append(chance * (1.0 if parent == ROOT else self.scores[parent]))
+        return len(self.tokens) - 1, True
+
+    def path(self, node: int) -> list[int]:
+        """The nodes from the root's child down to `node`."""
+        nodes = []
+        while node != ROOT:
+            nodes.append(node)
+            node = self.parents[node]
+        return nodes[::-1]
+
+    def layout(self, queries: list[int], entries: list[int], shift: int) -> TreeLayout | None:
+        """Where `queries` sit and what they see among `entries` (the tree's tokens in the cache, these
+        included): each its ancestors and itself; position offsets are depths plus `shift`. None when
+        that is a plain sequence (every entry an ancestor of the ones after it), which attention runs
+        faster without a mask."""
+        lines = [set(self.path(node)) | {ROOT} for node in queries]
+        visible = torch.tensor([[entry in line for entry in entries] for line in lines], dtype=torch.bool)
+        if bool(visible.equal(torch.ones_like(visible).tril(len(entries) - len(queries)))):
+            return None
+        offsets = torch.tensor([0 if node == ROOT else self.depths[node] + shift for node in queries])
+        return TreeLayout(offsets, visible)
+
+    def best_below(self, node: int) -> list[int]:
+        """The most probable drafted continuation under `node`."""
+        nodes = []
+        while (context := self.contexts.get(node)) is not None and context.draws:
+            node = max({child for child, _ in context.draws}, key=self.scores.__getitem__)
+            nodes.append(node)
+        return nodes
+
+    def as_draft(self, nodes: list[int]) -> Draft:
+        """A path of the tree as a chain, with the distributions each of its tokens was drafted from."""
+        contexts = [self.contexts[self.parents[node]] for node in nodes]
+        return Draft([self.tokens[node] for node in nodes], [c.row_probs for c in contexts],
+                     [c.mixed for c in contexts],
+                     [c.log_probs for c in contexts] if contexts and contexts[0].log_probs is not None else [],
+                     stop=self.stop)
+
+
+def draft_tree(drafter: BatchedDrafter, feed: list[int], gamma: int, width: int, weights: torch.Tensor,
+               methods: int, config: GenerationConfig, generator: torch.Generator,
+               length: DraftLength | None = None, log_probs: bool = False, lookup: NgramLookup | None = None,
+               policy: str = "ensemble", start: torch.Tensor | None = None, banned: int | None = None) -> DraftTree:
+    """A tree at most γ deep: one drafter forward per depth, over that depth's frontier (the nodes most
+    likely to be accepted, by `length`'s calibration). With adaptive drafting it stops deepening once
+    the target is unlikely to accept any of the newest depth's nodes (at most one of them can be: the
+    chances add up), which is the chain's rule when a depth has one node.
+    `start`: the rows' logits after the prompt, for the first block, which has nothing to feed; its tree
+    rides on the prompt's pass, where the image placeholder token (`banned`) must not be drafted."""
+    adaptive = length is not None and length.adaptive
+    tree = DraftTree(stop="cap" if adaptive else "fixed", after_prompt=start is not None)
+    if adaptive:
+        length.start_block()
+    opinions = Opinions(methods, weights, config, log_probs, lookup, banned)
+    order = weights.argsort(descending=True).tolist()  # the methods by weight, for the "methods" policy
+    logits = (start if start is not None else drafter.step(feed))[:, None]
+    frontier, budget = [ROOT], NODE_BUDGET * gamma
+    for depth in range(1, gamma + 1):
+        born = []
+        for column, parent in enumerate(frontier):
+            q_rows, q, log_q = opinions(logits[:, column], [tree.tokens[n] for n in tree.path(parent)])
+            context = tree.contexts[parent] = Context(q_rows, q, log_q)
+            for token, proposal in _draws(context, min(width, budget - len(tree.tokens)), policy, order, config,
+                                          generator):
+                prob = float(q[token])
+                node, new = tree.add(parent, token, prob, length.acceptance(prob) if length is not None else prob)
+                context.draws.append((node, proposal))
+                born += [node] if new else []
+        if adaptive and not length.keep_growing(sum(tree.scores[node] for node in born)) and depth < gamma:
+            tree.stop = "unsure"
+            break
+        if len(tree.tokens) >= budget and depth < gamma:
+            tree.stop = "nodes"
+            break
+        if depth == gamma:
+            break
+        ranked = sorted(born, key=tree.scores.__getitem__, reverse=True)
+        frontier = ranked[:1] + [node for node in ranked[1:width] if tree.scores[node] >= EXPAND_MIN]
+        layout = tree.layout(frontier, tree.fed + frontier, shift=-1)  # the tree starts after the feed
+        logits = drafter.step_tree([tree.tokens[n] for n in frontier], layout)
+        tree.fed += frontier
+    return tree
+
+
+def _draws(context: Context, count: int, policy: str, order: list[int], config: GenerationConfig,
+           generator: torch.Generator) -> list[tuple[int, torch.Tensor | None]]:
+    """A node's children as (token, the distribution it was drawn from); `count` is fixed before any is
+    drawn, which keeps the sampling verification exact."""
+    q = context.mixed
+    if count <= 0:
+        return []
+    if is_greedy(config.temperature):
+        if policy == "methods":
+            tokens = [int(q.argmax())] + context.row_probs.argmax(-1)[order].tolist()
+        else:
+            top = q.topk(min(count, q.shape[0]))
+            tokens = [t for rank, (p, t) in enumerate(zip(top.values.tolist(), top.indices.tolist(), strict=True))
+                      if rank == 0 or p >= BRANCH_MIN]
+        return [(token, None) for token in dict.fromkeys(tokens)][:count]
+    proposals = [q] + ([context.row_probs[k] for k in order] if policy == "methods" else [])
+    proposals = [proposals[i] if i < len(proposals) else q for i in range(count)]
+    return [(int(torch.multinomial(p, 1, generator=generator)), p) for p in proposals]
+
+
+class TreeVerifier:
+    """Verifies a token tree in one target forward and keeps the accepted path in both caches."""
+
+    def __init__(self, methods: tuple[str, ...]) -> None:
+        self.methods = methods
+
+    def verify(self, session: TargetSession, last: int | None, tree: DraftTree, config: GenerationConfig,
+               generator: torch.Generator, prompt: EncodedPrompt | None = None) -> Verdict:
+        """The target scores the last committed token and every node (for the first block, the prompt's
+        own pass does); the walk from the root keeps the longest path it accepts. The verdict reads as a
+        chain: that path and the best drafts below it."""
+        nodes = list(range(len(tree.tokens)))
+        if prompt is not None:
+            logits = session.prefill(prompt, tree.tokens, tree.layout(nodes, nodes, shift=-1))
+        else:
+            logits = session.forward([last] + tree.tokens, tree.layout([ROOT] + nodes, [ROOT] + nodes, shift=0))
+        probs = logits_to_probs(logits, config.temperature, config.top_p)  # row 1 + n: after node n
+        if is_greedy(config.temperature):
+            path, token = _walk_greedy(tree, logits.argmax(-1).tolist())
+        else:
+            path, token = _walk_sampling(tree, probs, generator)
+        view = path + tree.best_below(path[-1] if path else ROOT)
+        return Verdict(len(path), token, probs[[0] + [node + 1 for node in view]], path=tree.as_draft(view),
+                       nodes=self._nodes(tree, set(path), probs))
+
+    def _nodes(self, tree: DraftTree, kept: set[int], probs: torch.Tensor) -> list[TreeNode]:
+        nodes = []
+        for node, (token, parent) in enumerate(zip(tree.tokens, tree.parents, strict=True)):
+            top1 = tree.contexts[parent].row_probs.argmax(-1).tolist()
+            nodes.append(TreeNode(token, parent, "".join(m for m, t in zip(self.methods, top1, strict=True)
+                                                         if t == token),
+                                  node in kept, tree.probs[node], float(probs[parent + 1, token])))
+        return nodes
+
+    def commit(self, session: TargetSession, drafter: BatchedDrafter, tree: DraftTree, verdict: Verdict,
+               pending: list[int]) -> list[int]:
+        """Both caches keep the accepted path and drop every other branch; returns the committed tokens
+        the drafter has not seen yet (the path's last node when it was a leaf, and the target's token)."""
+        kept = [node for node, info in enumerate(verdict.nodes) if info.accepted]
+        if tree.after_prompt:
+            session.keep(len(tree.tokens), kept)
+        else:  # the forward began with the last committed token
+            session.keep(1 + len(tree.tokens), [0] + [1 + node for node in kept])
+        slot = {node: index for index, node in enumerate(tree.fed)}
+        drafter.keep(len(tree.fed), [slot[node] for node in kept if node in slot])
+        return [tree.tokens[node] for node in kept if node not in slot] + [verdict.target_token]
+
+
+def _walk_greedy(tree: DraftTree, choices: list[int]) -> tuple[list[int], int]:
+    """Follow the target's argmax down the tree: the accepted path and the target's token after it."""
+    path, at = [], ROOT
+    while (child := tree.child(at, choices[at + 1])) is not None:
+        path.append(child)
+        at = child
+    return path, choices[at + 1]
+
+
+def _walk_sampling(tree: DraftTree, probs: torch.Tensor, generator: torch.Generator) -> tuple[list[int], int]:
+    """Recursive rejection down the tree: at each node its draws are tried in order against the target's
+    distribution, which loses each rejected draw's distribution; the first accepted draw is followed.
+    When none is (or the node is a leaf), the target's token is sampled from what is left."""
+    path, at = [], ROOT
+    while True:
+        p, chosen = probs[at + 1], None
+        context = tree.contexts.get(at)
+        for node, proposal in context.draws if context else ():
+            token = tree.tokens[node]
+            if torch.rand((), generator=generator, device=p.device) * proposal[token] < p[token]:
+                chosen = node
+                break
+            residual = (p - proposal).clamp_min(0.0)
+            total = residual.sum()
+            p = residual / total if total > 0 else p  # p == q up to rounding: p itself is what is left
+        if chosen is None:
+            return path, int(torch.multinomial(p, 1, generator=generator))
+        path.append(chosen)
+        at = chosen

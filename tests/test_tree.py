@@ -1,0 +1,217 @@
+"""Token trees: one forward scores every node as if its path had been fed alone, the caches keep exactly
+the accepted path, and decoding with trees stays lossless (greedy here; sampling in test_lossless)."""
+
+import pytest
+import torch
+from test_lossless import SPECS, conversations
+
+from conftest import make_pair, perturbed
+from tabed.backends import DynamicBackend, StaticBackend
+from tabed.bench import bench_spec
+from tabed.conversation import Turn, encode
+from tabed.decoding import GenerationConfig, TargetSession, autoregressive_generate, collect, speculative_generate
+from tabed.drafter import BatchedDrafter, build_rows
+from tabed.errors import InputError
+from tabed.spec import parse_spec
+from tabed.tree import ROOT, Context, DraftTree, _walk_sampling
+
+CPU = torch.device("cpu")
+#        0      1     2      3      4     5      (node)
+TOKENS = [7, 9, 12, 13, 5, 20]
+PARENTS = [ROOT, ROOT, 0, 0, 1, 2]
+PATH = [0, 2, 5]  # the path the tests keep
+
+
+def small_tree() -> DraftTree:
+    tree = DraftTree()
+    for token, parent in zip(TOKENS, PARENTS, strict=True):
+        tree.tokens.append(token)
+        tree.parents.append(parent)
+        tree.depths.append(1 if parent == ROOT else tree.depths[parent] + 1)
+    return tree
+
+
+def backends(pair, batch):
+    return {"dynamic": lambda: DynamicBackend(pair.drafter if batch > 1 else pair.target),
+            "static": lambda: StaticBackend(pair.drafter if batch > 1 else pair.target, batch, 256)}
+
+
+@pytest.mark.parametrize("kind", ["dynamic", "static"])
+def test_a_tree_forward_scores_every_node_as_its_path_alone_and_keep_leaves_that_path(pair, image, kind):
+    prompt = encode(pair.target_processor, [Turn("w1 w2", [image])], CPU, torch.float32)
+    tree, nodes = small_tree(), list(range(len(TOKENS)))
+    session = TargetSession(backends(pair, 1)[kind]())
+    session.prefill(prompt)
+    logits = session.forward([4] + TOKENS, tree.layout([ROOT] + nodes, [ROOT] + nodes, shift=0))
+    for node in nodes:
+        alone = TargetSession(DynamicBackend(pair.target))
+        alone.prefill(prompt)
+        expected = alone.forward([4] + [TOKENS[n] for n in tree.path(node)])[-1]
+        assert torch.allclose(logits[node + 1], expected, atol=1e-4), node
+    session.keep(1 + len(TOKENS), [0] + [1 + n for n in PATH])
+    alone = TargetSession(DynamicBackend(pair.target))
+    alone.prefill(prompt)
+    alone.forward([4] + [TOKENS[n] for n in PATH])
+    assert torch.allclose(session.forward([30, 31]), alone.forward([30, 31]), atol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["dynamic", "static"])
+def test_a_tree_riding_on_the_prompts_pass(pair, image, kind):
+    prompt = encode(pair.target_processor, [Turn("w1 w2", [image])], CPU, torch.float32)
+    tree, nodes = small_tree(), list(range(len(TOKENS)))
+    session = TargetSession(backends(pair, 1)[kind]())
+    logits = session.prefill(prompt, TOKENS, tree.layout(nodes, nodes, shift=-1))
+    alone = TargetSession(DynamicBackend(pair.target))
+    assert torch.allclose(logits[0], alone.prefill(prompt)[-1], atol=1e-4)
+    for node in nodes:
+        alone = TargetSession(DynamicBackend(pair.target))
+        alone.prefill(prompt)
+        expected = alone.forward([TOKENS[n] for n in tree.path(node)])[-1]
+        assert torch.allclose(logits[node + 1], expected, atol=1e-4), node
+    session.keep(len(TOKENS), PATH)
+    alone = TargetSession(DynamicBackend(pair.target))
+    alone.prefill(prompt)
+    alone.forward([TOKENS[n] for n in PATH])
+    assert torch.allclose(session.forward([30]), alone.forward([30]), atol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["dynamic", "static"])
+def test_left_padded_drafter_rows_grow_a_tree_depth_by_depth(pair, image, kind):
+    prompt = encode(pair.drafter_processor, [Turn("w1 w2 w3", [image])], CPU, torch.float32)
+    with torch.inference_mode():
+        rows = build_rows(pair.drafter, pair.drafter_processor.tokenizer, prompt, ("M", "T", "P"))
+    drafter = BatchedDrafter(pair.drafter, rows, backends(pair, 3)[kind]())
+    drafter.prefill()
+    drafter.step([4])  # the feed before the tree
+    tree, fed = small_tree(), []
+    scored = {}
+    for depth in (1, 2, 3):
+        frontier = [n for n in range(len(TOKENS)) if tree.depths[n] == depth]
+        layout = tree.layout(frontier, fed + frontier, shift=-1)
+        out = drafter.step_tree([TOKENS[n] for n in frontier], layout)
+        scored.update({node: out[:, i] for i, node in enumerate(frontier)})
+        fed += frontier
+    for node, logits in scored.items():
+        alone = BatchedDrafter(pair.drafter, rows, DynamicBackend(pair.drafter))
+        alone.prefill()
+        expected = alone.step([4] + [TOKENS[n] for n in tree.path(node)])
+        assert torch.allclose(logits, expected, atol=1e-4), node
+    drafter.keep(len(fed), [fed.index(n) for n in PATH])
+    alone = BatchedDrafter(pair.drafter, rows, DynamicBackend(pair.drafter))
+    alone.prefill()
+    alone.step([4] + [TOKENS[n] for n in PATH])
+    assert torch.allclose(drafter.step([30]), alone.step([30]), atol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def loose_pair(target, processor):
+    """A drafter further from the target than `pair`'s: its second choices are often the right ones."""
+    return make_pair(target, perturbed(target, noise=0.02), processor)
+
+
+@pytest.fixture(scope="module")
+def loose_ar(loose_pair, image):
+    config = GenerationConfig(max_new_tokens=24)
+    return {name: collect(autoregressive_generate(loose_pair, turns, config)).token_ids
+            for name, turns in conversations(image).items()}
+
+
+def _branch_counts(blocks) -> tuple[int, int]:
+    """(accepted nodes that were not their parent's first child, rejected nodes) over the blocks."""
+    chosen = rejected = 0
+    for block in blocks:
+        first = {}
+        for index, node in enumerate(block.tree):
+            first.setdefault(node.parent, index)
+            chosen += node.accepted and first[node.parent] != index
+            rejected += not node.accepted
+    return chosen, rejected
+
+
+@pytest.mark.parametrize("width, policy", [(2, "ensemble"), (3, "ensemble"), (2, "methods")])
+@pytest.mark.parametrize("spec", SPECS)
+def test_greedy_trees_equal_plain_decoding(loose_pair, image, loose_ar, spec, width, policy):
+    config = GenerationConfig(max_new_tokens=24, tree_width=width, tree_policy=policy)
+    chosen = rejected = 0
+    for name, turns in conversations(image).items():
+        result = collect(speculative_generate(loose_pair, turns, parse_spec(spec), config))
+        assert result.token_ids == loose_ar[name], (spec, width, policy, name)
+        for block in result.blocks:
+            path = [node.token for node in block.tree if node.accepted]
+            assert path == block.draft[:block.accepted] or not block.tree
+            assert block.emitted == (block.draft[:block.accepted] + [block.target_token])[:len(block.emitted)]
+            assert len(block.tree) <= 4 * config.gamma
+        counts = _branch_counts(result.blocks)
+        chosen, rejected = chosen + counts[0], rejected + counts[1]
+    assert rejected > 0  # branches were really rejected...
+    drafting = parse_spec(spec)
+    if policy == "ensemble" or (len(drafting.model_methods) > 1 and not drafting.dynamic):
+        assert chosen > 0  # ... and a branch other than the first choice was really kept (a single method has
+        # one top-1; TABED's weights can settle on the method whose top-1 is right when another's is not)
+
+
+def test_trees_report_their_nodes_and_lengthen_blocks(loose_pair, image):
+    turns = [Turn("w1 w2 w3", [image])]
+    chain = collect(speculative_generate(loose_pair, turns, parse_spec("tabed-MT"),
+                                         GenerationConfig(max_new_tokens=48)))
+    tree = collect(speculative_generate(loose_pair, turns, parse_spec("tabed-MT"),
+                                        GenerationConfig(max_new_tokens=48, tree_width=3)))
+    assert tree.token_ids == chain.token_ids
+    assert tree.metrics.block_efficiency > chain.metrics.block_efficiency
+    node = tree.to_dict()["blocks"][0]["tree"][0]
+    assert set(node) == {"token", "parent", "proposer", "accepted", "draft_prob", "target_prob"}
+    proposers = {n.proposer for b in tree.blocks for n in b.tree}
+    assert {"MT", ""} <= proposers and proposers & {"M", "T"}
+    for block in tree.blocks:
+        for index, node in enumerate(block.tree):
+            assert -1 <= node.parent < index and 0 <= node.draft_prob <= 1 and 0 <= node.target_prob <= 1
+
+
+def test_static_caches_give_the_dynamic_paths_trees(loose_pair, image):
+    static = make_pair(loose_pair.target, loose_pair.drafter, loose_pair.target_processor)
+    static.cache = "static"
+    config = GenerationConfig(max_new_tokens=24, tree_width=2)
+    for turns in conversations(image).values():
+        dynamic = collect(speculative_generate(loose_pair, turns, parse_spec("tabed-MTP"), config))
+        ours = collect(speculative_generate(static, turns, parse_spec("tabed-MTP"), config))
+        assert ours.token_ids == dynamic.token_ids
+        assert [[n.token for n in b.tree] for b in ours.blocks] == [[n.token for n in b.tree] for b in dynamic.blocks]
+
+
+def test_recursive_rejection_over_several_draws_reproduces_the_target():
+    """Three independent draws from q at the root (repeats included), tried in turn: the token that
+    comes out follows p, far from q."""
+    p = torch.tensor([0.5, 0.05, 0.05, 0.3, 0.1])
+    q = torch.tensor([0.05, 0.4, 0.3, 0.05, 0.2])
+    generator = torch.Generator().manual_seed(0)
+    counts = torch.zeros(5)
+    trials = 20000
+    probs = p[None]  # the target after the root; the nodes' rows are never read: no draw has children
+    for _ in range(trials):
+        tree = DraftTree()
+        context = tree.contexts[ROOT] = Context(q[None], q, None)
+        for token in torch.multinomial(q, 3, replacement=True, generator=generator).tolist():
+            node, _ = tree.add(ROOT, token, float(q[token]), float(q[token]))
+            context.draws.append((node, q))
+        path, token = _walk_sampling(tree, torch.cat([probs, probs.expand(len(tree.tokens), -1)]), generator)
+        counts[tree.tokens[path[0]] if path else token] += 1
+    # 20k trials: each frequency's standard error is <= 0.0036; 0.018 is 5 of them.
+    assert (counts / trials - p).abs().max() < 0.018
+    assert (q - p).abs().max() > 0.3
+
+
+@pytest.mark.parametrize("row, width, policy", [("tabed-MT+tree2", 2, "ensemble"),
+                                                ("tabed-MT@5+tree3:methods", 3, "methods")])
+def test_bench_rows_name_their_trees(row, width, policy):
+    spec, config = bench_spec(row, GenerationConfig())
+    assert spec.name == "tabed-MT" and (config.tree_width, config.tree_policy) == (width, policy)
+
+
+@pytest.mark.parametrize("kwargs, message", [({"tree_width": 0}, "tree width"), ({"tree_width": 9}, "tree width"),
+                                             ({"tree_policy": "widest"}, "tree policy")])
+def test_bad_tree_settings(kwargs, message):
+    with pytest.raises(InputError, match=message):
+        GenerationConfig(**kwargs)
+    with pytest.raises(InputError, match=message):
+        bench_spec(f"tabed-MT+tree{kwargs.get('tree_width', 2)}:{kwargs.get('tree_policy', 'ensemble')}",
+                   GenerationConfig())
