@@ -41,6 +41,7 @@ from tabed.events import BlockEvent, Finished, GenerationResult, Started, TokenE
 from tabed.models import PRESETS, ModelPair, default_preset, load_preset
 from tabed.runner import AUTOREGRESSIVE, SPECULATIVE, ComparisonWorker, Done, Failure, PhaseEvent
 from tabed.spec import METHOD_NAMES, RULES, DraftingSpec
+from tabed.tree import TREE_POLICIES
 
 ROOT = Path(__file__).resolve().parent
 EXAMPLES = ROOT / "assets" / "examples"
@@ -275,6 +276,9 @@ class RunView:
     def figure(self):
         return render.weights_figure(self.blocks, list(self.spec.methods), self.gamma)
 
+    def trees(self):
+        return render.trees_figure(self.pair.tokenizer, self.blocks)
+
     def status(self, finished: bool, stopped: bool = False) -> str:
         pair = self.pair
         where = f"{pair.name} on {pair.device.type} ({str(pair.dtype).removeprefix('torch.')})"
@@ -299,8 +303,9 @@ class RunView:
 
 
 def _export(conversation: Conversation, view: RunView, request: dict) -> list[str]:
-    """The run as JSON (events and metrics) and the weights plot as HTML, for download. The session's
-    previous downloads are deleted (Gradio keeps its own copies, and deletes them after an hour)."""
+    """The run as JSON (events and metrics) and the weights plot (and any token trees) as HTML, for
+    download. The session's previous downloads are deleted (Gradio keeps its own copies, and deletes
+    them after an hour)."""
     if conversation.export_dir:
         shutil.rmtree(conversation.export_dir, ignore_errors=True)
     folder = Path(tempfile.mkdtemp(prefix="tabed-run-"))
@@ -312,8 +317,12 @@ def _export(conversation: Conversation, view: RunView, request: dict) -> list[st
         record["speedup"] = plain.metrics.decode_s / speculative.metrics.decode_s
     conversation.last_run = record
     (folder / "tabed-run.json").write_text(json.dumps(record, indent=2))
-    view.figure().write_html(folder / "tabed-weights.html", include_plotlyjs="cdn")  # kilobytes, not 4.8 MB
-    return [str(folder / "tabed-run.json"), str(folder / "tabed-weights.html")]
+    files = [folder / "tabed-run.json", folder / "tabed-weights.html"]
+    view.figure().write_html(files[1], include_plotlyjs="cdn")  # kilobytes, not 4.8 MB
+    if any(block.tree for block in view.blocks):
+        files.append(folder / "tabed-trees.html")
+        view.trees().write_html(files[2], include_plotlyjs="cdn")
+    return [str(file) for file in files]
 
 
 def _gpu_seconds(*args, **kwargs) -> int:
@@ -324,15 +333,17 @@ def _gpu_seconds(*args, **kwargs) -> int:
 
 @GPU(duration=_gpu_seconds)
 def respond(follow_up, image, prompt, conversation, preset, methods, mode, rule, window, gamma, max_new_tokens,
-            temperature, seed, compare_ar, adaptive=True, request: gr.Request = None,
+            temperature, seed, compare_ar, adaptive=True, tree_width=1, tree_policy="ensemble",
+            request: gr.Request = None,
             progress=gr.Progress(track_tqdm=True)):  # noqa: B008 - gradio's idiom
     """Event handler: validate, load the pair if needed, run TABED then plain decoding, stream the views.
 
-    Yields (status, tabed html, plain html, metrics, weights plot, blocks, chat, state, downloads)."""
+    Yields (status, tabed html, plain html, metrics, weights plot, blocks, chat, state, downloads, trees plot)."""
     stop = STOPS.begin(_session(request))
     try:
         yield from _respond(follow_up, image, prompt, session_state(conversation), preset, methods, mode, rule,
-                            window, gamma, max_new_tokens, temperature, seed, compare_ar, adaptive, stop)
+                            window, gamma, max_new_tokens, temperature, seed, compare_ar, adaptive,
+                            (tree_width, tree_policy), stop)
     finally:
         STOPS.end(_session(request), stop)
         release_memory()
@@ -364,7 +375,7 @@ STOPPED_MARK = '<div class="tabed-stopped">\u23f9 stopped here</div>'
 
 
 def _respond(follow_up, image, prompt, conversation, preset, methods, mode, rule, window, gamma, max_new_tokens,
-             temperature, seed, compare_ar, adaptive, stop: threading.Event):
+             temperature, seed, compare_ar, adaptive, tree: tuple, stop: threading.Event):
     skip = gr.skip()
     try:
         prompt = (prompt or "").strip()
@@ -378,7 +389,7 @@ def _respond(follow_up, image, prompt, conversation, preset, methods, mode, rule
         spec = drafting_spec(methods, mode)
         config = GenerationConfig(max_new_tokens=int(max_new_tokens), temperature=float(temperature),
                                   seed=int(seed or 0), gamma=int(gamma), adaptive=bool(adaptive), rule=rule,
-                                  window=int(window or 0))
+                                  window=int(window or 0), tree_width=int(tree[0] or 1), tree_policy=tree[1])
         if not 1 <= config.max_new_tokens <= MAX_NEW_TOKENS:
             raise InputError(f"max new tokens must be between 1 and {MAX_NEW_TOKENS}")
         turns = build_turns(conversation, prompt)
@@ -387,10 +398,10 @@ def _respond(follow_up, image, prompt, conversation, preset, methods, mode, rule
             raise InputError(f"the preset {name!r} needs a GPU and this machine has none: choose 'teaching'")
         if not PAIRS.loaded(name):
             yield (f"\u23f3 Loading the model pair {name!r} (first run only)…", "", "", skip, skip, skip, skip,
-                   conversation, skip)
+                   conversation, skip, skip)
         pair = PAIRS.get(name)
     except TabedError as error:
-        yield (f"\u26a0\ufe0f {error}", skip, skip, skip, skip, skip, skip, conversation, skip)
+        yield (f"\u26a0\ufe0f {error}", skip, skip, skip, skip, skip, skip, conversation, skip, skip)
         return
 
     view = RunView(pair, spec, config.gamma, render.TokenStream(pair.tokenizer), render.TokenStream(pair.tokenizer))
@@ -428,7 +439,8 @@ def _stream(view: RunView, worker: ComparisonWorker, conversation: Conversation)
         if heavy:
             last_plot, last_shown = now, shown
         yield (view.status(finished), view.tabed.html, view.plain.html, view.metrics() if heavy else skip,
-               view.figure() if heavy else skip, view.block_table() if heavy else skip, skip, conversation, skip)
+               view.figure() if heavy else skip, view.block_table() if heavy else skip, skip, conversation, skip,
+               view.trees() if heavy else skip)
 
 
 def _final_frames(view: RunView, conversation: Conversation, request: dict):
@@ -440,25 +452,25 @@ def _final_frames(view: RunView, conversation: Conversation, request: dict):
         return
     if speculative is None:  # stopped before TABED began
         yield (view.status(True, stopped=True), view.tabed.html + STOPPED_MARK, "", skip, skip, skip,
-               chat_history(conversation), conversation, skip)
+               chat_history(conversation), conversation, skip, skip)
         return
     plain = view.results.get(AUTOREGRESSIVE)
     stopped = speculative.stopped or bool(plain and plain.stopped)
     tabed_html = view.tabed.html + (STOPPED_MARK if speculative.stopped else "")
     plain_html = view.plain.html + (STOPPED_MARK if plain is not None and plain.stopped else "")
     if stopped:  # say so at once: the exports below take a moment
-        yield (view.status(True, stopped), tabed_html, plain_html, skip, skip, skip, skip, conversation, skip)
+        yield (view.status(True, stopped), tabed_html, plain_html, skip, skip, skip, skip, conversation, skip, skip)
     else:
         conversation.turns.append((request["prompt"], speculative.text))
     conversation.frames = {phase: render.result_texts(view.pair.tokenizer, result)
                            for phase, result in view.results.items()}
     files = _export(conversation, view, request)
     yield (view.status(True, stopped), tabed_html, plain_html, view.metrics(), view.figure(),
-           view.block_table(), chat_history(conversation), conversation, files)
+           view.block_table(), chat_history(conversation), conversation, files, view.trees())
 
 
 def run(pictures, prompt, conversation, preset, methods, mode, rule, window, gamma, max_new_tokens, temperature,
-        seed, compare_ar, adaptive=True, request: gr.Request = None):
+        seed, compare_ar, adaptive=True, tree_width=1, tree_policy="ensemble", request: gr.Request = None):
     """Start a new conversation: TABED on the prompt (about the pictures), then plain decoding.
 
     Args:
@@ -476,16 +488,21 @@ def run(pictures, prompt, conversation, preset, methods, mode, rule, window, gam
         seed: sampling seed
         compare_ar: also decode with the target alone and compare the speed
         adaptive: stop a block's draft early when the ensemble is unsure (the threshold is learned)
+        tree_width: 1 drafts a chain per block; 2-4 draft a token tree expanding this many nodes per depth
+        tree_policy: a tree node's children: "ensemble" (its top tokens) or "methods" (each method's top-1)
     """
     yield from respond(False, pictures, prompt, conversation, preset, methods, mode, rule, window, gamma,
-                       max_new_tokens, temperature, seed, compare_ar, adaptive, None if ZERO_GPU else request)
+                       max_new_tokens, temperature, seed, compare_ar, adaptive, tree_width, tree_policy,
+                       None if ZERO_GPU else request)
 
 
 def ask_follow_up(pictures, prompt, conversation, preset, methods, mode, rule, window, gamma, max_new_tokens,
-                  temperature, seed, compare_ar, adaptive=True, request: gr.Request = None):
+                  temperature, seed, compare_ar, adaptive=True, tree_width=1, tree_policy="ensemble",
+                  request: gr.Request = None):
     """The next turn of the same conversation, on the same pictures (arguments as for /run)."""
     yield from respond(True, pictures, prompt, conversation, preset, methods, mode, rule, window, gamma,
-                       max_new_tokens, temperature, seed, compare_ar, adaptive, None if ZERO_GPU else request)
+                       max_new_tokens, temperature, seed, compare_ar, adaptive, tree_width, tree_policy,
+                       None if ZERO_GPU else request)
 
 
 def replay_race(conversation, request: gr.Request = None):
@@ -642,6 +659,13 @@ def build_demo() -> gr.Blocks:
                                           label="γ: draft tokens per block (the most, when adaptive)")
                         adaptive = gr.Checkbox(True, label="adaptive draft length", elem_id="settings-adaptive",
                                                info="stop drafting when the ensemble is unsure")
+                    with gr.Row():
+                        tree_width = gr.Slider(1, 4, value=1, step=1, elem_id="settings-tree-width",
+                                               label="tree width (1 = a chain of drafts)",
+                                               info="draft token trees: this many nodes expanded per depth")
+                        tree_policy = gr.Radio(list(TREE_POLICIES), value="ensemble", label="tree branches",
+                                               elem_id="settings-tree-policy",
+                                               info="the ensemble's top tokens, or each method's own top-1")
                     max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=96, step=1, label="max new tokens",
                                                elem_id="settings-max-new-tokens")
                     temperature = gr.Slider(0, 2, value=0, step=0.05, label="temperature (0 = greedy)",
@@ -665,15 +689,16 @@ def build_demo() -> gr.Blocks:
                 plot = gr.Plot(label="Ensemble weights", elem_id="weights-plot")
                 blocks = gr.Dataframe(label="Block by block (scroll; hover a token above for details)",
                                       elem_id="blocks", interactive=False, max_height=320)
+                trees = gr.Plot(label="Token trees", elem_id="trees-plot")
                 with gr.Row():
                     race_button = gr.Button("Replay race", elem_id="race")
-                    downloads = gr.File(label="Download the run (JSON) and the plot (HTML)", file_count="multiple",
+                    downloads = gr.File(label="Download the run (JSON) and the plots (HTML)", file_count="multiple",
                                         elem_id="downloads")
                 race = gr.HTML(elem_id="race-view")
 
         settings = [preset, methods, mode, rule, window, gamma, max_new_tokens, temperature, seed, compare_ar,
-                    adaptive]
-        outputs = [status, tabed_html, plain_html, metrics, plot, blocks, chat, state, downloads]
+                    adaptive, tree_width, tree_policy]
+        outputs = [status, tabed_html, plain_html, metrics, plot, blocks, chat, state, downloads, trees]
         run_event = run_button.click(run, [image, prompt, state, *settings], outputs, api_name="run",
                                      concurrency_id="decode", concurrency_limit=1, trigger_mode="always_last")
         follow_event = follow_button.click(ask_follow_up, [image, prompt, state, *settings], outputs,

@@ -110,11 +110,20 @@ def block_rows(tokenizer, blocks: list[BlockEvent], methods: list[str]) -> list[
 
 def draft_length(block: BlockEvent) -> str:
     """How many tokens the block drafted and why it stopped there, e.g. '3, unsure: 0.21 < 0.30' (the
-    estimated chance that every draft is accepted fell below the minimum)."""
-    count = len(block.draft)
+    estimated chance that every draft is accepted fell below the minimum); a tree's depth and nodes, e.g.
+    '6 deep, 11 nodes, cap'."""
+    count = f"{tree_depth(block.tree)} deep, {len(block.tree)} nodes" if block.tree else len(block.draft)
     if block.stop == "unsure":
         return f"{count}, unsure: {block.survival:.2f} < {block.threshold:.2f}"
     return f"{count}, {block.stop}" if block.stop != "fixed" else str(count)
+
+
+def tree_depth(nodes) -> int:
+    """How deep a block's tree goes (nodes come parents first)."""
+    depths = []
+    for node in nodes:
+        depths.append(1 + (depths[node.parent] if node.parent >= 0 else 0))
+    return max(depths, default=0)
 
 
 def block_columns(methods: list[str]) -> list[str]:
@@ -142,6 +151,98 @@ def weights_figure(blocks: list[BlockEvent], methods: list[str], gamma: int) -> 
         margin={"l": 50, "r": 50, "t": 40, "b": 40},
         height=340,
         uirevision="weights",
+    )
+    return figure
+
+
+SEVERAL = "#24292f"  # a tree node proposed by several methods
+NOBODY = "#8c959f"  # a tree node no method had as its top-1 (the ensemble's further choice, or a draw)
+PATH_COLOUR = "rgba(212, 167, 44, 0.55)"  # the accepted path, drawn like a highlighter under its nodes
+BAND = 0.65  # the height of one block's band in the trees figure (one block per unit, top to bottom)
+
+
+def tree_lanes(parents: list[int]) -> list[int]:
+    """A lane (row) per tree node: each node's first child stays in its lane, so the main path is
+    straight, and every further child opens a lane of its own below."""
+    lanes, taken, children = [0] * len(parents), 0, {}
+    for node, parent in enumerate(parents):
+        children.setdefault(parent, []).append(node)
+
+    def place(node: int, lane: int) -> None:
+        nonlocal taken
+        lanes[node] = lane
+        for rank, child in enumerate(children.get(node, [])):
+            if rank:
+                taken += 1
+            place(child, lane if rank == 0 else taken)
+
+    for rank, child in enumerate(children.get(-1, [])):
+        if rank:
+            taken += 1
+        place(child, taken)
+    return lanes
+
+
+def _node_colour(proposer: str) -> str:
+    if not proposer:
+        return NOBODY
+    return METHOD_COLOURS.get(proposer, "#24292f") if len(proposer) == 1 else SEVERAL
+
+
+def trees_figure(tokenizer, blocks: list[BlockEvent]) -> go.Figure:
+    """Each block's token tree in its own band, blocks top to bottom like the block table: depth to the
+    right, nodes coloured by the methods that proposed them, the accepted path bold, rejected branches
+    greyed; hovering a node shows its token and its draft and target probabilities."""
+    figure = go.Figure()
+    shown = [block for block in blocks if block.tree]
+    edges = {True: ([], []), False: ([], [])}
+    nodes = {True: ([], [], [], [], []), False: ([], [], [], [], [])}
+    for block in shown:
+        lanes = tree_lanes([node.parent for node in block.tree])
+        spacing = BAND / max(1, max(lanes))
+        depth = {}
+        for index, node in enumerate(block.tree):  # parents come first
+            depth[index] = 1 + (depth[node.parent] if node.parent >= 0 else 0)
+            y = -block.index - lanes[index] * spacing
+            parent_y = -block.index - (lanes[node.parent] * spacing if node.parent >= 0 else 0)
+            xs, ys = edges[node.accepted]
+            xs += [depth[index] - 1, depth[index], None]
+            ys += [parent_y, y, None]
+            x, y_values, colours, texts, hovers = nodes[node.accepted]
+            word = token_text(tokenizer, [], node.token).strip() or "\u23ce"
+            x.append(depth[index])
+            y_values.append(y)
+            colours.append(_node_colour(node.proposer))
+            texts.append(word)
+            hovers.append(f"block {block.index} · {html.escape(word)} · ensemble p={node.draft_prob:.2f} · target "
+                          f"p={node.target_prob:.2f} · proposed by {node.proposer or 'the ensemble only'} · "
+                          f"{'accepted' if node.accepted else 'rejected'}")
+    for accepted in (False, True):
+        xs, ys = edges[accepted]
+        figure.add_scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=accepted, name="accepted path",
+                           line={"color": PATH_COLOUR, "width": 7} if accepted else {"color": "#d0d7de", "width": 1})
+    for accepted in (False, True):
+        x, y, colours, texts, hovers = nodes[accepted]
+        figure.add_scatter(x=x, y=y, mode="markers+text" if accepted else "markers", text=texts,
+                           textposition="top center", textfont={"size": 9}, showlegend=False,
+                           marker={"color": colours, "size": 9 if accepted else 7, "opacity": 1.0 if accepted else 0.4},
+                           name="accepted node" if accepted else "rejected node", hovertext=hovers,
+                           hovertemplate="%{hovertext}<extra></extra>")
+    proposers = {_node_colour(node.proposer): node.proposer for block in shown for node in block.tree}
+    for colour, proposer in sorted(proposers.items(), key=lambda item: (len(item[1]) != 1, item[1])):
+        name = ("several methods" if len(proposer) > 1 else f"proposed by {proposer}") if proposer else "ensemble only"
+        figure.add_scatter(x=[None], y=[None], mode="markers", marker={"color": colour, "size": 8}, name=name,
+                           hoverinfo="skip")
+    figure.update_layout(
+        title="Token trees per block (hover a node)" if shown else
+        "Token trees (set the tree width above 1 to draft trees)",
+        xaxis={"title": "depth", "dtick": 1, "rangemode": "tozero"},
+        yaxis={"tickvals": [-b.index for b in shown], "ticktext": [f"block {b.index}" for b in shown],
+               "showgrid": False, "zeroline": False, "range": [-len(blocks) + 1 - BAND - 0.2, 0.4]},
+        legend={"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 1.0, "xanchor": "right"},
+        margin={"l": 60, "r": 20, "t": 70, "b": 40},
+        height=min(1200, max(260, 110 + 70 * len(shown))),
+        uirevision="trees",
     )
     return figure
 

@@ -13,13 +13,14 @@ from conftest import serving, workers_alive
 from tabed.models import ModelPair
 
 SETTINGS = dict(preset="teaching", methods=["M", "T"], mode=app.MODES[0], rule="w-grid", window=0, gamma=5,
-                max_new_tokens=24, temperature=0.0, seed=0, compare_ar=True, adaptive=True)
+                max_new_tokens=24, temperature=0.0, seed=0, compare_ar=True, adaptive=True, tree_width=1,
+                tree_policy="ensemble")
 
 
 def settings(**changes):
     values = {**SETTINGS, **changes}
     return [values[k] for k in ("preset", "methods", "mode", "rule", "window", "gamma", "max_new_tokens",
-                                "temperature", "seed", "compare_ar", "adaptive")]
+                                "temperature", "seed", "compare_ar", "adaptive", "tree_width", "tree_policy")]
 
 
 @pytest.fixture
@@ -42,7 +43,7 @@ def final(outputs):
 
 def test_run_streams_coloured_tokens_then_metrics_and_exports(tiny_app, image_path):
     outputs = list(tiny_app.run(image_path, "w1 w2 w3", None, *settings()))
-    status, tabed_html, plain_html, metrics, figure, blocks, chat, state, files = final(outputs)
+    status, tabed_html, plain_html, metrics, figure, blocks, chat, state, files, trees = final(outputs)
     assert status.startswith("\u2705 Done") and "Speedup" in status
     streamed = [o[1] for o in outputs if isinstance(o[1], str) and o[1]]
     assert all(later.startswith(earlier) for earlier, later in zip(streamed, streamed[1:], strict=False))
@@ -61,6 +62,26 @@ def test_run_streams_coloured_tokens_then_metrics_and_exports(tiny_app, image_pa
     assert {b["stop"] for b in result["speculative"]["blocks"]} <= {"unsure", "cap", "budget"}
     assert chat[-1]["role"] == "assistant" and chat[-1]["content"] == result["speculative"]["text"]
     assert [f.rsplit("/", 1)[-1] for f in files] == ["tabed-run.json", "tabed-weights.html"]
+    assert "set the tree width above 1" in trees.layout.title.text  # chains: the trees plot says how to get one
+
+
+def test_trees_from_the_page_are_drawn_block_by_block(tiny_app, image_path):
+    outputs = list(tiny_app.run(image_path, "w1 w2 w3", None, *settings(tree_width=3, max_new_tokens=40)))
+    status, *_, blocks, chat, state, files, trees = final(outputs)
+    assert status.startswith("\u2705 Done")
+    result = state.last_run["results"]["speculative"]
+    assert result["token_ids"] == state.last_run["results"]["autoregressive"]["token_ids"]
+    assert state.last_run["request"]["config"]["tree_width"] == 3
+    nodes = [node for block in result["blocks"] for node in block["tree"]]
+    assert nodes and {"token", "parent", "proposer", "accepted"} <= set(nodes[0])
+    drafted = [row[blocks.value["headers"].index("drafted")] for row in blocks.value["data"]]
+    assert all(" deep, " in cell and " nodes" in cell for cell in drafted)
+    paths = next(trace for trace in trees.data if trace.name == "accepted node")
+    branches = next(trace for trace in trees.data if trace.name == "rejected node")
+    assert len(paths.x) == sum(node["accepted"] for node in nodes)
+    assert len(branches.x) == sum(not node["accepted"] for node in nodes) > 0
+    assert "target p=" in paths.hovertext[0] and "ensemble p=" in branches.hovertext[0]
+    assert [f.rsplit("/", 1)[-1] for f in files] == ["tabed-run.json", "tabed-weights.html", "tabed-trees.html"]
 
 
 def test_a_stop_that_overtakes_its_run_stops_it_as_it_begins(monkeypatch):
@@ -81,7 +102,7 @@ def test_a_stop_that_overtakes_its_run_stops_it_as_it_begins(monkeypatch):
 
 def test_n_from_the_page_is_its_own_method(tiny_app):
     outputs = list(tiny_app.run(None, "w1 w2 w1 w2", None, *settings(methods=["M", "T", "N"])))
-    status, *_, figure, blocks, chat, state, files = outputs[-1]
+    status, *_, figure, blocks, chat, state, files, _ = outputs[-1]
     assert status.startswith("\u2705 Done")
     assert "weight of N" in {trace.name for trace in figure.data} and "N guesses" in blocks.value["headers"]
     result = state.last_run["results"]
@@ -242,7 +263,7 @@ def _metric_names(metrics) -> list[str]:
 def test_stop_during_tabed_shows_stopped_and_keeps_the_partial_answer(tiny_app, image_path):
     request = StopClient("stop-during-tabed")
     after, seconds = _run_until(tiny_app, image_path, request, lambda o: "block 3" in str(o[0]))
-    status, tabed_html, plain_html, metrics, figure, blocks, chat, state, files = final(after)
+    status, tabed_html, plain_html, metrics, figure, blocks, chat, state, files, _ = final(after)
     assert seconds < 1.0 and workers_alive() == 0
     assert status.startswith("\u23f9 Stopped after") and "not added to the conversation" in status
     assert "tk-accepted" in tabed_html and tabed_html.endswith(tiny_app.STOPPED_MARK)
@@ -257,7 +278,7 @@ def test_stop_during_tabed_shows_stopped_and_keeps_the_partial_answer(tiny_app, 
 def test_stop_during_plain_decoding_says_the_plain_side_was_stopped(tiny_app, image_path):
     request = StopClient("stop-during-plain")
     after, seconds = _run_until(tiny_app, image_path, request, lambda o: "plain decoding" in str(o[0]))
-    status, tabed_html, plain_html, metrics, *_, chat, state, files = final(after)
+    status, tabed_html, plain_html, metrics, *_, chat, state, files, _ = final(after)
     assert seconds < 1.0 and workers_alive() == 0
     assert status.startswith("\u23f9 Stopped") and not tabed_html.endswith(tiny_app.STOPPED_MARK)
     assert "tk-plain" in plain_html and plain_html.endswith(tiny_app.STOPPED_MARK)

@@ -32,12 +32,14 @@ def submit(client, picture, prompt, max_new_tokens=24):
 
 
 def test_a_run_completes_with_both_answers_and_downloads(server, picture):
-    status, tabed_html, plain_html, metrics, plot, blocks, chat, files = submit(server, picture, "w1 w2").result(60)
+    status, tabed_html, plain_html, metrics, plot, blocks, chat, files, trees = submit(server, picture,
+                                                                                      "w1 w2").result(60)
     assert status.startswith("\u2705 Done")
     assert "tk-accepted" in tabed_html and "tk-plain" in plain_html
     assert any(row[0] == "block efficiency" for row in metrics["data"])
     assert plot["type"] == "plotly"
     assert chat[0]["role"] == "user" and len(files) == 2
+    assert trees["type"] == "plotly"
 
 
 def test_a_cancelled_run_stops_its_worker(server, picture):
@@ -74,8 +76,8 @@ def test_the_api_takes_named_inputs_and_answers_without_server_paths(server, tmp
     parameters = server.view_api(return_format="dict", print_info=False)["named_endpoints"]["/run"]["parameters"]
     names = [p["parameter_name"] for p in parameters]
     assert names == ["pictures", "prompt", "preset", "methods", "mode", "rule", "window", "gamma",
-                     "max_new_tokens", "temperature", "seed", "compare_ar", "adaptive"]
-    status, tabed_html, *_, files = server.predict(prompt="w1 w2", max_new_tokens=12, api_name="/run")
+                     "max_new_tokens", "temperature", "seed", "compare_ar", "adaptive", "tree_width", "tree_policy"]
+    status, tabed_html, *_, files, _ = server.predict(prompt="w1 w2", max_new_tokens=12, api_name="/run")
     assert status.startswith("\u2705 Done") and "tk-" in tabed_html
     assert sum(Path(f).stat().st_size for f in files) < 200_000  # the chart loads plotly.js, it does not carry it
     empty = tmp_path / "empty.png"

@@ -111,6 +111,19 @@ class TestWithTheTinyPair:
         expect(page.locator("#status")).to_contain_text("Done")
         assert workers_alive() == 0
 
+    def test_token_trees_are_drawn_block_by_block(self, page):
+        page.locator("#settings").get_by_text("Settings").first.click()
+        set_slider(page, "settings-tree-width", 3)
+        page.locator("#prompt textarea").fill("w1 w2 w3")
+        page.locator("#run").click()
+        expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
+        trees = page.locator("#trees-plot")
+        expect(trees.locator(".js-plotly-plot")).to_have_count(1)
+        expect(trees.locator(".ytick text").first).to_have_text(re.compile(r"block \d+"))
+        assert trees.locator(".scatterlayer .point").count() > 4  # nodes, accepted and rejected
+        expect(page.locator("#blocks")).to_contain_text(" nodes")
+        trees.screenshot(path=str(SCREENSHOTS / "trees.png"))
+
 
 def test_the_bundled_pair_answers_the_chart_and_the_odd_pictures_examples_on_the_page():
     """No stand-in: the app loads the teaching pair itself, as on a fresh laptop."""
