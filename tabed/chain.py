@@ -107,7 +107,11 @@ class Opinions:
         q_rows = q_rows.expand(self.models, -1) if q_rows.shape[0] < self.models else q_rows  # one shared text row
         log_q = logits_to_log_probs(logits, temperature).expand(self.models, -1) if self.log_probs else None
         if self.lookup is not None:
-            q_n = self.lookup.distribution(drafted, ensemble(q_rows, self.model_weights))
+            mixture = ensemble(q_rows, self.model_weights)
+            q_n = self.lookup.distribution(drafted, mixture)
+            if self.banned is not None and float(q_n[self.banned]) > 0:  # looked up among the prompt's placeholders
+                q_n = q_n.index_fill(0, torch.tensor([self.banned], device=q_n.device), 0.0)
+                q_n = q_n / q_n.sum() if float(q_n.sum()) > 0 else mixture
             q_rows = torch.cat([q_rows, q_n[None]])
             log_q = torch.cat([log_q, q_n.clamp_min(1e-12).log()[None]]) if self.log_probs else None
         return q_rows, ensemble(q_rows, self.weights), log_q

@@ -1,14 +1,16 @@
 """Token trees: several draft paths per block, all verified in one target forward.
 
 A chain drafts one token per position, so when the methods disagree only one of them is tried. A tree
-tries more. At each depth the most probable nodes (at most `width`, the frontier) go through the
-drafter together, as tree tokens of its batched forward: every method's row scores each of them. Each
-of them gets up to `width` children:
-- "ensemble" policy: greedy, the ensemble's top tokens, a further one only where the ensemble gives it
+tries more. Every node has an estimated chance of being accepted with its whole path (the ensemble's
+probabilities, calibrated by `DraftLength` on this answer's verifications). At each depth the likeliest
+nodes (at most `width`, the frontier) go through the drafter together, as tree tokens of its batched
+forward: every method's row scores each of them. Each of them gets up to `width` children:
+- "ensemble" policy: greedy, the ensemble's top tokens, a further one only where its path's chance is
   at least `BRANCH_MIN` (a sure ensemble grows a chain, an unsure one branches); sampling, independent
   draws from the ensemble;
 - "methods" policy: the ensemble's top token and each method's own top-1 where they differ; sampling,
   one draw from the ensemble and the others from the methods' own distributions, by weight.
+Adaptive drafting deepens the tree while the newest depth's chances add up to the chain's minimum.
 The target scores the whole tree in one forward, each node seeing only its ancestors, and keeps the
 longest path it agrees with: greedy, by following its own argmax; sampling, by recursive rejection
 over each node's draws in draw order (SpecInfer's multi-draft rule: accept a draw with probability
@@ -37,9 +39,8 @@ if TYPE_CHECKING:
     from .decoding import GenerationConfig, TargetSession
 
 TREE_POLICIES = ("ensemble", "methods")
-BRANCH_MIN = 0.05  # greedy "ensemble" trees: the least ensemble probability of a token beyond the top one
+BRANCH_MIN = 0.05  # greedy: the least estimated chance of a branch's path being accepted for it to be drafted
 NODE_BUDGET = 4  # a block's tree holds at most this many nodes per draft position of its cap (4·γ in all)
-EXPAND_MIN = 0.1  # a node beside its depth's most likely one is expanded only with at least this chance
 ROOT = -1  # the last committed token, which every tree hangs from
 
 
@@ -148,10 +149,14 @@ def draft_tree(drafter: BatchedDrafter, feed: list[int], gamma: int, width: int,
         for column, parent in enumerate(frontier):
             q_rows, q, log_q = opinions(logits[:, column], [tree.tokens[n] for n in tree.path(parent)])
             context = tree.contexts[parent] = Context(q_rows, q, log_q)
-            for token, proposal in _draws(context, min(width, budget - len(tree.tokens)), policy, order, config,
-                                          generator):
+            above = 1.0 if parent == ROOT else tree.scores[parent]
+            for rank, (token, proposal) in enumerate(_draws(context, min(width, budget - len(tree.tokens)), policy,
+                                                            order, config, generator)):
                 prob = float(q[token])
-                node, new = tree.add(parent, token, prob, length.acceptance(prob) if length is not None else prob)
+                chance = length.acceptance(prob) if length is not None else prob
+                if proposal is None and rank and above * chance < BRANCH_MIN:  # greedy: a branch must pay its way
+                    continue
+                node, new = tree.add(parent, token, prob, chance)
                 context.draws.append((node, proposal))
                 born += [node] if new else []
         if adaptive and not length.keep_growing(sum(tree.scores[node] for node in born)) and depth < gamma:
@@ -162,8 +167,7 @@ def draft_tree(drafter: BatchedDrafter, feed: list[int], gamma: int, width: int,
             break
         if depth == gamma:
             break
-        ranked = sorted(born, key=tree.scores.__getitem__, reverse=True)
-        frontier = ranked[:1] + [node for node in ranked[1:width] if tree.scores[node] >= EXPAND_MIN]
+        frontier = sorted(born, key=tree.scores.__getitem__, reverse=True)[:width]
         layout = tree.layout(frontier, tree.fed + frontier, shift=-1)  # the tree starts after the feed
         logits = drafter.step_tree([tree.tokens[n] for n in frontier], layout)
         tree.fed += frontier
@@ -181,9 +185,7 @@ def _draws(context: Context, count: int, policy: str, order: list[int], config: 
         if policy == "methods":
             tokens = [int(q.argmax())] + context.row_probs.argmax(-1)[order].tolist()
         else:
-            top = q.topk(min(count, q.shape[0]))
-            tokens = [t for rank, (p, t) in enumerate(zip(top.values.tolist(), top.indices.tolist(), strict=True))
-                      if rank == 0 or p >= BRANCH_MIN]
+            tokens = q.topk(min(count, q.shape[0])).indices.tolist()
         return [(token, None) for token in dict.fromkeys(tokens)][:count]
     proposals = [q] + ([context.row_probs[k] for k in order] if policy == "methods" else [])
     proposals = [proposals[i] if i < len(proposals) else q for i in range(count)]

@@ -8,10 +8,12 @@ from test_lossless import SPECS, conversations
 from conftest import make_pair, perturbed
 from tabed.backends import DynamicBackend, StaticBackend
 from tabed.bench import bench_spec
+from tabed.chain import Opinions
 from tabed.conversation import Turn, encode
 from tabed.decoding import GenerationConfig, TargetSession, autoregressive_generate, collect, speculative_generate
 from tabed.drafter import BatchedDrafter, build_rows
 from tabed.errors import InputError
+from tabed.lookup import NgramLookup
 from tabed.spec import parse_spec
 from tabed.tree import ROOT, Context, DraftTree, _walk_sampling
 
@@ -215,3 +217,17 @@ def test_bad_tree_settings(kwargs, message):
     with pytest.raises(InputError, match=message):
         bench_spec(f"tabed-MT+tree{kwargs.get('tree_width', 2)}:{kwargs.get('tree_policy', 'ensemble')}",
                    GenerationConfig())
+
+
+def test_the_first_trees_banned_placeholder_gets_no_mass_from_any_method():
+    """The first block's tree rides on the prompt's pass, which counts image placeholders: no method may
+    draft one, N neither (it looks its guesses up in a prompt full of them)."""
+    placeholder = 9
+    lookup = NgramLookup([1, 2, placeholder, placeholder, 1, 2], [])  # "1 2" was followed by a placeholder
+    opinions = Opinions(2, torch.tensor([0.5, 0.5]), GenerationConfig(), False, lookup, banned=placeholder)
+    logits = torch.zeros(1, 12)
+    logits[0, placeholder] = 5.0  # the model row likes it too
+    rows, mixed, _ = opinions(logits, [])
+    assert float(rows[:, placeholder].abs().max()) == 0.0 and float(mixed[placeholder]) == 0.0
+    assert torch.allclose(rows.sum(-1), torch.ones(2))
+    assert int(rows[1].argmax()) != placeholder
