@@ -5,7 +5,7 @@ tries more. Every node has an estimated chance of being accepted with its whole 
 probabilities, calibrated by `DraftLength` on this answer's verifications). At each depth the likeliest
 nodes (at most `width`, the frontier) go through the drafter together, as tree tokens of its batched
 forward: every method's row scores each of them. Each of them gets up to `width` children:
-- "ensemble" policy: greedy, the ensemble's top tokens, a further one only where its path's chance is
+- "ensemble" policy: greedy, the ensemble's top tokens, a further one only where the ensemble gives it
   at least `BRANCH_MIN` (a sure ensemble grows a chain, an unsure one branches); sampling, independent
   draws from the ensemble;
 - "methods" policy: the ensemble's top token and each method's own top-1 where they differ; sampling,
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from .decoding import GenerationConfig, TargetSession
 
 TREE_POLICIES = ("ensemble", "methods")
-BRANCH_MIN = 0.05  # greedy: the least estimated chance of a branch's path being accepted for it to be drafted
+BRANCH_MIN = 0.05  # greedy "ensemble" trees: the least ensemble probability of a token beyond the top one
 NODE_BUDGET = 4  # a block's tree holds at most this many nodes per draft position of its cap (4·γ in all)
 ROOT = -1  # the last committed token, which every tree hangs from
 
@@ -149,14 +149,10 @@ def draft_tree(drafter: BatchedDrafter, feed: list[int], gamma: int, width: int,
         for column, parent in enumerate(frontier):
             q_rows, q, log_q = opinions(logits[:, column], [tree.tokens[n] for n in tree.path(parent)])
             context = tree.contexts[parent] = Context(q_rows, q, log_q)
-            above = 1.0 if parent == ROOT else tree.scores[parent]
-            for rank, (token, proposal) in enumerate(_draws(context, min(width, budget - len(tree.tokens)), policy,
-                                                            order, config, generator)):
+            for token, proposal in _draws(context, min(width, budget - len(tree.tokens)), policy, order, config,
+                                          generator):
                 prob = float(q[token])
-                chance = length.acceptance(prob) if length is not None else prob
-                if proposal is None and rank and above * chance < BRANCH_MIN:  # greedy: a branch must pay its way
-                    continue
-                node, new = tree.add(parent, token, prob, chance)
+                node, new = tree.add(parent, token, prob, length.acceptance(prob) if length is not None else prob)
                 context.draws.append((node, proposal))
                 born += [node] if new else []
         if adaptive and not length.keep_growing(sum(tree.scores[node] for node in born)) and depth < gamma:
@@ -185,7 +181,9 @@ def _draws(context: Context, count: int, policy: str, order: list[int], config: 
         if policy == "methods":
             tokens = [int(q.argmax())] + context.row_probs.argmax(-1)[order].tolist()
         else:
-            tokens = q.topk(min(count, q.shape[0])).indices.tolist()
+            top = q.topk(min(count, q.shape[0]))
+            tokens = [token for rank, (p, token) in enumerate(zip(top.values.tolist(), top.indices.tolist(),
+                                                                  strict=True)) if rank == 0 or p >= BRANCH_MIN]
         return [(token, None) for token in dict.fromkeys(tokens)][:count]
     proposals = [q] + ([context.row_probs[k] for k in order] if policy == "methods" else [])
     proposals = [proposals[i] if i < len(proposals) else q for i in range(count)]
