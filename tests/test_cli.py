@@ -68,11 +68,26 @@ def test_text_output_and_follow_up(capsys, pair_dirs):
     (["--image", "/no/such.png"], "image not found"),
     (["--drafting", "XYZ"], "unknown drafting spec"),
     (["--gamma", "0"], "gamma"),
+    (["--tree-width", "7"], "tree width"),
 ])
 def test_errors_are_one_line_with_exit_code_2(capsys, pair_dirs, extra, message):
     code, out, err = run_cli(capsys, "--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter",
                              "--prompt", "w1", *extra)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1 and out == ""
+
+
+def test_token_trees_in_the_json(capsys, pair_dirs, image_file):
+    code, out, err = run_cli(
+        capsys, "--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter", "--image", image_file,
+        "--prompt", "w1 w2 w3", "--tree-width", 3, "--max-new-tokens", 24, "--compare-ar", "--json",
+    )
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["same_output"]
+    nodes = report["blocks"][0]["tree"]
+    assert nodes and {"token", "parent", "proposer", "accepted", "draft_prob", "target_prob"} == set(nodes[0])
+    kept = [node["token"] for node in nodes if node["accepted"]]
+    assert kept == report["blocks"][0]["draft"][:report["blocks"][0]["accepted"]]
 
 
 def test_only_target_is_an_error(capsys, pair_dirs):

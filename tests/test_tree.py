@@ -13,7 +13,9 @@ from tabed.conversation import Turn, encode
 from tabed.decoding import GenerationConfig, TargetSession, autoregressive_generate, collect, speculative_generate
 from tabed.drafter import BatchedDrafter, build_rows
 from tabed.errors import InputError
+from tabed.events import TreeNode
 from tabed.lookup import NgramLookup
+from tabed.render import tree_depth, tree_lanes
 from tabed.spec import parse_spec
 from tabed.tree import ROOT, Context, DraftTree, _walk_sampling
 
@@ -164,9 +166,20 @@ def test_trees_report_their_nodes_and_lengthen_blocks(loose_pair, image):
     assert set(node) == {"token", "parent", "proposer", "accepted", "draft_prob", "target_prob"}
     proposers = {n.proposer for b in tree.blocks for n in b.tree}
     assert {"MT", ""} <= proposers and proposers & {"M", "T"}
+    stops = {b.stop for b in tree.blocks}
+    assert "unsure" in stops and stops <= {"unsure", "cap", "budget", "nodes"}  # adaptive trees stop when unsure
     for block in tree.blocks:
         for index, node in enumerate(block.tree):
             assert -1 <= node.parent < index and 0 <= node.draft_prob <= 1 and 0 <= node.target_prob <= 1
+
+
+def test_tree_lanes_keep_first_children_in_line():
+    assert tree_lanes(PARENTS) == [0, 2, 0, 1, 2, 0]  # 0-2-5 straight; 3 under 2's lane; 1-4 below
+    assert tree_depth(small_tree_nodes()) == 3
+
+
+def small_tree_nodes():
+    return [TreeNode(token, parent, "", False, 0.5, 0.5) for token, parent in zip(TOKENS, PARENTS, strict=True)]
 
 
 def test_static_caches_give_the_dynamic_paths_trees(loose_pair, image):
