@@ -10,6 +10,7 @@ from .conversation import Turn, encode
 from .decoding import Clock, TargetSession
 from .drafter import BatchedDrafter, build_rows
 from .models import ModelPair
+from .tree import NODE_BUDGET, ROOT, DraftTree
 
 ROW_SETS = {1: ("M",), 2: ("M", "T"), 4: ("M", "T", "C", "P")}
 
@@ -31,15 +32,34 @@ def draft_step_seconds(pair: ModelPair, turns: list[Turn], methods: tuple[str, .
     return statistics.median(times[2:])  # the first steps warm up
 
 
-def target_step_seconds(pair: ModelPair, turns: list[Turn], count: int, steps: int = 16) -> float:
-    """Median time of one target forward of `count` tokens (1: a plain decoding step; γ + 1: a verify)."""
+def bushy_tree(depth: int, width: int) -> DraftTree:
+    """A tree of `width` nodes at each of `depth` depths, all children of the depth before's first node:
+    the shape of a tree that branches at every position (for timing its forward)."""
+    tree = DraftTree()
+    for level in range(depth):
+        parent = ROOT if level == 0 else (level - 1) * width
+        for _ in range(width):
+            tree.tokens.append(5)
+            tree.parents.append(parent)
+            tree.depths.append(level + 1)
+    return tree
+
+
+def target_step_seconds(pair: ModelPair, turns: list[Turn], count: int, steps: int = 16,
+                        tree: DraftTree | None = None) -> float:
+    """Median time of one target forward of `count` tokens (1: a plain decoding step; γ + 1: a verify),
+    or of the last committed token and a `tree` (a tree's verify)."""
     session = TargetSession(pair.backend("target"))
     session.prefill(encode(pair.target_processor, turns, pair.device, pair.dtype))
     clock = Clock(pair.device)
+    layout = None
+    if tree is not None:
+        entries = [ROOT] + list(range(len(tree.tokens)))
+        layout, count = tree.layout(entries, entries, shift=0), len(entries)
     times, tokens = [], [5] * count
     for _ in range(steps):
         start = clock.now()
-        session.forward(tokens)
+        session.forward(tokens, layout)
         times.append(clock.now() - start)
         session.rollback(count)
     return statistics.median(times[2:])
@@ -47,9 +67,11 @@ def target_step_seconds(pair: ModelPair, turns: list[Turn], count: int, steps: i
 
 def step_costs(pair: ModelPair, turns: list[Turn], gamma: int = 5, steps: int = 16) -> dict[str, float]:
     """Milliseconds of each kind of step, and the decode speedup they allow at a block efficiency τ:
-    τ plain steps cost τ·t1; a block costs γ draft steps and one verify."""
+    τ plain steps cost τ·t1; a block costs γ draft steps and one verify. `verify_tree_ms`: the verify of
+    the largest tree a block of γ may draft (NODE_BUDGET nodes a depth), what a tree adds at most."""
     costs = {"target_ms": target_step_seconds(pair, turns, 1, steps) * 1e3,
-             "verify_ms": target_step_seconds(pair, turns, gamma + 1, steps) * 1e3}
+             "verify_ms": target_step_seconds(pair, turns, gamma + 1, steps) * 1e3,
+             "verify_tree_ms": target_step_seconds(pair, turns, 0, steps, bushy_tree(gamma, NODE_BUDGET)) * 1e3}
     for k, methods in ROW_SETS.items():
         costs[f"draft_k{k}_ms"] = draft_step_seconds(pair, turns, methods, steps) * 1e3
     block = costs["verify_ms"] + gamma * costs["draft_k2_ms"]
