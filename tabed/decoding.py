@@ -1,8 +1,9 @@
 """Speculative decoding with an ensemble of batched drafts, and the plain autoregressive baseline.
 
 Both are generators of events (see `events.py`); closing the generator or setting `stop` ends the
-run between blocks (or tokens) with a final `Finished` event. The first answer token always comes
-from the target's prefill, in both modes; block efficiency counts the decode phase after it.
+run between blocks (or tokens) with a final `Finished` event. Each block drafts (a chain, `chain.py`,
+or a token tree, `tree.py`), verifies in one target forward, and records; the first block's drafts
+ride on the target's pass over the prompt, which also gives the answer's first token.
 """
 
 from __future__ import annotations
