@@ -61,10 +61,11 @@ def _keep_entries(layers, base: int, count: int, offsets: list[int]) -> None:
     onwards, in order: the cache's tree, of `count` entries from `base`, compacted to one path."""
     if offsets == list(range(len(offsets))):
         return
-    source = torch.tensor(offsets, dtype=torch.long) + base
+    source = None
     for layer in layers:
         for tensor in (layer.keys, layer.values):
-            source = source.to(tensor.device)
+            if source is None:
+                source = torch.tensor(offsets, dtype=torch.long, device=tensor.device) + base
             tensor[..., base:base + len(offsets), :] = tensor[..., source, :]
 
 
