@@ -689,7 +689,7 @@ def build_demo() -> gr.Blocks:
                 plot = gr.Plot(label="Ensemble weights", elem_id="weights-plot")
                 blocks = gr.Dataframe(label="Block by block (scroll; hover a token above for details)",
                                       elem_id="blocks", interactive=False, max_height=320)
-                trees = gr.Plot(label="Token trees", elem_id="trees-plot")
+                trees = gr.Plot(label="Token trees", elem_id="trees-plot", visible=False)  # shown with trees
                 with gr.Row():
                     race_button = gr.Button("Replay race", elem_id="race")
                     downloads = gr.File(label="Download the run (JSON) and the plots (HTML)", file_count="multiple",
@@ -712,6 +712,8 @@ def build_demo() -> gr.Blocks:
         stop_button.click(request_stop, None, None, queue=False, api_name=False,
                           cancels=[run_event, follow_event, submit_event, race_event] if ZERO_GPU else None)
         preset.change(pair_note, [preset], [note], queue=False, api_name=False)
+        tree_width.change(lambda width: gr.update(visible=int(width or 1) > 1), [tree_width], [trees], queue=False,
+                          api_name=False)
         clear_button.click(new_conversation, None, [state, chat, tabed_html, plain_html, status, downloads],
                            api_name=False)
     return demo

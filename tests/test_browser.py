@@ -112,8 +112,10 @@ class TestWithTheTinyPair:
         assert workers_alive() == 0
 
     def test_token_trees_are_drawn_block_by_block(self, page):
+        expect(page.locator("#trees-plot")).to_be_hidden()  # chains: no empty chart on the page
         page.locator("#settings").get_by_text("Settings").first.click()
         set_slider(page, "settings-tree-width", 3)
+        expect(page.locator("#trees-plot")).to_be_visible()
         page.locator("#prompt textarea").fill("w1 w2 w3")
         page.locator("#run").click()
         expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
