@@ -49,16 +49,20 @@ class TreeLayout:
         return int(self.visible.shape[1])
 
 
-def tree_attend(attend: torch.Tensor, layout: TreeLayout) -> torch.Tensor:
-    """`attend` (B, 1, q, L) with its last `span` columns limited to what each tree token may see."""
+def limit_to_tree(attend: torch.Tensor, layout: TreeLayout | None, end: int | None = None) -> torch.Tensor:
+    """`attend` (B, 1, queries, slots) with its last queries, a tree's tokens (as many as `layout` places),
+    limited to their ancestors among the tree's `span` slots, which end at `end` (default: the last)."""
+    if layout is None:
+        return attend
+    end = attend.shape[-1] if end is None else end
     attend = attend.clone()
-    attend[..., -layout.span:] &= layout.visible.to(attend.device)
+    attend[..., -layout.visible.shape[0]:, end - layout.span:end] &= layout.visible.to(attend.device)
     return attend
 
 
-def _keep_entries(layers, base: int, count: int, offsets: list[int]) -> None:
+def _keep_entries(layers, base: int, offsets: list[int]) -> None:
     """Move the entries at `base + offsets` of each layer's keys and values (B, H, slots, D) to `base`
-    onwards, in order: the cache's tree, of `count` entries from `base`, compacted to one path."""
+    onwards, in order: a tree in the cache from `base`, compacted to one path."""
     if offsets == list(range(len(offsets))):
         return
     source = None
@@ -78,17 +82,6 @@ def prefill_positions(mask: torch.Tensor, layout: TreeLayout | None = None) -> t
     first = mask.shape[1] - layout.span
     return torch.cat([positions[:, :first], positions[:, first - 1:first] + 1 + layout.offsets.to(mask.device)[None]],
                      dim=1)
-
-
-def limit_to_tree(attend: torch.Tensor, layout: TreeLayout | None) -> torch.Tensor:
-    """A prompt pass's `attend` (B, 1, L, slots) with its last `span` queries, a tree after the prompt,
-    limited to their ancestors among the tree's tokens."""
-    if layout is None:
-        return attend
-    width, first = attend.shape[2], attend.shape[2] - layout.span
-    attend = attend.clone()
-    attend[..., first:, first:width] &= layout.visible.to(attend.device)
-    return attend
 
 
 def additive(attend: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -147,14 +140,12 @@ class DynamicBackend:
         slots = torch.arange(length, device=self.mask.device)
         attend = (self.mask.bool()[:, None, None, :]
                   & (slots[None, None, None, :] <= slots[length - count:][None, None, :, None]))
-        if layout is not None:
-            attend = tree_attend(attend, layout)
-        return additive(attend, self.model.dtype)
+        return additive(limit_to_tree(attend, layout), self.model.dtype)
 
     @torch.inference_mode()
     def keep(self, count: int, offsets: list[int]) -> None:
         """Of the last `count` tokens (a tree), keep those at `offsets` (ascending, a path), in order."""
-        _keep_entries(self.cache.layers, self.mask.shape[1] - count, count, offsets)
+        _keep_entries(self.cache.layers, self.mask.shape[1] - count, offsets)
         self.rewind(count - len(offsets))
 
     def rewind(self, count: int) -> None:
@@ -201,7 +192,7 @@ class StaticBackend:
         self.valid.fill_(True)
         self.valid[:, :width] = mask.bool()
         self.pads.copy_((mask == 0).sum(dim=-1, keepdim=True))
-        attend = limit_to_tree(self._attend(self.slots[:width]), layout)
+        attend = limit_to_tree(self._attend(self.slots[:width]), layout, width)
         out = self.model(**inputs, attention_mask=additive(attend, self.model.dtype),
                          position_ids=prefill_positions(mask, layout), past_key_values=self.cache, use_cache=True,
                          logits_to_keep=keep)
@@ -231,8 +222,7 @@ class StaticBackend:
         count = ids.shape[1]
         length = int(self.cache.layers[0].cumulative_length)
         first = length - (layout.span - count)  # the tree's first cache slot
-        attend = self._attend(length + torch.arange(count, device=ids.device))
-        attend = torch.cat([tree_attend(attend[..., :length + count], layout), attend[..., length + count:]], dim=-1)
+        attend = limit_to_tree(self._attend(length + torch.arange(count, device=ids.device)), layout, length + count)
         positions = first + layout.offsets.to(ids.device)[None, :] - self.pads
         out = self.model(input_ids=ids, attention_mask=additive(attend, self.model.dtype), position_ids=positions,
                          past_key_values=self.cache, use_cache=True)
@@ -283,7 +273,7 @@ class StaticBackend:
     @torch.inference_mode()
     def keep(self, count: int, offsets: list[int]) -> None:
         """Of the last `count` tokens (a tree), keep those at `offsets` (ascending, a path), in order."""
-        _keep_entries(self.cache.layers, int(self.cache.layers[0].cumulative_length) - count, count, offsets)
+        _keep_entries(self.cache.layers, int(self.cache.layers[0].cumulative_length) - count, offsets)
         self.rewind(count - len(offsets))
 
     @torch.inference_mode()
