@@ -142,8 +142,7 @@ def bench_spec(text: str, config: GenerationConfig) -> tuple[DraftingSpec, Gener
         width, _, policy = tree.partition(":")
         if not width.isdigit():
             raise InputError(f"bench row {text}+tree{tree}: give the tree width as a number, e.g. +tree2")
-        config = replace(config, tree_width=int(width), tree_policy=policy or config.tree_policy)
-        GenerationConfig(**asdict(config))  # check the width and policy now
+        config = replace(config, tree_width=int(width), tree_policy=policy or config.tree_policy)  # checks them
     name, _, gamma = text.partition("@")
     name, _, rule = name.partition("/")
     if rule:

@@ -220,7 +220,7 @@ class SpeculativeRun:
     history: WeightHistory | None
     length: DraftLength
     lookup: NgramLookup | None = None  # the model-free method N, when the spec has it
-    tree: TreeVerifier | None = None  # token trees after the first block, when the tree width is over 1
+    tree: TreeVerifier | None = None  # token trees in every block, when the tree width is over 1
     blocks: list[BlockEvent] = field(default_factory=list)
 
     def weights(self) -> torch.Tensor:
@@ -326,8 +326,8 @@ def _block(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter | None,
            prompt: conversation.EncodedPrompt | None = None, start: torch.Tensor | None = None,
            ) -> tuple[BlockEvent, bool]:
     """One block: draft -> verify -> record. Returns its event and whether decoding is done. The first
-    block (`prompt` given) drafts a chain from the drafter's prefill logits (`start`) and is verified by
-    the target's pass over the prompt; later ones draft a tree when the tree width is over 1."""
+    block (`prompt` given) drafts from the drafter's prefill logits (`start`) and is verified by the
+    target's pass over the prompt. With a tree width over 1 every block drafts a tree."""
     block_start = clock.now()
     weights = run.weights().to(pair.device)  # once per block, not at every draft step
     weights_s = clock.now() - block_start

@@ -56,12 +56,12 @@ class DraftLength:
 
     def keep_drafting(self, confidence: float) -> bool:
         """After a draft of this confidence: whether drafting the next token is worth it."""
-        self.survival *= self.acceptance(confidence)
-        return not self.adaptive or self.survival >= self.min_survival
+        return self.keep_growing(self.survival * self.acceptance(confidence))
 
     def keep_growing(self, survival: float) -> bool:
-        """For a token tree: after a depth whose nodes' paths have this chance, summed, of being accepted
-        (at most one path is), whether drafting one more depth is worth it."""
+        """After a draft position whose drafts have this chance of being accepted (a chain's one draft;
+        a tree's depth, its nodes' paths' chances summed: at most one of them is accepted), whether
+        drafting one more position is worth it."""
         self.survival = survival
         return not self.adaptive or self.survival >= self.min_survival
 

@@ -216,13 +216,12 @@ class TreeVerifier:
                        nodes=self._nodes(tree, set(path), probs))
 
     def _nodes(self, tree: DraftTree, kept: set[int], probs: torch.Tensor) -> list[TreeNode]:
-        nodes = []
-        for node, (token, parent) in enumerate(zip(tree.tokens, tree.parents, strict=True)):
-            top1 = tree.contexts[parent].row_probs.argmax(-1).tolist()
-            nodes.append(TreeNode(token, parent, "".join(m for m, t in zip(self.methods, top1, strict=True)
-                                                         if t == token),
-                                  node in kept, tree.probs[node], float(probs[parent + 1, token])))
-        return nodes
+        top1 = {parent: context.row_probs.argmax(-1).tolist() for parent, context in tree.contexts.items()}
+        rows, tokens = (torch.tensor(values, device=probs.device) for values in (tree.parents, tree.tokens))
+        target = probs[rows + 1, tokens].tolist()  # each node's probability under the target, after its parent
+        return [TreeNode(token, parent, "".join(m for m, t in zip(self.methods, top1[parent], strict=True)
+                                                if t == token), node in kept, tree.probs[node], target[node])
+                for node, (token, parent) in enumerate(zip(tree.tokens, tree.parents, strict=True))]
 
     def commit(self, session: TargetSession, drafter: BatchedDrafter, tree: DraftTree, verdict: Verdict,
                pending: list[int]) -> list[int]:
