@@ -36,6 +36,11 @@ def token_text(tokenizer, previous: list[int], token: int) -> str:
     return tokenizer.decode([token], skip_special_tokens=True)
 
 
+def token_word(tokenizer, token: int) -> str:
+    """A token on its own, as a table cell or a chart label shows it (⏎ for one with no text)."""
+    return token_text(tokenizer, [], token).strip() or "\u23ce"
+
+
 def legend_html() -> str:
     items = []
     for kind, (colour, meaning) in KINDS.items():
@@ -94,7 +99,7 @@ class TokenStream:
 def block_rows(tokenizer, blocks: list[BlockEvent], methods: list[str]) -> list[list]:
     """One row per block: weights, each method's guesses, the ensemble draft, what the target kept."""
     def words(ids: list[int]) -> str:
-        return " | ".join(token_text(tokenizer, [], t).strip() or "\u23ce" for t in ids)
+        return " | ".join(token_word(tokenizer, t) for t in ids)
 
     rows = []
     for block in blocks:
@@ -118,12 +123,17 @@ def draft_length(block: BlockEvent) -> str:
     return f"{count}, {block.stop}" if block.stop != "fixed" else str(count)
 
 
-def tree_depth(nodes) -> int:
-    """How deep a block's tree goes (nodes come parents first)."""
+def node_depths(nodes) -> list[int]:
+    """Each tree node's depth, 1 under the root (nodes come parents first)."""
     depths = []
     for node in nodes:
         depths.append(1 + (depths[node.parent] if node.parent >= 0 else 0))
-    return max(depths, default=0)
+    return depths
+
+
+def tree_depth(nodes) -> int:
+    """How deep a block's tree goes."""
+    return max(node_depths(nodes), default=0)
 
 
 def block_columns(methods: list[str]) -> list[str]:
@@ -168,18 +178,15 @@ def tree_lanes(parents: list[int]) -> list[int]:
     for node, parent in enumerate(parents):
         children.setdefault(parent, []).append(node)
 
-    def place(node: int, lane: int) -> None:
+    def place(parent: int, lane: int) -> None:
         nonlocal taken
-        lanes[node] = lane
-        for rank, child in enumerate(children.get(node, [])):
+        for rank, child in enumerate(children.get(parent, [])):
             if rank:
                 taken += 1
-            place(child, lane if rank == 0 else taken)
+            lanes[child] = lane if rank == 0 else taken
+            place(child, lanes[child])
 
-    for rank, child in enumerate(children.get(-1, [])):
-        if rank:
-            taken += 1
-        place(child, taken)
+    place(-1, 0)
     return lanes
 
 
@@ -200,16 +207,15 @@ def trees_figure(tokenizer, blocks: list[BlockEvent]) -> go.Figure:
     for block in shown:
         lanes = tree_lanes([node.parent for node in block.tree])
         spacing = BAND / max(1, max(lanes))
-        depth = {}
-        for index, node in enumerate(block.tree):  # parents come first
-            depth[index] = 1 + (depth[node.parent] if node.parent >= 0 else 0)
+        depth = node_depths(block.tree)
+        for index, node in enumerate(block.tree):
             y = -block.index - lanes[index] * spacing
             parent_y = -block.index - (lanes[node.parent] * spacing if node.parent >= 0 else 0)
             xs, ys = edges[node.accepted]
             xs += [depth[index] - 1, depth[index], None]
             ys += [parent_y, y, None]
             x, y_values, colours, texts, hovers = nodes[node.accepted]
-            word = token_text(tokenizer, [], node.token).strip() or "\u23ce"
+            word = token_word(tokenizer, node.token)
             x.append(depth[index])
             y_values.append(y)
             colours.append(_node_colour(node.proposer))
