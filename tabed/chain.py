@@ -51,7 +51,7 @@ class Verdict:
 def draft_block(drafter: BatchedDrafter, feed: list[int], gamma: int, weights: torch.Tensor, methods: int,
                 config: GenerationConfig, generator: torch.Generator, length: DraftLength | None = None,
                 log_probs: bool = False, start: torch.Tensor | None = None,
-                lookup: NgramLookup | None = None) -> Draft:
+                lookup: NgramLookup | None = None, ends: frozenset[int] = frozenset()) -> Draft:
     """Up to γ batched drafter steps; every row is extended with the ensemble's token.
 
     Each token stays on the device and feeds the next step directly. With a fixed length the steps are
@@ -59,7 +59,8 @@ def draft_block(drafter: BatchedDrafter, feed: list[int], gamma: int, weights: t
     drafting reads each token's confidence to decide whether to go on. `log_probs` keeps each row's
     log-softmax as well (the kld and hedge rules need them). `start`: the rows' logits after the
     prompt (the drafter's prefill), for the first block, which has nothing to feed. `lookup`: the
-    model-free method N, the last of the `methods`, with no row of its own."""
+    model-free method N, the last of the `methods`, with no row of its own. A drafted end token (`ends`)
+    ends the draft: nothing after it could be emitted."""
     adaptive = length is not None and length.adaptive
     draft = Draft([], [], [], stop="cap" if adaptive else "fixed")
     if adaptive:
@@ -79,11 +80,24 @@ def draft_block(drafter: BatchedDrafter, feed: list[int], gamma: int, weights: t
         draft.row_probs.append(q_rows)
         draft.mixed_probs.append(q)
         feed = token
+        if adaptive and int(token) in ends and len(tokens) < gamma:
+            draft.stop = "eos"
+            break
         if adaptive and not length.keep_drafting(float(q[token])) and len(tokens) < gamma:
             draft.stop = "unsure"
             break
     draft.tokens = torch.cat(tokens).tolist() if tokens else []
+    _end_at_eos(drafter, draft, ends)
     return draft
+
+
+def _end_at_eos(drafter: BatchedDrafter, draft: Draft, ends: frozenset[int]) -> None:
+    """A fixed-length draft is read back once, at its end: cut it after its first end token and forget
+    what the drafter was fed after it (every draft but the last was fed)."""
+    end = next((i for i, token in enumerate(draft.tokens[:-1]) if token in ends), None)
+    if end is not None:
+        drafter.rollback(len(draft.tokens) - (end + 1))
+        draft.truncate(end + 1, "eos")
 
 
 class Opinions:

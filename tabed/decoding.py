@@ -356,7 +356,8 @@ def _draft(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter | None,
            start: torch.Tensor | None) -> Draft | DraftTree:
     """A chain or, with a tree width over 1, a tree; the first block's from the drafter's prefill logits
     (`start`)."""
-    drafting = {"log_probs": run.history is not None and run.history.needs_log_q, "lookup": run.lookup}
+    drafting = {"log_probs": run.history is not None and run.history.needs_log_q, "lookup": run.lookup,
+                "ends": frozenset(pair.eos_token_ids)}
     start = start if prompt is not None else None
     if run.tree is not None and gamma > 0:
         banned = image_token_id(pair.target) if prompt is not None else None
@@ -368,7 +369,7 @@ def _draft(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter | None,
                                 run.length, start=start, **drafting)
         if prompt is not None:
             _keep_image_tokens_out(pair, drafter, candidate)
-    if gamma < config.gamma and candidate.stop not in ("unsure", "image"):
+    if gamma < config.gamma and candidate.stop not in ("unsure", "image", "eos"):
         candidate.stop = "budget"
     return candidate
 

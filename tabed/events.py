@@ -59,8 +59,8 @@ class BlockEvent:
     method_accepted: dict[str, int]  # counterfactual: leading guesses of each method the target agrees with
     stop: str  # why drafting stopped: "fixed" γ, the adaptive "cap", "unsure" (the block's chance of being
     # accepted whole fell below `threshold`), the "budget" of max new tokens, or an "image" placeholder drafted
-    # in the first block (its drafts ride on the prompt's pass, which counts placeholders); trees: its "nodes"
-    # budget spent
+    # in the first block (its drafts ride on the prompt's pass, which counts placeholders), an end token
+    # drafted ("eos": nothing after it could be emitted); trees: its "nodes" budget spent
     threshold: float | None  # adaptive drafting: the least chance of the whole block being accepted to go on
     survival: float | None  # adaptive drafting: the estimated chance that every draft is accepted
     draft_s: float

@@ -129,13 +129,15 @@ class DraftTree:
 def draft_tree(drafter: BatchedDrafter, feed: list[int], gamma: int, width: int, weights: torch.Tensor,
                methods: int, config: GenerationConfig, generator: torch.Generator,
                length: DraftLength | None = None, log_probs: bool = False, lookup: NgramLookup | None = None,
-               policy: str = "ensemble", start: torch.Tensor | None = None, banned: int | None = None) -> DraftTree:
+               policy: str = "ensemble", start: torch.Tensor | None = None, banned: int | None = None,
+               ends: frozenset[int] = frozenset()) -> DraftTree:
     """A tree at most γ deep: one drafter forward per depth, over that depth's frontier (the nodes most
     likely to be accepted, by `length`'s calibration). With adaptive drafting it stops deepening once
     the target is unlikely to accept any of the newest depth's nodes (at most one of them can be: the
     chances add up), which is the chain's rule when a depth has one node.
     `start`: the rows' logits after the prompt, for the first block, which has nothing to feed; its tree
-    rides on the prompt's pass, where the image placeholder token (`banned`) must not be drafted."""
+    rides on the prompt's pass, where the image placeholder token (`banned`) must not be drafted. An end
+    token (`ends`) is a leaf: nothing after it could be emitted."""
     adaptive = length is not None and length.adaptive
     tree = DraftTree(stop="cap" if adaptive else "fixed", after_prompt=start is not None)
     if adaptive:
@@ -162,6 +164,10 @@ def draft_tree(drafter: BatchedDrafter, feed: list[int], gamma: int, width: int,
             tree.stop = "nodes"
             break
         if depth == gamma:
+            break
+        born = [node for node in born if tree.tokens[node] not in ends]
+        if not born:
+            tree.stop = "eos"
             break
         frontier = sorted(born, key=tree.scores.__getitem__, reverse=True)[:width]
         layout = tree.layout(frontier, tree.fed + frontier, shift=-1)  # the tree starts after the feed

@@ -59,7 +59,7 @@ def test_run_streams_coloured_tokens_then_metrics_and_exports(tiny_app, image_pa
     assert len(blocks.value["data"]) == result["speculative"]["metrics"]["target_forwards"]
     drafted = [row[blocks.value["headers"].index("drafted")] for row in blocks.value["data"]]
     assert any("unsure: " in cell for cell in drafted)  # each block says how long its draft was, and why
-    assert {b["stop"] for b in result["speculative"]["blocks"]} <= {"unsure", "cap", "budget"}
+    assert {b["stop"] for b in result["speculative"]["blocks"]} <= {"unsure", "cap", "budget", "eos"}
     assert chat[-1]["role"] == "assistant" and chat[-1]["content"] == result["speculative"]["text"]
     assert [f.rsplit("/", 1)[-1] for f in files] == ["tabed-run.json", "tabed-weights.html"]
     assert "set the tree width above 1" in trees.layout.title.text  # chains: the trees plot says how to get one

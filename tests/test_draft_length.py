@@ -2,10 +2,12 @@
 
 import pytest
 
+from tabed.bench import case_turns, default_suite, load_suite
 from tabed.conversation import Turn
 from tabed.decoding import GenerationConfig, autoregressive_generate, collect, speculative_generate
 from tabed.draft_length import AUTO_CAP, MIN_SURVIVAL, DraftLength, parse_gamma
 from tabed.errors import InputError
+from tabed.models import load_preset
 from tabed.spec import parse_spec
 
 
@@ -73,3 +75,34 @@ def test_a_fixed_gamma_drafts_gamma_tokens_until_the_budget(pair, image):
     for block in result.blocks:
         assert block.threshold is None
         assert (block.stop, len(block.draft)) == ("fixed", 5) or block.stop == "budget" and len(block.draft) < 5
+
+
+
+@pytest.fixture(scope="module")
+def teaching_answers():
+    """The bundled pair and a few of its suite's conversations: its answers end with an end token."""
+    pair = load_preset("teaching", device="cpu")
+    suite = default_suite()
+    cases = [case for case in load_suite(suite) if case.scenario in ("text", "image")][::6]
+    return pair, [case_turns(case, suite.parent) for case in cases]
+
+
+@pytest.mark.parametrize("gamma, adaptive, width", [(20, True, 1), (20, False, 1), (20, True, 2)])
+def test_drafting_ends_at_a_drafted_end_token(teaching_answers, gamma, adaptive, width):
+    """Nothing after an end token can be emitted: the chain stops there (a fixed-length one is cut
+    there), a tree grows nothing under it; answers are still the target's own."""
+    pair, conversations = teaching_answers
+    config = GenerationConfig(max_new_tokens=60, gamma=gamma, adaptive=adaptive, tree_width=width)
+    ends, stops = pair.eos_token_ids, []
+    for turns in conversations:
+        result = collect(speculative_generate(pair, turns, parse_spec("tabed-MT"), config))
+        assert result.token_ids == collect(autoregressive_generate(pair, turns, config)).token_ids
+        assert result.token_ids[-1] in ends
+        for block in result.blocks:
+            stops.append(block.stop)
+            drafted_ends = [i for i, token in enumerate(block.draft) if token in ends]
+            assert drafted_ends in ([], [len(block.draft) - 1])  # the chain walked ends at its end token
+            assert not drafted_ends or block.stop in ("eos", "cap", "fixed")
+            below_ends = {i for i, node in enumerate(block.tree) if node.token in ends}
+            assert not any(node.parent in below_ends for node in block.tree)
+    assert stops.count("eos") >= len(conversations) // 2, stops
