@@ -64,7 +64,7 @@ def draft_block(drafter: BatchedDrafter, feed: list[int], gamma: int, weights: t
     adaptive = length is not None and length.adaptive
     draft = Draft([], [], [], stop="cap" if adaptive else "fixed")
     if adaptive:
-        length.start_block()
+        length.start_block(after_prompt=start is not None)
     tokens, drafted = [], []
     opinions = Opinions(methods, weights, config, log_probs, lookup)
     for _ in range(gamma):

@@ -250,7 +250,7 @@ def record_block(run: SpeculativeRun, draft: Draft, verdict: Verdict, weights: t
         target_token_prob=float(verdict.target_probs[accepted, target_token]),
         method_accepted={m: _leading_matches(guesses[m][:gamma], truth) for m in run.methods},
         stop=draft.stop,
-        threshold=run.length.min_survival if run.length.adaptive else None,
+        threshold=run.length.threshold if run.length.adaptive else None,
         survival=run.length.survival if run.length.adaptive else None,
         **times,
         tree=verdict.nodes,

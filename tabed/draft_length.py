@@ -6,8 +6,12 @@ acceptance estimate, calibrated on this answer's own verifications: every draft 
 is a (confidence, accepted) example, counted in its confidence bin, starting from the confidence itself
 as the prior. The product of the estimates over the block is the probability that every draft so far
 is accepted; once it falls below `MIN_SURVIVAL` the next draft step would most likely be wasted, and
-the block stops. A drafter that is sure and right drafts long blocks; one that is sure and wrong learns
-that its confidence means less; under sampling at a high temperature blocks stay short.
+the block stops. The first block goes on to a much lower minimum: it has no verifications to be
+calibrated on, and its ensemble is unweighted, so where the methods disagree their average is unsure
+even when the likelier one is right; and its drafts ride on the prompt's pass, where a few more tokens
+cost next to nothing, while stopping too early costs a whole target forward. A drafter that is sure
+and right drafts long blocks; one that is sure and wrong learns that its confidence means less; under
+sampling at a high temperature blocks stay short.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from .errors import InputError
 
 AUTO_CAP = 20  # adaptive blocks draft at most this many tokens (transformers drafts up to 20 too)
 MIN_SURVIVAL = 0.2  # stop once the block's estimated chance of being accepted whole falls below this
+FIRST_MIN_SURVIVAL = 0.02  # the same for the first block, which rides on the prompt's pass
 PRIOR = 2.0  # examples' worth of weight on the confidence itself, in each bin
 BIN_EDGES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
 
@@ -42,6 +47,8 @@ class DraftLength:
     gamma: int
     adaptive: bool
     min_survival: float = MIN_SURVIVAL
+    first_min_survival: float = FIRST_MIN_SURVIVAL
+    threshold: float = MIN_SURVIVAL  # the current block's minimum
     judged: list[int] = field(default_factory=lambda: [0] * (len(BIN_EDGES) + 1))
     accepted: list[int] = field(default_factory=lambda: [0] * (len(BIN_EDGES) + 1))
     survival: float = 1.0  # the current block's estimated chance that every draft so far is accepted
@@ -51,8 +58,10 @@ class DraftLength:
         b = bisect.bisect_right(BIN_EDGES, confidence)
         return (self.accepted[b] + PRIOR * confidence) / (self.judged[b] + PRIOR)
 
-    def start_block(self) -> None:
+    def start_block(self, after_prompt: bool = False) -> None:
+        """A new block; `after_prompt`: the first, verified by the prompt's own pass."""
         self.survival = 1.0
+        self.threshold = self.first_min_survival if after_prompt else self.min_survival
 
     def keep_drafting(self, confidence: float) -> bool:
         """After a draft of this confidence: whether drafting the next token is worth it."""
@@ -63,7 +72,7 @@ class DraftLength:
         a tree's depth, its nodes' paths' chances summed: at most one of them is accepted), whether
         drafting one more position is worth it."""
         self.survival = survival
-        return not self.adaptive or self.survival >= self.min_survival
+        return not self.adaptive or self.survival >= self.threshold
 
     def learn(self, confidences: list[float], accepted: int) -> None:
         """Record one verified block: its draft tokens' confidences and how many were accepted. Tokens

@@ -141,7 +141,7 @@ def draft_tree(drafter: BatchedDrafter, feed: list[int], gamma: int, width: int,
     adaptive = length is not None and length.adaptive
     tree = DraftTree(stop="cap" if adaptive else "fixed", after_prompt=start is not None)
     if adaptive:
-        length.start_block()
+        length.start_block(after_prompt=start is not None)
     opinions = Opinions(methods, weights, config, log_probs, lookup, banned)
     order = weights.argsort(descending=True).tolist()  # the methods by weight, for the "methods" policy
     logits = (start if start is not None else drafter.step(feed))[:, None]

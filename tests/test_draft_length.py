@@ -5,7 +5,7 @@ import pytest
 from tabed.bench import case_turns, default_suite, load_suite
 from tabed.conversation import Turn
 from tabed.decoding import GenerationConfig, autoregressive_generate, collect, speculative_generate
-from tabed.draft_length import AUTO_CAP, MIN_SURVIVAL, DraftLength, parse_gamma
+from tabed.draft_length import AUTO_CAP, FIRST_MIN_SURVIVAL, MIN_SURVIVAL, DraftLength, parse_gamma
 from tabed.errors import InputError
 from tabed.models import load_preset
 from tabed.spec import parse_spec
@@ -34,12 +34,14 @@ def test_acceptance_starts_at_the_confidence_and_learns_from_verifications():
 
 
 def test_a_block_goes_on_while_its_chance_of_surviving_whole_is_high_enough():
-    length = DraftLength(20, adaptive=True, min_survival=0.5)
+    length = DraftLength(20, adaptive=True, min_survival=0.5, first_min_survival=0.05)
     length.start_block()
     assert [length.keep_drafting(0.9) for _ in range(7)] == [True] * 6 + [False]  # 0.9^7 = 0.48
     assert length.survival == pytest.approx(0.9 ** 7)
     length.start_block()
     assert length.keep_drafting(0.99) and not length.keep_drafting(0.2)
+    length.start_block(after_prompt=True)  # the first block: its own, lower minimum
+    assert [length.keep_drafting(0.5) for _ in range(5)] == [True] * 4 + [False]  # 0.5^5 = 0.03 < 0.05
     fixed = DraftLength(5, adaptive=False)
     fixed.learn([0.9, 0.1], accepted=0)
     assert fixed.keep_drafting(0.0)
@@ -61,10 +63,10 @@ def test_adaptive_blocks_stop_when_the_ensemble_is_unsure_and_say_so(pair, image
     stops = [block.stop for block in result.blocks]
     assert "unsure" in stops and ("cap" in stops or "budget" in stops), stops
     assert len({len(block.draft) for block in result.blocks}) > 2  # lengths vary with the confidence
-    for block in result.blocks:
-        assert block.threshold == MIN_SURVIVAL
+    for block in result.blocks:  # the first block rides on the prompt's pass: it goes on to a lower minimum
+        assert block.threshold == (FIRST_MIN_SURVIVAL if block.index == 0 else MIN_SURVIVAL)
         if block.stop == "unsure":  # stopped as soon as the block's chance of surviving whole was too low
-            assert block.survival < MIN_SURVIVAL and len(block.draft) < 8
+            assert block.survival < block.threshold and len(block.draft) < 8
         elif block.stop == "cap":
             assert len(block.draft) == 8
 
