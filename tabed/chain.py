@@ -66,7 +66,7 @@ def draft_block(drafter: BatchedDrafter, feed: list[int], gamma: int, weights: t
     if adaptive:
         length.start_block(after_prompt=start is not None)
     tokens, drafted = [], []
-    opinions = Opinions(methods, weights, config, log_probs, lookup)
+    opinions = Opinions(methods, weights, config, log_probs, lookup, placed=drafter.placed)
     for _ in range(gamma):
         logits = start if start is not None else drafter.step(feed)
         start = None
@@ -104,8 +104,10 @@ class Opinions:
     """Every method's distribution at a draft position, and the ensemble's."""
 
     def __init__(self, methods: int, weights: torch.Tensor, config: GenerationConfig, log_probs: bool,
-                 lookup: NgramLookup | None, banned: int | None = None) -> None:
+                 lookup: NgramLookup | None, banned: int | None = None, placed: list[int] | None = None) -> None:
         self.models = methods - (lookup is not None)
+        self.placed = placed  # while rows rest: the method of each row in the batch (a resting one has
+        # weight 0: its distribution, all zeros here, adds nothing to the ensemble)
         self.weights, self.config, self.log_probs, self.lookup = weights, config, log_probs, lookup
         self.banned = banned  # a token no method may draft here (its probability goes to the others)
         self.model_weights = _renormalized(weights[:self.models]) if lookup is not None else None  # N's "no opinion"
@@ -117,9 +119,8 @@ class Opinions:
         temperature = self.config.temperature
         if self.banned is not None:
             logits = logits.index_fill(-1, torch.tensor([self.banned], device=logits.device), float("-inf"))
-        q_rows = logits_to_probs(logits, temperature, self.config.top_p)
-        q_rows = q_rows.expand(self.models, -1) if q_rows.shape[0] < self.models else q_rows  # one shared text row
-        log_q = logits_to_log_probs(logits, temperature).expand(self.models, -1) if self.log_probs else None
+        q_rows = self._per_method(logits_to_probs(logits, temperature, self.config.top_p))
+        log_q = self._per_method(logits_to_log_probs(logits, temperature)) if self.log_probs else None
         if self.lookup is not None:
             mixture = ensemble(q_rows, self.model_weights)
             q_n = self.lookup.distribution(drafted, mixture)
@@ -129,6 +130,14 @@ class Opinions:
             q_rows = torch.cat([q_rows, q_n[None]])
             log_q = torch.cat([log_q, q_n.clamp_min(1e-12).log()[None]]) if self.log_probs else None
         return q_rows, ensemble(q_rows, self.weights), log_q
+
+    def _per_method(self, rows: torch.Tensor) -> torch.Tensor:
+        """The rows' (rows, V) as one per model method (K, V)."""
+        if self.placed is not None:
+            every = rows.new_zeros(self.models, rows.shape[-1])
+            every[self.placed] = rows
+            return every
+        return rows.expand(self.models, -1) if rows.shape[0] < self.models else rows  # one shared text row
 
 
 def _renormalized(weights: torch.Tensor) -> torch.Tensor:

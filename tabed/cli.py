@@ -36,7 +36,7 @@ def _add_generate(sub) -> None:
     d.add_argument("--rule", default="w-grid", choices=RULES, help="TABED weight rule (default: w-grid)")
     d.add_argument("--window", type=int, default=0, help="TABED history window in positions, 0 = all")
     d.add_argument("--gamma", default="auto", help=GAMMA_HELP)
-    _add_tree_arguments(d)
+    _add_drafting_arguments(d)
     d.add_argument("--max-new-tokens", type=int, default=128)
     d.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     d.add_argument("--top-p", type=float, default=1.0)
@@ -45,16 +45,18 @@ def _add_generate(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
-def _add_tree_arguments(p) -> None:
+def _add_drafting_arguments(p) -> None:
     p.add_argument("--tree-width", type=int, default=1,
                    help="1 (default): a chain of drafts per block; 2-4: a token tree that expands this many "
                         "nodes per depth, verified in one target forward")
     p.add_argument("--tree-policy", default="ensemble", choices=TREE_POLICIES,
                    help="a tree node's children: the ensemble's top tokens (default) or each method's own top-1")
+    p.add_argument("--no-resting", dest="resting", action="store_false",
+                   help="keep every method's drafter row in every draft step, even at weight 0")
 
 
-def _tree(args) -> dict:
-    return {"tree_width": args.tree_width, "tree_policy": args.tree_policy}
+def _drafting(args) -> dict:
+    return {"tree_width": args.tree_width, "tree_policy": args.tree_policy, "resting": args.resting}
 
 
 def _add_pair_arguments(p) -> None:
@@ -83,7 +85,7 @@ def _add_bench(sub) -> None:
     p.add_argument("--suite", help="JSONL suite of cases (default: assets/bench/teaching.jsonl)")
     p.add_argument("--drafting", default=BENCH_SPECS, help=f"comma-separated specs (default: {BENCH_SPECS})")
     p.add_argument("--gamma", default="auto", help=GAMMA_HELP)
-    _add_tree_arguments(p)
+    _add_drafting_arguments(p)
     p.add_argument("--max-new-tokens", type=int, default=96)
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     p.add_argument("--seed", type=int, default=0)
@@ -137,7 +139,7 @@ def generate(args) -> dict:
     spec = parse_spec(args.drafting)
     config = GenerationConfig(
         max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p, seed=args.seed,
-        **_gamma(args), **_tree(args), rule=args.rule, window=args.window,
+        **_gamma(args), **_drafting(args), rule=args.rule, window=args.window,
     )
     images = [load_image(path) for path in args.image or []]
     pair = _load(args, quiet=args.json)
@@ -192,7 +194,7 @@ def bench(args) -> dict:
     if args.limit is not None and args.limit < 1:
         raise TabedError(f"--limit must be at least 1, got {args.limit}")
     config = GenerationConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
-                              **_gamma(args), **_tree(args))
+                              **_gamma(args), **_drafting(args))
     settings = BenchSettings(Path(args.suite) if args.suite else default_suite(),
                              [s.strip() for s in args.drafting.split(",") if s.strip()], config, Path(args.out),
                              peer=args.peer, limit=args.limit, overhead=not args.no_overhead)

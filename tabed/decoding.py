@@ -26,6 +26,7 @@ from .errors import InputError
 from .events import BlockEvent, Event, Finished, GenerationResult, Metrics, Started, TokenEvent
 from .lookup import NgramLookup
 from .models import ModelPair
+from .resting import Resting
 from .sampling import choose_token, logits_to_probs
 from .spec import RULES, DraftingSpec
 from .tree import TREE_POLICIES, DraftTree, TreeVerifier, draft_tree
@@ -45,6 +46,7 @@ class GenerationConfig:
     window: int = 0  # TABED history window in positions, 0 = all
     tree_width: int = 1  # 1: a chain of drafts; D > 1: token trees, D nodes expanded per depth (see tree.py)
     tree_policy: str = "ensemble"  # how a tree node's children are chosen: "ensemble" or "methods"
+    resting: bool = True  # a method at weight 0 for a while leaves the draft steps (see resting.py)
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_new_tokens <= 4096:
@@ -221,6 +223,7 @@ class SpeculativeRun:
     length: DraftLength
     lookup: NgramLookup | None = None  # the model-free method N, when the spec has it
     tree: TreeVerifier | None = None  # token trees in every block, when the tree width is over 1
+    resting: Resting | None = None  # which drafter rows rest, when rows may
     blocks: list[BlockEvent] = field(default_factory=list)
 
     def weights(self) -> torch.Tensor:
@@ -228,12 +231,13 @@ class SpeculativeRun:
 
 
 def record_block(run: SpeculativeRun, draft: Draft, verdict: Verdict, weights: torch.Tensor,
-                 emitted: list[int], times: dict[str, float]) -> BlockEvent:
-    """The block's event, with each method's counterfactual run of accepted guesses."""
+                 emitted: list[int], times: dict[str, float], resting: list[str] = ()) -> BlockEvent:
+    """The block's event, with each drafting method's counterfactual run of accepted guesses (none for
+    the `resting` ones, which did not draft)."""
     gamma, accepted, target_token = len(draft.tokens), verdict.accepted, verdict.target_token
     truth = draft.tokens[:accepted] + [target_token]
     top1 = torch.stack(draft.row_probs).argmax(-1).T.tolist() if gamma else [[] for _ in run.methods]  # (K, γ)
-    guesses = dict(zip(run.methods, top1, strict=True))
+    guesses = {m: row for m, row in zip(run.methods, top1, strict=True) if m not in resting}
     index = torch.arange(gamma, device=verdict.target_probs.device)
     tokens = torch.tensor(draft.tokens, dtype=torch.long, device=index.device)
     return BlockEvent(
@@ -248,7 +252,8 @@ def record_block(run: SpeculativeRun, draft: Draft, verdict: Verdict, weights: t
         draft_probs=torch.stack(draft.mixed_probs)[index, tokens].tolist() if gamma else [],
         target_probs=verdict.target_probs[index, tokens].tolist() if gamma else [],
         target_token_prob=float(verdict.target_probs[accepted, target_token]),
-        method_accepted={m: _leading_matches(guesses[m][:gamma], truth) for m in run.methods},
+        method_accepted={m: _leading_matches(guesses[m][:gamma], truth) for m in guesses},
+        resting=list(resting),
         stop=draft.stop,
         threshold=run.length.threshold if run.length.adaptive else None,
         survival=run.length.survival if run.length.adaptive else None,
@@ -293,6 +298,8 @@ def speculative_generate(
     if config.max_new_tokens > 1:  # the drafter's image features and prefill come first: its drafts ride
         drafter = _start_drafter(pair, draft_prompt, spec.model_methods if images else ("T",), captions, config)
         start = drafter.prefill()  # on the target's prefill
+        if history is not None and config.resting and drafter.can_rest:
+            run.resting = Resting(history, len(spec.model_methods))
     done = stopped = False
     while not done:
         if run.blocks and stop is not None and stop.is_set():  # the first block is the prompt's own pass
@@ -329,26 +336,51 @@ def _block(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter | None,
     block (`prompt` given) drafts from the drafter's prefill logits (`start`) and is verified by the
     target's pass over the prompt. With a tree width over 1 every block drafts a tree."""
     block_start = clock.now()
-    weights = run.weights().to(pair.device)  # once per block, not at every draft step
-    weights_s = clock.now() - block_start
+    weights, weights_s, resting = _weigh(pair, run, drafter, config, clock)
     gamma = min(config.gamma, config.max_new_tokens - len(run.out) - 1)
     candidate = _draft(pair, run, drafter, gamma, weights, config, generator, prompt, start)
     verify_start = clock.now()
     verdict, draft = _verify(run, drafter, session, candidate, config, generator, prompt)
     verify_end = clock.now()
-    verified = min(verdict.accepted + 1, len(draft.tokens))  # the target's distributions there are the ground truth
-    if run.history is not None and verified:
-        log_q = torch.stack(draft.row_log_probs[:verified]) if draft.row_log_probs else None
-        run.history.add(verdict.target_probs[:verified], torch.stack(draft.row_probs[:verified]), log_q)
+    _learn(run, drafter, draft, verdict)
     weights_s += clock.now() - verify_end
     truth = draft.tokens[:verdict.accepted] + [verdict.target_token]
     emitted, done = _cut(truth, config.max_new_tokens - len(run.out), pair.eos_token_ids)
     run.out.extend(emitted)
     times = {"draft_s": verify_start - block_start, "verify_s": verify_end - verify_start,
              "weights_s": weights_s, "elapsed_s": clock.now() - clock.start}
-    event = record_block(run, draft, verdict, weights, emitted, times)
+    event = record_block(run, draft, verdict, weights, emitted, times, resting)
     run.length.learn(event.draft_probs, verdict.accepted)
     return event, done
+
+
+def _weigh(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter | None, config: GenerationConfig,
+           clock: Clock) -> tuple[torch.Tensor, float, list[str]]:
+    """The block's weights, the seconds they took, and the methods whose rows rest in it (rows due to
+    catch up do so first, so that the weights see the history they owed)."""
+    fed = len(run.out) - len(run.pending)  # answer tokens the drafter's batch has seen
+    if run.resting is not None:
+        run.resting.before_block(drafter, run.out, fed, config)
+    start = clock.now()
+    weights = run.weights().to(pair.device)  # once per block, not at every draft step
+    seconds = clock.now() - start
+    if run.resting is not None:
+        run.resting.choose(drafter, weights, fed)
+    return weights, seconds, [run.methods[row] for row in drafter.resting_rows] if drafter is not None else []
+
+
+def _learn(run: SpeculativeRun, drafter: BatchedDrafter | None, draft: Draft, verdict: Verdict) -> None:
+    """The target's distributions at the verified positions (the accepted drafts and the first rejected
+    one) are past ground truth for the weights."""
+    verified = min(verdict.accepted + 1, len(draft.tokens))
+    if run.history is None or not verified:
+        return
+    log_q = torch.stack(draft.row_log_probs[:verified]) if draft.row_log_probs else None
+    p, q = verdict.target_probs[:verified], torch.stack(draft.row_probs[:verified])
+    if run.resting is not None:
+        run.resting.record(drafter, len(run.out), p, q, log_q)
+    else:
+        run.history.add(p, q, log_q)
 
 
 def _draft(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter | None, gamma: int, weights: torch.Tensor,
@@ -406,9 +438,10 @@ def _speculative_metrics(run: SpeculativeRun, walltime: float, caption_s: float)
     blocks = run.blocks
     drafted = sum(len(b.draft) for b in blocks)
     prefill_s = blocks[0].verify_s if blocks else 0.0
-    per_method = {
-        m: 1.0 + sum(b.method_accepted[m] for b in blocks) / len(blocks) if blocks else 0.0 for m in run.methods
-    }
+    per_method = {}
+    for m in run.methods:  # over the blocks the method drafted in (not those it rested through)
+        runs = [b.method_accepted[m] for b in blocks if m in b.method_accepted]
+        per_method[m] = 1.0 + sum(runs) / len(runs) if runs else 0.0
     return Metrics(
         new_tokens=len(run.out),
         prefill_s=prefill_s,

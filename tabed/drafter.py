@@ -4,7 +4,8 @@ Every row starts from the drafter's own encoding of the conversation (the M row)
 replace each run of image placeholder tokens: T by a newline, C by "image: <caption>", P by a
 shorter run filled with 2x2 average-pooled image features. Rows have different lengths, so they are
 left-padded, with an attention mask and explicit position ids; after the prompt, every row is
-extended with the same tokens, and a rejected block is rolled back in the shared KV cache.
+extended with the same tokens, and a rejected block is rolled back in the shared KV cache. Rows may
+rest (leave the batch, keeping their cache) and later catch up on what they missed and rejoin.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from transformers import LlavaForConditionalGeneration
 
+from .backends import DynamicBackend
 from .conversation import EncodedPrompt
 from .errors import InputError
 
@@ -142,6 +144,37 @@ class BatchedDrafter:
         self.rows = rows
         self.device = model.device
         self.backend = backend
+        self.active = list(range(len(rows)))  # the rows in the batch, in batch order
+        self.resting: DynamicBackend | None = None  # the other rows, with their caches as they left
+        self.resting_rows: list[int] = []
+
+    @property
+    def can_rest(self) -> bool:
+        """Rows can leave the batch of a dynamic cache (a static one keeps its batch size)."""
+        return len(self.rows) > 1 and isinstance(self.backend, DynamicBackend)
+
+    @property
+    def placed(self) -> list[int] | None:
+        """The rows each batch row is, while some rest; None when every row runs."""
+        return self.active if self.resting is not None else None
+
+    def rest(self, rows: list[int]) -> None:
+        """Take these rows out of the draft steps; their caches stay as they are now."""
+        self.resting = self.backend.split([self.active.index(row) for row in rows])
+        self.resting_rows = list(rows)
+        self.active = [row for row in self.active if row not in rows]
+
+    def catch_up(self, tokens: list[int]) -> torch.Tensor:
+        """Feed the resting rows the committed tokens they missed, in one forward; their logits after
+        each token (R, n, V)."""
+        ids = torch.tensor([tokens], dtype=torch.long, device=self.device)
+        return self.resting.forward(ids.expand(len(self.resting_rows), -1))
+
+    def wake(self) -> None:
+        """The resting rows, caught up, rejoin the batch."""
+        batch = self.active + self.resting_rows
+        self.backend.join(self.resting, [batch.index(row) for row in sorted(batch)])
+        self.active, self.resting, self.resting_rows = sorted(batch), None, []
 
     @property
     def methods(self) -> list[str]:
@@ -175,17 +208,17 @@ class BatchedDrafter:
         return self.backend.prefill(mask, inputs_embeds=batch)[:, -1]
 
     def step(self, tokens: list[int] | torch.Tensor) -> torch.Tensor:
-        """Append the same tokens (a list, or ids already on the device) to every row; returns each row's
-        next-token logits (K, V)."""
+        """Append the same tokens (a list, or ids already on the device) to every row in the batch;
+        returns each one's next-token logits (rows, V)."""
         if not isinstance(tokens, torch.Tensor):
             tokens = torch.tensor(tokens, dtype=torch.long, device=self.device)
-        return self.backend.forward(tokens.expand(len(self.rows), tokens.shape[0]))[:, -1]
+        return self.backend.forward(tokens.expand(len(self.active), tokens.shape[0]))[:, -1]
 
     def step_tree(self, tokens: list[int], layout) -> torch.Tensor:
         """Append the same token-tree nodes to every row, placed by `layout` (a `TreeLayout`, or None when
         they extend the sequence plainly); returns each row's next-token logits after each node (K, q, V)."""
         ids = torch.tensor([tokens], dtype=torch.long, device=self.device)
-        return self.backend.forward(ids.expand(len(self.rows), -1), layout)
+        return self.backend.forward(ids.expand(len(self.active), -1), layout)
 
     def keep(self, count: int, offsets: list[int]) -> None:
         """Of the last `count` tokens (tree nodes), keep those at `offsets` (the accepted path's)."""

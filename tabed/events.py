@@ -67,6 +67,7 @@ class BlockEvent:
     verify_s: float
     weights_s: float
     elapsed_s: float
+    resting: list[str] = field(default_factory=list)  # methods whose rows rested (weight 0; no guesses)
     tree: list[TreeNode] = field(default_factory=list)  # a tree block's nodes (`draft` is then its accepted
     # path followed by its most probable drafts below it: the chain the block's verification walked)
 

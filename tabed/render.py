@@ -105,8 +105,9 @@ def block_rows(tokenizer, blocks: list[BlockEvent], methods: list[str]) -> list[
     for block in blocks:
         target = words([block.target_token])
         rows.append(
-            [block.index, " ".join(f"{m} {block.weights.get(m, 0):.2f}" for m in methods)]
-            + [words(block.drafts.get(m, [])) for m in methods]
+            [block.index, " ".join(f"{m} {block.weights.get(m, 0):.2f}" + (" resting" if m in block.resting else "")
+                                   for m in methods)]
+            + ["(resting)" if m in block.resting else words(block.drafts.get(m, [])) for m in methods]
             + [words(block.draft), draft_length(block), block.accepted, ("+" if block.bonus else "\u2192") + target,
                round(block.draft_s * 1e3, 1), round(block.verify_s * 1e3, 1)]
         )

@@ -142,7 +142,7 @@ def draft_tree(drafter: BatchedDrafter, feed: list[int], gamma: int, width: int,
     tree = DraftTree(stop="cap" if adaptive else "fixed", after_prompt=start is not None)
     if adaptive:
         length.start_block(after_prompt=start is not None)
-    opinions = Opinions(methods, weights, config, log_probs, lookup, banned)
+    opinions = Opinions(methods, weights, config, log_probs, lookup, banned, drafter.placed)
     order = weights.argsort(descending=True).tolist()  # the methods by weight, for the "methods" policy
     logits = (start if start is not None else drafter.step(feed))[:, None]
     frontier, budget = [ROOT], NODE_BUDGET * gamma
@@ -222,7 +222,8 @@ class TreeVerifier:
                        nodes=self._nodes(tree, set(path), probs))
 
     def _nodes(self, tree: DraftTree, kept: set[int], probs: torch.Tensor) -> list[TreeNode]:
-        top1 = {parent: context.row_probs.argmax(-1).tolist() for parent, context in tree.contexts.items()}
+        top1 = {parent: torch.where(context.row_probs.sum(-1) > 0, context.row_probs.argmax(-1), -1).tolist()
+                for parent, context in tree.contexts.items()}  # -1: a resting method's, which guessed nothing
         rows, tokens = (torch.tensor(values, device=probs.device) for values in (tree.parents, tree.tokens))
         target = probs[rows + 1, tokens].tolist()  # each node's probability under the target, after its parent
         return [TreeNode(token, parent, "".join(m for m, t in zip(self.methods, top1[parent], strict=True)

@@ -25,7 +25,8 @@ def test_event_stream_and_metrics(pair, image):
     assert [t for b in blocks for t in b.emitted] == result.token_ids
     for block in blocks:
         assert sum(block.weights.values()) == pytest.approx(1.0)
-        assert set(block.drafts) == {"M", "T", "C", "P"}
+        assert set(block.drafts) | set(block.resting) == {"M", "T", "C", "P"}  # a resting method guesses nothing
+        assert not set(block.drafts) & set(block.resting) and all(block.weights[m] == 0 for m in block.resting)
         assert all(len(guesses) == len(block.draft) for guesses in block.drafts.values())
         assert 0 <= block.accepted <= len(block.draft)
         assert block.bonus == (block.accepted == len(block.draft))

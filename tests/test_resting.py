@@ -1,0 +1,99 @@
+"""Resting rows: a method at weight 0 leaves the draft steps, catches up later, and nothing else changes."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from tabed import resting
+from tabed.backends import DynamicBackend
+from tabed.bench import case_turns, default_suite, load_suite
+from tabed.conversation import Turn, encode
+from tabed.decoding import GenerationConfig, autoregressive_generate, collect, speculative_generate
+from tabed.drafter import BatchedDrafter, build_rows
+from tabed.models import load_preset
+from tabed.spec import parse_spec
+
+
+def _drafter(pair, image, cache=DynamicBackend) -> BatchedDrafter:
+    prompt = encode(pair.drafter_processor, [Turn("w1 w2 w3", [image])], pair.device, pair.dtype)
+    rows = build_rows(pair.drafter, pair.drafter_processor.tokenizer, prompt, ("M", "T"))
+    return BatchedDrafter(pair.drafter, rows, cache(pair.drafter, pair.vocab_size))
+
+
+def test_a_row_that_rested_and_caught_up_scores_as_if_it_never_left(pair, image):
+    """Split off a row, go on with the other (with a roll-back), catch the row up on the committed
+    tokens, join: every row's next logits equal those of a drafter that kept both rows all along."""
+    steady, resting_one = _drafter(pair, image), _drafter(pair, image)
+    steady.prefill(), resting_one.prefill()
+    steady.step([5, 6]), resting_one.step([5, 6])
+    resting_one.rest([0])  # M leaves; T, the shorter (left-padded) row, goes on alone
+    assert resting_one.placed == [1]
+    alone = resting_one.step([7, 8, 9])
+    assert alone.shape[0] == 1
+    torch.testing.assert_close(alone[0], steady.step([7, 8, 9])[1], rtol=1e-4, atol=1e-5)
+    resting_one.rollback(1), steady.rollback(1)  # the last token was rejected
+    caught = resting_one.catch_up([7, 8])  # what the batch kept since M left
+    assert caught.shape[:2] == (1, 2)
+    resting_one.wake()
+    assert resting_one.placed is None and resting_one.active == [0, 1]
+    torch.testing.assert_close(resting_one.step([10]), steady.step([10]), rtol=1e-4, atol=1e-5)
+
+
+def test_rows_of_a_static_cache_never_rest(pair, image):
+    assert _drafter(pair, image).can_rest
+    assert not BatchedDrafter(pair.drafter, _drafter(pair, image).rows, object()).can_rest
+
+
+@pytest.fixture(scope="module")
+def odd_pictures():
+    """The bundled pair on its suite's odd pictures, where M's weight falls to 0 for blocks on end."""
+    pair = load_preset("teaching", device="cpu")
+    suite = default_suite()
+    return pair, [case_turns(case, suite.parent) for case in load_suite(suite) if case.scenario == "odd"][:12]
+
+
+@pytest.mark.parametrize("width", [1, 2])
+def test_resting_rows_change_no_draft_and_no_weight_when_they_catch_up_every_block(odd_pictures, monkeypatch, width):
+    """Catching up before every block, the history is complete whenever weights are computed: every
+    block drafts and weighs exactly as without resting (chains and trees), though rows did rest; answers
+    are the target's."""
+    monkeypatch.setattr(resting, "REST_AFTER", 1)
+    monkeypatch.setattr(resting, "PROBE_EVERY", 1)
+    pair, conversations = odd_pictures
+    config = GenerationConfig(max_new_tokens=96, tree_width=width)
+    rested = 0
+    for turns in conversations:
+        result = collect(speculative_generate(pair, turns, parse_spec("tabed-MT"), config))
+        awake = collect(speculative_generate(pair, turns, parse_spec("tabed-MT"), replace(config, resting=False)))
+        assert result.token_ids == awake.token_ids == collect(autoregressive_generate(pair, turns, config)).token_ids
+        assert [b.weights for b in result.blocks] == [b.weights for b in awake.blocks]
+        assert [b.draft for b in result.blocks] == [b.draft for b in awake.blocks]
+        assert [[n.token for n in b.tree] for b in result.blocks] == [[n.token for n in b.tree] for b in awake.blocks]
+        for block in result.blocks:
+            rested += bool(block.resting)
+            assert all(block.weights[m] == 0 for m in block.resting)  # only a method at weight 0 rests
+            assert set(block.drafts) == set(block.method_accepted) == {"M", "T"} - set(block.resting)
+    assert rested >= 3
+
+
+def test_a_resting_row_catches_up_and_rejoins_when_it_earns_again(odd_pictures):
+    """With the defaults, a row rests after two blocks at 0 and the weights are recomputed with it every
+    three blocks: at those blocks they equal the weights of a run without resting."""
+    pair, conversations = odd_pictures
+    config = GenerationConfig(max_new_tokens=96)
+    woke = 0
+    for turns in conversations:
+        result = collect(speculative_generate(pair, turns, parse_spec("tabed-MT"), config))
+        awake = collect(speculative_generate(pair, turns, parse_spec("tabed-MT"), replace(config, resting=False)))
+        assert result.token_ids == awake.token_ids
+        blocks = result.blocks
+        for i, block in enumerate(blocks[1:], start=1):
+            if blocks[i - 1].resting and not block.resting:  # it woke: its weights are the full history's
+                woke += 1
+                assert block.weights == awake.blocks[i].weights
+                rested = next(n for n in range(1, i + 1) if not blocks[i - n].resting) - 1
+                assert rested % resting.PROBE_EVERY == 0  # it caught up every PROBE_EVERY blocks
+            if block.resting and not blocks[i - 1].resting:  # it began resting after REST_AFTER blocks at 0
+                assert all(b.weights[m] == 0 for b in blocks[i - resting.REST_AFTER + 1:i + 1] for m in block.resting)
+    assert woke >= 1
