@@ -10,6 +10,7 @@ from PIL import Image
 
 import app
 from conftest import serving, workers_alive
+from tabed import resting
 from tabed.models import ModelPair
 
 SETTINGS = dict(preset="teaching", methods=["M", "T"], mode=app.MODES[0], rule="w-grid", window=0, gamma=5,
@@ -63,6 +64,21 @@ def test_run_streams_coloured_tokens_then_metrics_and_exports(tiny_app, image_pa
     assert chat[-1]["role"] == "assistant" and chat[-1]["content"] == result["speculative"]["text"]
     assert [f.rsplit("/", 1)[-1] for f in files] == ["tabed-run.json", "tabed-weights.html"]
     assert "set the tree width above 1" in trees.layout.title.text  # chains: the trees plot says how to get one
+
+
+def test_the_block_table_says_which_methods_rested(tiny_app, image_path, monkeypatch):
+    monkeypatch.setattr(resting, "REST_AFTER", 1)  # a method rests after one block at weight 0
+    outputs = list(tiny_app.run(image_path, "w1 w2 w3", None, *settings(methods=["M", "T", "C", "P"],
+                                                                        max_new_tokens=40)))
+    blocks, state = final(outputs)[5], final(outputs)[7]
+    headers, data = blocks.value["headers"], blocks.value["data"]
+    rested = 0
+    for row, block in zip(data, state.last_run["results"]["speculative"]["blocks"], strict=True):
+        for method in block["resting"]:
+            rested += 1
+            assert f"{method} 0.00 resting" in row[headers.index("weights")]
+            assert row[headers.index(f"{method} guesses")] == "(resting)"
+    assert rested
 
 
 def test_trees_from_the_page_are_drawn_block_by_block(tiny_app, image_path):
