@@ -149,9 +149,12 @@ def weights_figure(blocks: list[BlockEvent], methods: list[str], gamma: int) -> 
     figure.add_bar(x=index, y=[b.accepted for b in blocks], name="accepted drafts", yaxis="y2",
                    marker_color="rgba(140,140,140,0.35)", hovertemplate="block %{x}: %{y} accepted<extra></extra>")
     for method in methods:
+        rested = [method in b.resting for b in blocks]  # an open marker: the row sat out the draft steps
         figure.add_scatter(x=index, y=[b.weights.get(method, 0.0) for b in blocks], mode="lines+markers",
                            name=f"weight of {method}", line={"color": METHOD_COLOURS.get(method)},
-                           hovertemplate=f"block %{{x}}: w({method}) = %{{y:.2f}}<extra></extra>")
+                           marker={"symbol": ["circle-open" if r else "circle" for r in rested]},
+                           customdata=[" (resting: its row sat out the draft steps)" if r else "" for r in rested],
+                           hovertemplate=f"block %{{x}}: w({method}) = %{{y:.2f}}%{{customdata}}<extra></extra>")
     figure.update_layout(
         title="Ensemble weights and accepted drafts per block",
         xaxis={"title": "block"},

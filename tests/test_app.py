@@ -70,14 +70,18 @@ def test_the_block_table_says_which_methods_rested(tiny_app, image_path, monkeyp
     monkeypatch.setattr(resting, "REST_AFTER", 1)  # a method rests after one block at weight 0
     outputs = list(tiny_app.run(image_path, "w1 w2 w3", None, *settings(methods=["M", "T", "C", "P"],
                                                                         max_new_tokens=40)))
-    blocks, state = final(outputs)[5], final(outputs)[7]
+    figure, blocks, state = final(outputs)[4], final(outputs)[5], final(outputs)[7]
     headers, data = blocks.value["headers"], blocks.value["data"]
+    symbols = {trace.name: list(trace.marker.symbol) for trace in figure.data if trace.name.startswith("weight")}
     rested = 0
-    for row, block in zip(data, state.last_run["results"]["speculative"]["blocks"], strict=True):
-        for method in block["resting"]:
-            rested += 1
-            assert f"{method} 0.00 resting" in row[headers.index("weights")]
-            assert row[headers.index(f"{method} guesses")] == "(resting)"
+    for i, (row, block) in enumerate(zip(data, state.last_run["results"]["speculative"]["blocks"], strict=True)):
+        for method in "MTCP":
+            resting_here = method in block["resting"]
+            rested += resting_here
+            assert (symbols[f"weight of {method}"][i] == "circle-open") == resting_here  # the chart marks it
+            if resting_here:
+                assert f"{method} 0.00 resting" in row[headers.index("weights")]
+                assert row[headers.index(f"{method} guesses")] == "(resting)"
     assert rested
 
 
