@@ -92,12 +92,17 @@ def draft_block(drafter: BatchedDrafter, feed: list[int], gamma: int, weights: t
 
 
 def _end_at_eos(drafter: BatchedDrafter, draft: Draft, ends: frozenset[int]) -> None:
-    """A fixed-length draft is read back once, at its end: cut it after its first end token and forget
-    what the drafter was fed after it (every draft but the last was fed)."""
+    """A fixed-length draft is read back once, at its end: cut it after its first end token."""
     end = next((i for i, token in enumerate(draft.tokens[:-1]) if token in ends), None)
     if end is not None:
-        drafter.rollback(len(draft.tokens) - (end + 1))
-        draft.truncate(end + 1, "eos")
+        cut_draft(drafter, draft, end + 1, "eos")
+
+
+def cut_draft(drafter: BatchedDrafter, draft: Draft, keep: int, why: str) -> None:
+    """Keep the first `keep` drafts, and forget the others in the drafter too, which was fed every draft
+    but the last."""
+    drafter.rollback(len(draft.tokens) - max(keep, 1))
+    draft.truncate(keep, why)
 
 
 class Opinions:

@@ -18,7 +18,7 @@ import torch
 from . import conversation
 from .backends import TreeLayout
 from .captioning import Captioner, captioner_for
-from .chain import ChainVerifier, Draft, Verdict, draft_block
+from .chain import ChainVerifier, Draft, Verdict, cut_draft, draft_block
 from .draft_length import AUTO_CAP, DraftLength
 from .drafter import BatchedDrafter, build_rows, image_token_id
 from .ensemble import WeightHistory, uniform_weights
@@ -427,9 +427,7 @@ def _keep_image_tokens_out(pair: ModelPair, drafter: BatchedDrafter | None, draf
     placeholder = image_token_id(pair.target)
     if placeholder not in draft.tokens:
         return
-    keep = draft.tokens.index(placeholder)
-    drafter.rollback(len(draft.tokens) - max(keep, 1))  # it was fed every draft but the last
-    draft.truncate(keep, "image")
+    cut_draft(drafter, draft, draft.tokens.index(placeholder), "image")
 
 
 def _speculative_metrics(run: SpeculativeRun, walltime: float, caption_s: float) -> Metrics:
