@@ -90,6 +90,14 @@ def twin_pair(target, processor):
 
 
 @pytest.fixture(scope="session")
+def teaching_pair():
+    """The bundled teaching pair on the CPU, loaded once (tests only read it)."""
+    from tabed.models import load_preset
+
+    return load_preset("teaching", device="cpu")
+
+
+@pytest.fixture(scope="session")
 def image():
     img = Image.new("RGB", (48, 40), (200, 30, 30))
     for x in range(10, 30):

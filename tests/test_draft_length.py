@@ -7,7 +7,6 @@ from tabed.conversation import Turn
 from tabed.decoding import GenerationConfig, autoregressive_generate, collect, speculative_generate
 from tabed.draft_length import AUTO_CAP, FIRST_MIN_SURVIVAL, MIN_SURVIVAL, DraftLength, parse_gamma
 from tabed.errors import InputError
-from tabed.models import load_preset
 from tabed.spec import parse_spec
 
 
@@ -81,9 +80,9 @@ def test_a_fixed_gamma_drafts_gamma_tokens_until_the_budget(pair, image):
 
 
 @pytest.fixture(scope="module")
-def teaching_answers():
+def teaching_answers(teaching_pair):
     """The bundled pair and a few of its suite's conversations: its answers end with an end token."""
-    pair = load_preset("teaching", device="cpu")
+    pair = teaching_pair
     suite = default_suite()
     cases = [case for case in load_suite(suite) if case.scenario in ("text", "image")][::6]
     return pair, [case_turns(case, suite.parent) for case in cases]

@@ -11,7 +11,6 @@ from tabed.bench import case_turns, default_suite, load_suite
 from tabed.conversation import Turn, encode
 from tabed.decoding import GenerationConfig, autoregressive_generate, collect, speculative_generate
 from tabed.drafter import BatchedDrafter, build_rows
-from tabed.models import load_preset
 from tabed.spec import parse_spec
 
 
@@ -46,11 +45,10 @@ def test_rows_of_a_static_cache_never_rest(pair, image):
 
 
 @pytest.fixture(scope="module")
-def odd_pictures():
+def odd_pictures(teaching_pair):
     """The bundled pair on its suite's odd pictures, where M's weight falls to 0 for blocks on end."""
-    pair = load_preset("teaching", device="cpu")
     suite = default_suite()
-    return pair, [case_turns(case, suite.parent) for case in load_suite(suite) if case.scenario == "odd"][:12]
+    return teaching_pair, [case_turns(case, suite.parent) for case in load_suite(suite) if case.scenario == "odd"][:12]
 
 
 @pytest.mark.parametrize("width, temperature", [(1, 0.0), (2, 0.0), (1, 1.0)])

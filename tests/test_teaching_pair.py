@@ -7,16 +7,11 @@ import pytest
 from tabed import teaching, world
 from tabed.conversation import Turn, load_image
 from tabed.decoding import GenerationConfig, autoregressive_generate, collect, speculative_generate
-from tabed.models import ASSETS, load_preset
+from tabed.models import ASSETS
 from tabed.spec import parse_spec
 
 MODELS = ASSETS / "models"
 EXAMPLES = ASSETS / "examples"
-
-
-@pytest.fixture(scope="module")
-def teaching_pair():
-    return load_preset("teaching", device="cpu")
 
 
 def test_shipped_weights_are_small_and_half_precision():

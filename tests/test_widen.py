@@ -29,18 +29,13 @@ def small():
             for role, path in (("target", TARGET), ("drafter", DRAFTER))}
 
 
-@pytest.fixture(scope="module")
-def teaching():
-    return load_preset("teaching", device="cpu")
-
-
 def _inputs(pair, turns):
     return encode(pair.target_processor, turns, torch.device("cpu"), torch.float32)
 
 
 @pytest.mark.parametrize("index", range(len(SHAPES)))
-def test_widened_models_give_the_same_logits(small, teaching, index):
-    prompt = _inputs(teaching, [Turn("Which bar is the highest?", [load_image(CHART)], answer="Bar B."),
+def test_widened_models_give_the_same_logits(small, teaching_pair, index):
+    prompt = _inputs(teaching_pair, [Turn("Which bar is the highest?", [load_image(CHART)], answer="Bar B."),
                                 Turn("Add 5 to that number.")])
     for role, shape in zip(("target", "drafter"), SHAPES[index], strict=True):
         model = small[role]
@@ -96,11 +91,11 @@ def _conversations():
 
 
 @pytest.mark.parametrize("spec", ["M", "T", "C", "P", "tabed-MTCP"])
-def test_widened_pair_gives_the_teaching_pairs_answers(teaching, widened_pair, spec):
+def test_widened_pair_gives_the_teaching_pairs_answers(teaching_pair, widened_pair, spec):
     config = GenerationConfig(max_new_tokens=40)
     for turns in _conversations():
-        expected = collect(autoregressive_generate(teaching, turns, config))
-        small_sd = collect(speculative_generate(teaching, turns, parse_spec(spec), config))
+        expected = collect(autoregressive_generate(teaching_pair, turns, config))
+        small_sd = collect(speculative_generate(teaching_pair, turns, parse_spec(spec), config))
         big_sd = collect(speculative_generate(widened_pair, turns, parse_spec(spec), config))
         assert big_sd.token_ids == expected.token_ids, (spec, turns[-1].text)
         assert [b.accepted for b in big_sd.blocks] == [b.accepted for b in small_sd.blocks]
@@ -127,7 +122,7 @@ def test_suppressed_tokens_are_never_chosen(widened_pair):
             head[700:] = saved
 
 
-def test_widen_command_writes_a_checkpoint_that_loads(tmp_path, capsys, teaching):
+def test_widen_command_writes_a_checkpoint_that_loads(tmp_path, capsys, teaching_pair):
     out = tmp_path / "wide-drafter"
     code = cli.main(["widen", "--model", str(DRAFTER), "--hidden", "256", "--layers", "3", "--heads", "4",
                      "--intermediate", "600", "--vocab", "720", "--out", str(out)])
@@ -139,7 +134,7 @@ def test_widen_command_writes_a_checkpoint_that_loads(tmp_path, capsys, teaching
     turns = _conversations()[0]
     config = GenerationConfig(max_new_tokens=30)
     result = collect(speculative_generate(pair, turns, parse_spec("tabed-MT"), config))
-    small_sd = collect(speculative_generate(teaching, turns, parse_spec("tabed-MT"), config))
+    small_sd = collect(speculative_generate(teaching_pair, turns, parse_spec("tabed-MT"), config))
     assert result.token_ids == small_sd.token_ids
     assert [b.draft for b in result.blocks] == [b.draft for b in small_sd.blocks]
 
