@@ -68,6 +68,7 @@ class DraftTree:
     fed: list[int] = field(default_factory=list)  # nodes in the drafter's cache, in cache order
     stop: str = "fixed"
     after_prompt: bool = False  # the first block's: verified by the prompt's pass, under its last token
+    resting: list[int] = field(default_factory=list)  # methods whose rows sat out its drafting (no guesses)
 
     def child(self, parent: int, token: int) -> int | None:
         context = self.contexts.get(parent)
@@ -139,7 +140,8 @@ def draft_tree(drafter: BatchedDrafter, feed: list[int], gamma: int, width: int,
     rides on the prompt's pass, where the image placeholder token (`banned`) must not be drafted. An end
     token (`ends`) is a leaf: nothing after it could be emitted."""
     adaptive = length is not None and length.adaptive
-    tree = DraftTree(stop="cap" if adaptive else "fixed", after_prompt=start is not None)
+    tree = DraftTree(stop="cap" if adaptive else "fixed", after_prompt=start is not None,
+                     resting=list(drafter.resting_rows))
     if adaptive:
         length.start_block(after_prompt=start is not None)
     opinions = Opinions(methods, weights, config, log_probs, lookup, banned, drafter.placed)
@@ -222,12 +224,12 @@ class TreeVerifier:
                        nodes=self._nodes(tree, set(path), probs))
 
     def _nodes(self, tree: DraftTree, kept: set[int], probs: torch.Tensor) -> list[TreeNode]:
-        top1 = {parent: torch.where(context.row_probs.sum(-1) > 0, context.row_probs.argmax(-1), -1).tolist()
-                for parent, context in tree.contexts.items()}  # -1: a resting method's, which guessed nothing
+        top1 = {parent: context.row_probs.argmax(-1).tolist() for parent, context in tree.contexts.items()}
         rows, tokens = (torch.tensor(values, device=probs.device) for values in (tree.parents, tree.tokens))
         target = probs[rows + 1, tokens].tolist()  # each node's probability under the target, after its parent
-        return [TreeNode(token, parent, "".join(m for m, t in zip(self.methods, top1[parent], strict=True)
-                                                if t == token), node in kept, tree.probs[node], target[node])
+        guessing = [(k, m) for k, m in enumerate(self.methods) if k not in tree.resting]
+        return [TreeNode(token, parent, "".join(m for k, m in guessing if top1[parent][k] == token), node in kept,
+                         tree.probs[node], target[node])
                 for node, (token, parent) in enumerate(zip(tree.tokens, tree.parents, strict=True))]
 
     def commit(self, session: TargetSession, drafter: BatchedDrafter, tree: DraftTree, verdict: Verdict,

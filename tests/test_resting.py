@@ -75,6 +75,7 @@ def test_resting_rows_change_no_draft_and_no_weight_when_they_catch_up_every_blo
         for block in result.blocks:
             rested += bool(block.resting)
             assert all(block.weights[m] == 0 for m in block.resting)  # only a method at weight 0 rests
+            assert not any(m in node.proposer for node in block.tree for m in block.resting)  # it guessed nothing
             assert set(block.drafts) == set(block.method_accepted) == {"M", "T"} - set(block.resting)
     assert rested >= 3
 
