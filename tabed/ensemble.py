@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import deque
+from collections.abc import Callable
 
 import torch
 
@@ -19,8 +20,11 @@ from .errors import InputError
 from .spec import RULES
 
 _EPS = 1e-12
+LOG_FLOOR = -1e4  # log-probabilities below this (-inf: suppressed tokens) count as this in products with p
 HEDGE_CLIP = 10.0  # nats: a log-loss above this counts as the worst loss
-_DENSE_LIMIT = 1 << 22  # up to this many positions x candidates x vocabulary, w-grid uses the full vocabulary
+# w-grid's mixtures are built for as many positions at once as keep positions x candidates x vocabulary under
+# this (fp32 entries; a few such tensors live at once): a CPU's memory is spared, a GPU's launches are.
+DENSE_LIMITS = {"cpu": 1 << 22, "cuda": 1 << 25}
 
 
 def simplex_grid(k: int, step: float = 0.1) -> torch.Tensor:
@@ -30,12 +34,18 @@ def simplex_grid(k: int, step: float = 0.1) -> torch.Tensor:
     return torch.tensor(rows, dtype=torch.float32) / units
 
 
+def safe_log(q: torch.Tensor) -> torch.Tensor:
+    """log q, with probabilities that underflowed to 0 counted as 1e-12."""
+    return torch.log(q.clamp_min(_EPS))
+
+
 def kl_divergence(p: torch.Tensor, q: torch.Tensor, log_q: torch.Tensor | None = None) -> torch.Tensor:
-    """KL(p ‖ q) over the last axis; terms with p = 0 contribute nothing. Give `log_q` (a log-softmax)
-    where there is one: the log of a probability that underflowed is not recoverable from q."""
+    """KL(p ‖ q) over the last axis; terms with p = 0 contribute nothing, also where log q is -inf (a
+    suppressed token: 0 x -inf would be NaN). Give `log_q` (a log-softmax) where there is one: the log of
+    a probability that underflowed is not recoverable from q."""
     if log_q is None:
-        log_q = torch.log(q.clamp_min(_EPS))
-    return (torch.xlogy(p, p) - p * log_q).sum(dim=-1)
+        log_q = safe_log(q)
+    return (torch.xlogy(p, p) - p * log_q.clamp_min(LOG_FLOOR)).sum(dim=-1)
 
 
 def hedge_rate(num_methods: int, horizon: int) -> float:
@@ -46,7 +56,7 @@ def hedge_rate(num_methods: int, horizon: int) -> float:
 def hedge_losses(p: torch.Tensor, log_q: torch.Tensor) -> torch.Tensor:
     """Each method's log-loss against the target at each position, (n, K): the cross-entropy of its
     distribution under the target's, in nats, clipped to HEDGE_CLIP and scaled to [0, 1]."""
-    cross_entropy = -(p[:, None, :] * log_q.clamp_min(-1e4)).sum(dim=-1)
+    cross_entropy = -(p[:, None, :] * log_q.clamp_min(LOG_FLOOR)).sum(dim=-1)
     return cross_entropy.clamp(0.0, HEDGE_CLIP) / HEDGE_CLIP
 
 
@@ -62,9 +72,11 @@ class WeightHistory:
     """Past (p, q_1..q_K) statistics over a window of verified positions, and the weights they give.
 
     `window` = h positions kept (0 keeps all). Before any history the weights are uniform.
+    `summed(p, q, log_q)`, where given, sums a block's `position_stats` (None when it cannot: eager then).
     """
 
-    def __init__(self, num_methods: int, rule: str = "w-grid", window: int = 0, horizon: int = 128) -> None:
+    def __init__(self, num_methods: int, rule: str = "w-grid", window: int = 0, horizon: int = 128,
+                 summed: Callable[..., torch.Tensor | None] | None = None) -> None:
         if rule not in RULES:
             raise InputError(f"unknown weight rule {rule!r}: choose one of {', '.join(RULES)}")
         if window < 0:
@@ -75,11 +87,14 @@ class WeightHistory:
         self.grid = simplex_grid(num_methods) if rule == "w-grid" else None
         self.rate = hedge_rate(num_methods, window or horizon) if rule == "hedge" else 0.0
         self._grids: dict[torch.device, torch.Tensor] = {}  # the grid on each device it was used on
-        self._rows: deque[torch.Tensor] = deque(maxlen=window or None)
+        # a faster way to sum a block's statistics (`GraphedStats`: one replayed CUDA graph), or None
+        self.summed = summed
+        self._rows: deque[torch.Tensor] = deque(maxlen=window or None)  # with a window: its positions' rows
+        self._count = 0  # positions in the window
         self._total: torch.Tensor | None = None  # the sum of the rows in the window
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return self._count
 
     @property
     def needs_log_q(self) -> bool:
@@ -91,40 +106,29 @@ class WeightHistory:
         for the log-loss rules, their log-softmax log_q (n, K, V) (the log of q where not given)."""
         if p.shape[0] == 0:
             return
-        p = p.float()
-        q = q.float()
-        if self.needs_log_q:
-            log_q = torch.log(q.clamp_min(_EPS)) if log_q is None else log_q.float()
-        if self.rule == "kld":
-            stats = kl_divergence(p[:, None, :], q, log_q)  # (n, K)
-        elif self.rule == "hedge":
-            stats = hedge_losses(p, log_q)  # (n, K)
-        elif self.rule == "tvd":
-            stats = tv_distance(p[:, None, :], q)
-        else:
-            stats = self._grid_stats(p, q)  # (n, G, 2)
         if not self.window:  # everything is kept: one sum (on the device: no copy back, no wait for the GPU)
-            self._rows.extend(stats)
-            self._total = stats.sum(dim=0) if self._total is None else self._total + stats.sum(dim=0)
+            block = self.summed(p, q, log_q) if self.summed is not None else None
+            if block is None:
+                block = position_stats(self.rule, p, q, log_q, self.grid_on(q.device)).sum(dim=0)
+            self._count += p.shape[0]
+            self._total = block.clone() if self._total is None else self._total + block
             return
-        for row in stats:
+        for row in position_stats(self.rule, p, q, log_q, self.grid_on(q.device)):
             if len(self._rows) == self.window:
                 self._total = self._total - self._rows[0]
             self._rows.append(row)
             self._total = row.clone() if self._total is None else self._total + row
+        self._count = len(self._rows)
 
-    def _grid_stats(self, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-        """Per position and grid candidate: [top-1 matches the target's, KL(p ‖ mix)]."""
-        if q.device not in self._grids:
-            self._grids[q.device] = self.grid.to(q.device)
-        grid = self._grids[q.device]
-        if p.shape[0] * grid.shape[0] * p.shape[-1] <= _DENSE_LIMIT:
-            return grid_stats_dense(grid, p, q)
-        return grid_stats_by_position(grid, p, q)
+    def grid_on(self, device: torch.device) -> torch.Tensor | None:
+        """w-grid's candidates on `device` (moved there once)."""
+        if self.grid is not None and device not in self._grids:
+            self._grids[device] = self.grid.to(device)
+        return self._grids.get(device)
 
     def weights(self) -> torch.Tensor:
         """The weights for the next block, (K,) summing to 1, on the device of the history."""
-        if not self._rows:
+        if not self._count:
             return uniform_weights(self.num_methods)
         total = self._total
         if self.rule in ("kld", "tvd"):
@@ -133,10 +137,27 @@ class WeightHistory:
         if self.rule == "hedge":
             return torch.softmax(-self.rate * total, dim=0)
         matches, kls = total[:, 0], total[:, 1]
-        best = matches == matches.max()
-        kls = torch.where(best, kls, torch.full_like(kls, float("inf")))
-        grid = self._grids.get(total.device, self.grid)
-        return grid[kls.argmin()].clone()  # the first of equal minima, as the official code's ties
+        kls = torch.where(matches == matches.max(), kls, float("inf"))
+        grid = self.grid_on(total.device)
+        # the first of equal minima, as the official code's ties; a 1-d index, which needs no wait for a GPU
+        return grid.index_select(0, kls.argmin()[None])[0]
+
+
+def position_stats(rule: str, p: torch.Tensor, q: torch.Tensor, log_q: torch.Tensor | None = None,
+                   grid: torch.Tensor | None = None) -> torch.Tensor:
+    """What `rule` keeps of each verified position (p (n, V), q (n, K, V)): (n, K) KL, log-loss or TV
+    per method, or for w-grid (n, G, 2) per `grid` candidate."""
+    p, q = p.float(), q.float()
+    if rule in ("kld", "hedge"):
+        log_q = safe_log(q) if log_q is None else log_q.float()
+    if rule == "kld":
+        return kl_divergence(p[:, None, :], q, log_q)
+    if rule == "hedge":
+        return hedge_losses(p, log_q)
+    if rule == "tvd":
+        return tv_distance(p[:, None, :], q)
+    limit = DENSE_LIMITS.get(q.device.type, DENSE_LIMITS["cpu"])
+    return grid_stats_chunked(grid, p, q, max(1, limit // (grid.shape[0] * p.shape[-1])))
 
 
 def grid_stats_dense(grid: torch.Tensor, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -146,10 +167,14 @@ def grid_stats_dense(grid: torch.Tensor, p: torch.Tensor, q: torch.Tensor) -> to
     return torch.stack([match, kl_divergence(p[:, None, :], mixed)], dim=-1)
 
 
-def grid_stats_by_position(grid: torch.Tensor, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """The dense statistics one position at a time, for a large G x V (286 candidates x 32000 tokens:
-    ~15 ms a position on two CPU cores, next to a 7B verify's seconds; microseconds on a GPU)."""
-    return torch.cat([grid_stats_dense(grid, p[i:i + 1], q[i:i + 1]) for i in range(p.shape[0])])
+def grid_stats_chunked(grid: torch.Tensor, p: torch.Tensor, q: torch.Tensor, positions: int) -> torch.Tensor:
+    """The dense statistics `positions` positions at a time: all at once where the mixtures fit (one pass of
+    launches on a GPU), down to one at a time for a large G x V on a CPU (286 candidates x 32000 tokens:
+    ~15 ms a position on two cores, next to a 7B verify's seconds)."""
+    if p.shape[0] <= positions:
+        return grid_stats_dense(grid, p, q)
+    return torch.cat([grid_stats_dense(grid, p[i:i + positions], q[i:i + positions])
+                      for i in range(0, p.shape[0], positions)])
 
 
 def ensemble(q: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:

@@ -13,7 +13,9 @@ from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
 from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
 
 from .backends import CACHES, DynamicBackend, StaticBackend
+from .draft_length import AUTO_CAP
 from .errors import ModelLoadError, VocabularyMismatchError
+from .stats_graph import GraphedStats, worth_a_graph
 from .widen import LLAVA_7B, LVLM_68M, Shape, widen
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -161,6 +163,22 @@ class ModelPair:
         if backend.why_eager and backend.why_eager not in self.notes:
             self.notes.append(backend.why_eager)
         return backend
+
+    def weight_stats(self, rule: str, methods: int) -> GraphedStats | None:
+        """The weight history's block statistics as a replayed CUDA graph, made once, for static caches on
+        a GPU where the padded computation stays small; None elsewhere (the history sums them eagerly)."""
+        positions = AUTO_CAP + 1  # a default block's verified positions; a longer one is summed eagerly
+        if self.cache != "static" or self.device.type != "cuda" or not worth_a_graph(
+                rule, methods, self.vocab_size, positions):
+            return None
+        key = ("stats", rule, methods)
+        if key not in self._static:
+            try:
+                self._static[key] = GraphedStats(rule, methods, self.vocab_size, positions, self.device)
+            except RuntimeError as exc:  # a place without graphs: the eager sum
+                self._static[key] = None
+                self.notes.append(f"CUDA graph of the weight statistics failed ({str(exc).splitlines()[0]})")
+        return self._static[key]
 
     @property
     def context_length(self) -> int:

@@ -3,8 +3,9 @@
 import pytest
 import torch
 
-from tabed.ensemble import WeightHistory, ensemble, grid_stats_dense, simplex_grid
+from tabed.ensemble import WeightHistory, ensemble, grid_stats_dense, position_stats, simplex_grid
 from tabed.errors import InputError
+from tabed.stats_graph import GraphedStats, worth_a_graph
 
 P_A = [0.7, 0.2, 0.1]
 Q_A = [[0.6, 0.3, 0.1], [0.1, 0.2, 0.7]]  # method 1 is close to p, method 2 far
@@ -133,7 +134,40 @@ def test_w_grid_on_a_large_vocabulary_chooses_the_official_weights(seed, sharpne
     q[:6, 0] = p[:6]  # method 1 is right on half the positions
     grid = simplex_grid(4)
     h = WeightHistory(4, "w-grid")
-    assert torch.allclose(h._grid_stats(p, q), grid_stats_dense(grid, p, q), atol=1e-5)
+    assert torch.allclose(position_stats("w-grid", p, q, grid=grid), grid_stats_dense(grid, p, q), atol=1e-5)
     h.add(p[:5], q[:5])
     h.add(p[5:], q[5:])  # in two blocks, as the loop adds them
     assert torch.equal(h.weights(), _official_choice(grid, p, q))
+
+
+@pytest.mark.parametrize("rule, methods", [("w-grid", 2), ("w-grid", 3), ("kld", 2), ("tvd", 3), ("hedge", 2)])
+def test_padded_block_statistics_give_the_eager_history(rule, methods):
+    """The padded computation a GPU replays as one graph (here eager, on the CPU) sums exactly the
+    verified rows: blocks of every length, padding rows left over from a longer earlier block (stale,
+    with -inf log-probabilities of suppressed tokens) or never written, and a block over its size (then
+    the history sums eagerly)."""
+    generator = torch.Generator().manual_seed(methods)
+    vocab, positions = 50, 6
+    summed = GraphedStats(rule, methods, vocab, positions, torch.device("cpu"))
+    assert summed.graph is None
+    padded = WeightHistory(methods, rule, summed=summed)
+    eager = WeightHistory(methods, rule)
+    for n in (6, 1, 3, 9, 2):
+        logits = torch.randn(n, methods, vocab, generator=generator) * 3
+        logits[..., -2:] = float("-inf")  # suppressed tokens: probability 0, log-probability -inf
+        q, log_q = torch.softmax(logits, -1), torch.log_softmax(logits, -1)
+        p = torch.softmax(torch.randn(n, vocab, generator=generator) * 3, -1)
+        p[:, -2:] = 0.0
+        p[: n // 2] = q[: n // 2, 0]  # method 1 right on some positions
+        for h in (padded, eager):
+            h.add(p, q, log_q)
+        assert len(padded) == len(eager)
+        assert torch.allclose(padded._total, eager._total, rtol=1e-5, atol=1e-5)
+        assert torch.isfinite(padded._total).all()
+        assert torch.allclose(padded.weights(), eager.weights(), atol=1e-6)
+
+
+def test_graphs_only_where_the_padding_is_cheap():
+    assert worth_a_graph("w-grid", 2, 32064, 21)  # tabed-MT on the paper's vocabulary: 11 candidates
+    assert not worth_a_graph("w-grid", 3, 32064, 21)  # 66 candidates: eager
+    assert worth_a_graph("kld", 4, 32064, 21)
