@@ -12,12 +12,15 @@ from __future__ import annotations
 import itertools
 import math
 from collections import deque
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 
 from .errors import InputError
 from .spec import RULES
+
+if TYPE_CHECKING:
+    from .stats_graph import GraphedStats
 
 _EPS = 1e-12
 LOG_FLOOR = -1e4  # log-probabilities below this (-inf: suppressed tokens) count as this in products with p
@@ -72,11 +75,12 @@ class WeightHistory:
     """Past (p, q_1..q_K) statistics over a window of verified positions, and the weights they give.
 
     `window` = h positions kept (0 keeps all). Before any history the weights are uniform.
-    `summed(p, q, log_q)`, where given, sums a block's `position_stats` (None when it cannot: eager then).
+    `summed`, where given and everything is kept, is a `GraphedStats` made for this rule and method count:
+    it keeps the sum and the weights on the device, one replayed CUDA graph a block.
     """
 
     def __init__(self, num_methods: int, rule: str = "w-grid", window: int = 0, horizon: int = 128,
-                 summed: Callable[..., torch.Tensor | None] | None = None) -> None:
+                 summed: GraphedStats | None = None) -> None:
         if rule not in RULES:
             raise InputError(f"unknown weight rule {rule!r}: choose one of {', '.join(RULES)}")
         if window < 0:
@@ -87,8 +91,10 @@ class WeightHistory:
         self.grid = simplex_grid(num_methods) if rule == "w-grid" else None
         self.rate = hedge_rate(num_methods, window or horizon) if rule == "hedge" else 0.0
         self._grids: dict[torch.device, torch.Tensor] = {}  # the grid on each device it was used on
-        # a faster way to sum a block's statistics (`GraphedStats`: one replayed CUDA graph), or None
         self.summed = summed
+        self._graphed = summed is not None and not window
+        if self._graphed:
+            summed.start(self.rate)
         self._rows: deque[torch.Tensor] = deque(maxlen=window or None)  # with a window: its positions' rows
         self._count = 0  # positions in the window
         self._total: torch.Tensor | None = None  # the sum of the rows in the window
@@ -106,12 +112,14 @@ class WeightHistory:
         for the log-loss rules, their log-softmax log_q (n, K, V) (the log of q where not given)."""
         if p.shape[0] == 0:
             return
-        if not self.window:  # everything is kept: one sum (on the device: no copy back, no wait for the GPU)
-            block = self.summed(p, q, log_q) if self.summed is not None else None
-            if block is None:
-                block = position_stats(self.rule, p, q, log_q, self.grid_on(q.device)).sum(dim=0)
+        if self._graphed:  # the graph keeps the sum and the weights
+            self.summed.add(p, q, log_q)
             self._count += p.shape[0]
-            self._total = block.clone() if self._total is None else self._total + block
+            return
+        if not self.window:  # everything is kept: one sum (on the device: no copy back, no wait for the GPU)
+            block = position_stats(self.rule, p, q, log_q, self.grid_on(q.device)).sum(dim=0)
+            self._count += p.shape[0]
+            self._total = block if self._total is None else self._total + block
             return
         for row in position_stats(self.rule, p, q, log_q, self.grid_on(q.device)):
             if len(self._rows) == self.window:
@@ -126,21 +134,34 @@ class WeightHistory:
             self._grids[device] = self.grid.to(device)
         return self._grids.get(device)
 
+    @property
+    def total(self) -> torch.Tensor | None:
+        """The statistics summed over the window (None before any)."""
+        return self.summed.total if self._graphed else self._total
+
     def weights(self) -> torch.Tensor:
         """The weights for the next block, (K,) summing to 1, on the device of the history."""
         if not self._count:
             return uniform_weights(self.num_methods)
-        total = self._total
-        if self.rule in ("kld", "tvd"):
-            inverse = 1.0 / (total + 1e-6)
-            return inverse / inverse.sum()
-        if self.rule == "hedge":
-            return torch.softmax(-self.rate * total, dim=0)
-        matches, kls = total[:, 0], total[:, 1]
-        kls = torch.where(matches == matches.max(), kls, float("inf"))
-        grid = self.grid_on(total.device)
-        # the first of equal minima, as the official code's ties; a 1-d index, which needs no wait for a GPU
-        return grid.index_select(0, kls.argmin()[None])[0]
+        if self._graphed:
+            return self.summed.weights.clone()  # the graph's buffer changes with the next block
+        return weights_from(self.rule, self._total, self.grid_on(self._total.device), self.rate)
+
+
+def weights_from(rule: str, total: torch.Tensor, grid: torch.Tensor | None = None,
+                 rate: float | torch.Tensor = 0.0) -> torch.Tensor:
+    """`rule`'s weights from the window's summed statistics: inverse KL or TV (kld, tvd), exponential
+    weights at Hedge's `rate` (hedge), or w-grid's candidate with the most top-1 matches and, among
+    those, the least KL; only device operations, so that a CUDA graph can hold them."""
+    if rule in ("kld", "tvd"):
+        inverse = 1.0 / (total + 1e-6)
+        return inverse / inverse.sum()
+    if rule == "hedge":
+        return torch.softmax(-rate * total, dim=0)
+    matches, kls = total[:, 0], total[:, 1]
+    kls = torch.where(matches == matches.max(), kls, float("inf"))
+    # the first of equal minima, as the official code's ties; a 1-d index, which needs no wait for a GPU
+    return grid.index_select(0, kls.argmin()[None])[0]
 
 
 def position_stats(rule: str, p: torch.Tensor, q: torch.Tensor, log_q: torch.Tensor | None = None,

@@ -4,16 +4,16 @@ After each verification the weight history turns the verified positions into per
 (`ensemble.position_stats`) and adds up the block's. On a GPU that is a dozen small kernels whose
 launches cost more than their work: about half a millisecond a block on an H100, a few percent of
 decoding. Padded to a fixed number of positions, with the padding rows left out of the sum, the same
-computation has one shape, so it is captured once per pair, rule and method count and replayed: a
-few copies and one launch a block. Without CUDA the same padded computation runs eagerly (that is how
-the tests check it).
+computation has one shape, so it is captured once per pair, rule and method count, together with the
+running sum and the weights it gives, and replayed: a few copies and one launch a block. Without CUDA
+the same padded computation runs eagerly (that is how the tests check it).
 """
 
 from __future__ import annotations
 
 import torch
 
-from .ensemble import position_stats, safe_log, simplex_grid
+from .ensemble import position_stats, safe_log, simplex_grid, weights_from
 
 GRAPH_LIMIT = 1 << 24  # padded positions x statistics columns x vocabulary worth a graph (K = 2 w-grid: 7.4M)
 
@@ -26,7 +26,9 @@ def worth_a_graph(rule: str, methods: int, vocab: int, positions: int) -> bool:
 
 
 class GraphedStats:
-    """Sums `position_stats` of up to `positions` verified positions at a time."""
+    """A weight history's sum of `position_stats` and its weights, blocks of up to `positions` verified
+    positions replayed as one CUDA graph; made once per pair, rule and method count, `start`ed by each
+    history (one answer at a time uses it, like the pair's static caches)."""
 
     def __init__(self, rule: str, methods: int, vocab: int, positions: int, device: torch.device,
                  graph: bool = True) -> None:
@@ -36,8 +38,16 @@ class GraphedStats:
         self.q = torch.zeros(positions, methods, vocab, device=device)
         self.log_q = torch.zeros_like(self.q) if rule in ("kld", "hedge") else None
         self.count = torch.zeros((), dtype=torch.long, device=device)
-        self.out = self._summed()  # also the eager warm-up a capture needs
+        self.rate = torch.zeros((), device=device)  # Hedge's learning rate, set by `start`
+        self.total = self._summed()  # the window's sum, in place from here on
+        self.weights = torch.zeros(methods, device=device)
         self.graph = self._capture() if graph and device.type == "cuda" else None
+        self.start(0.0)
+
+    def start(self, rate: float) -> None:
+        """A new history: nothing summed yet, and its Hedge rate."""
+        self.total.zero_()
+        self.rate.fill_(rate)
 
     def _summed(self) -> torch.Tensor:
         """The statistics of the first `count` rows, summed; the rest (stale or zero) count for nothing,
@@ -46,30 +56,35 @@ class GraphedStats:
         valid = torch.arange(self.positions, device=self.p.device) < self.count
         return torch.where(valid.view(-1, *[1] * (rows.dim() - 1)), rows, 0.0).sum(dim=0)
 
+    def _step(self, block: torch.Tensor | None = None) -> None:
+        self.total += self._summed() if block is None else block
+        self.weights.copy_(weights_from(self.rule, self.total, self.grid, self.rate))
+
     def _capture(self) -> torch.cuda.CUDAGraph:
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
-            self._summed()
+            self._step()  # kernels loaded and workspaces made before the capture
         torch.cuda.current_stream().wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            self.out = self._summed()
+            self._step()
         return graph
 
     @torch.inference_mode()
-    def __call__(self, p: torch.Tensor, q: torch.Tensor, log_q: torch.Tensor | None = None) -> torch.Tensor | None:
-        """The summed statistics of p (n, V), q (n, K, V), log_q (n, K, V) for the log-loss rules (the
-        log of q where not given); valid until the next call. None when n is over `positions`."""
+    def add(self, p: torch.Tensor, q: torch.Tensor, log_q: torch.Tensor | None = None) -> None:
+        """Add p (n, V), q (n, K, V) and, for the log-loss rules, log_q (n, K, V) (the log of q where not
+        given) to the sum, and update `weights`. A block longer than `positions` is summed eagerly."""
         n = p.shape[0]
         if n > self.positions:
-            return None
+            self._step(position_stats(self.rule, p, q, log_q, self.grid).sum(dim=0))
+            return
         self.p[:n].copy_(p)
         self.q[:n].copy_(q)
         if self.log_q is not None:
             self.log_q[:n].copy_(safe_log(q.float()) if log_q is None else log_q)
         self.count.fill_(n)
         if self.graph is None:
-            return self._summed()
-        self.graph.replay()
-        return self.out
+            self._step()
+        else:
+            self.graph.replay()

@@ -145,13 +145,14 @@ def test_padded_block_statistics_give_the_eager_history(rule, methods):
     """The padded computation a GPU replays as one graph (here eager, on the CPU) sums exactly the
     verified rows: blocks of every length, padding rows left over from a longer earlier block (stale,
     with -inf log-probabilities of suppressed tokens) or never written, and a block over its size (then
-    the history sums eagerly)."""
+    the history sums eagerly), after an earlier answer's history used it."""
     generator = torch.Generator().manual_seed(methods)
     vocab, positions = 50, 6
     summed = GraphedStats(rule, methods, vocab, positions, torch.device("cpu"))
     assert summed.graph is None
-    padded = WeightHistory(methods, rule, summed=summed)
-    eager = WeightHistory(methods, rule)
+    WeightHistory(methods, rule, summed=summed).add(torch.full((2, vocab), 1 / vocab), torch.ones(2, methods, vocab))
+    padded = WeightHistory(methods, rule, horizon=40, summed=summed)  # the next answer starts from nothing
+    eager = WeightHistory(methods, rule, horizon=40)
     for n in (6, 1, 3, 9, 2):
         logits = torch.randn(n, methods, vocab, generator=generator) * 3
         logits[..., -2:] = float("-inf")  # suppressed tokens: probability 0, log-probability -inf
@@ -162,8 +163,8 @@ def test_padded_block_statistics_give_the_eager_history(rule, methods):
         for h in (padded, eager):
             h.add(p, q, log_q)
         assert len(padded) == len(eager)
-        assert torch.allclose(padded._total, eager._total, rtol=1e-5, atol=1e-5)
-        assert torch.isfinite(padded._total).all()
+        assert torch.allclose(padded.total, eager.total, rtol=1e-5, atol=1e-5)
+        assert torch.isfinite(padded.total).all()
         assert torch.allclose(padded.weights(), eager.weights(), atol=1e-6)
 
 
