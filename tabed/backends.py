@@ -16,12 +16,15 @@ tree's tokens, at its depth's position), and `keep` then compacts the cache to o
 from __future__ import annotations
 
 import copy
+import functools
 from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache, StaticCache
 
 CACHES = ("dynamic", "static")
+TREE_GRAPH_TOKENS = 4  # tree forwards of at most this many tokens (a drafter's frontier) are replayed as graphs,
+TREE_GRAPH_SPAN = 128  # within a tree of at most this many tokens (more: eager)
 
 
 def fit_logits(logits: torch.Tensor, vocab_size: int | None, suppressed: torch.Tensor | None) -> torch.Tensor:
@@ -193,14 +196,15 @@ class StaticBackend:
         self.batch, self.max_len = batch, max_len
         self.vocab_size, self.suppressed = vocab_size, suppressed
         self.graphs = graphs and model.device.type == "cuda"
+        self.tree_graphs = True  # False once a tree forward failed to capture (sequences may still replay)
         self.why_eager: str | None = None  # set when graph capture failed
         device = model.device
         self.cache = StaticCache(config=model.config, max_cache_len=max_len)
         self.slots = torch.arange(max_len, device=device)
         self.valid = torch.ones(batch, max_len, dtype=torch.bool, device=device)  # False on left padding
         self.pads = torch.zeros(batch, 1, dtype=torch.long, device=device)  # left padding per row
-        self._inputs: dict[int, torch.Tensor] = {}  # query length -> fixed-address ids (B, q)
-        self._graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
+        self._inputs: dict = {}  # query length, or ("tree", length) -> the captured forward's fixed-address inputs
+        self._graphs: dict = {}  # the same keys -> (graph, its logits)
 
     def _lengths(self):
         return [layer.cumulative_length for layer in self.cache.layers]
@@ -242,23 +246,29 @@ class StaticBackend:
                          past_key_values=self.cache, use_cache=True)
         return fit_logits(out.logits, self.vocab_size, self.suppressed)
 
-    def _run_tree(self, ids: torch.Tensor, layout: TreeLayout) -> torch.Tensor:
-        """One eager forward of a tree (B, q) at the cache's length."""
-        count = ids.shape[1]
-        length = int(self.cache.layers[0].cumulative_length)
-        first = length - (layout.span - count)  # the tree's first cache slot
-        attend = limit_to_tree(self._attend(length + torch.arange(count, device=ids.device)), layout, length + count)
-        positions = first + layout.offsets.to(ids.device)[None, :] - self.pads
-        out = self.model(input_ids=ids, attention_mask=additive(attend, self.model.dtype), position_ids=positions,
-                         past_key_values=self.cache, use_cache=True)
+    def _run_tree(self, ids: torch.Tensor, offsets: torch.Tensor, visible: torch.Tensor,
+                  before: int | torch.Tensor) -> torch.Tensor:
+        """One forward of a tree (B, q) at the cache's length; only device ops, so it can be captured.
+        The tree starts `before` tokens back (its earlier tokens in the cache); token i sits `offsets[i]`
+        after the tree's start and, among the `visible.shape[1]` slots from the start, sees those where
+        `visible[i]` is True (columns past the tree's tokens may be anything: later slots are unseen)."""
+        count, width = ids.shape[1], visible.shape[1]
+        length = self.cache.layers[0].cumulative_length
+        first = length - before  # the tree's first cache slot
+        relative = self.slots - first
+        inside = (relative >= 0) & (relative < width)
+        seen = visible[:, relative.clamp(0, width - 1)]  # (q, slots): visible, read at each slot
+        attend = self._attend(length + torch.arange(count, device=ids.device)) & (~inside | seen)
+        out = self.model(input_ids=ids, attention_mask=additive(attend, self.model.dtype),
+                         position_ids=first + offsets[None, :] - self.pads, past_key_values=self.cache, use_cache=True)
         return fit_logits(out.logits, self.vocab_size, self.suppressed)
 
     @torch.inference_mode()
     def forward(self, ids: torch.Tensor, layout: TreeLayout | None = None) -> torch.Tensor:
-        """Append ids (B, q) to every row, a sequence or a tree (`layout`, eager: its shape changes from
-        block to block); logits (B, q, V), a copy the next forward leaves alone."""
+        """Append ids (B, q) to every row, a sequence or a tree (`layout`); logits (B, q, V), a copy the
+        next forward leaves alone."""
         if layout is not None:
-            return self._run_tree(ids, layout)
+            return self._forward_tree(ids, layout)
         count = ids.shape[1]
         graph = self._graph(count) if self.graphs else None
         if graph is None:
@@ -268,31 +278,76 @@ class StaticBackend:
         replay.replay()
         return out.clone()
 
-    def _graph(self, count: int):
-        """The captured forward of `count` tokens (captured on first use), or None when capture fails."""
-        if count not in self._graphs:
-            try:
-                self._graphs[count] = self._capture(count)
-            except (RuntimeError, AssertionError) as exc:  # an unsupported model or a place without graphs
-                self.graphs = False
-                self.why_eager = f"CUDA graph capture failed ({str(exc).splitlines()[0]}): running eager"
-                return None
-        return self._graphs.get(count)
+    def _forward_tree(self, ids: torch.Tensor, layout: TreeLayout) -> torch.Tensor:
+        """A tree forward. A drafter's frontier (a few tokens of a tree within TREE_GRAPH_SPAN) goes
+        through fixed-address inputs, its visibility padded to the span, and is replayed as a graph where
+        there are graphs; a target's whole tree runs eagerly (its size changes every block)."""
+        count, device = ids.shape[1], ids.device
+        if count > TREE_GRAPH_TOKENS or layout.span > TREE_GRAPH_SPAN:
+            return self._run_tree(ids, layout.offsets.to(device), layout.visible.to(device), layout.span - count)
+        inputs = self._tree_inputs(count)
+        tokens, offsets, visible, before = inputs
+        tokens.copy_(ids)
+        offsets.copy_(layout.offsets)
+        visible.copy_(torch.nn.functional.pad(layout.visible, (0, TREE_GRAPH_SPAN - layout.span)))
+        before.fill_(layout.span - count)
+        graph = self._graph(("tree", count)) if self.graphs and self.tree_graphs else None
+        if graph is None:
+            return self._run_tree(*inputs)
+        replay, out = graph
+        replay.replay()
+        return out.clone()
 
-    def _capture(self, count: int):
-        """Capture the forward of `count` tokens (after two eager warm-ups on a side stream)."""
-        ids = self._inputs.setdefault(count, torch.zeros(self.batch, count, dtype=torch.long,
-                                                         device=self.model.device))
+    def _tree_inputs(self, count: int) -> tuple[torch.Tensor, ...]:
+        """Fixed-address inputs of a tree forward of `count` tokens: ids, offsets, visibility, and how many
+        of the tree's tokens came before."""
+        key = ("tree", count)
+        if key not in self._inputs:
+            device = self.model.device
+            self._inputs[key] = (torch.zeros(self.batch, count, dtype=torch.long, device=device),
+                                 torch.arange(count, device=device),
+                                 torch.ones(count, TREE_GRAPH_SPAN, dtype=torch.bool, device=device),
+                                 torch.zeros((), dtype=torch.long, device=device))
+        return self._inputs[key]
+
+    def _graph(self, key: int | tuple[str, int]):
+        """The captured forward of `key` (a token count, or ("tree", count)), captured on first use; None
+        when capture fails."""
+        if key not in self._graphs:
+            try:
+                self._graphs[key] = self._capture(key)
+            except (RuntimeError, AssertionError) as exc:  # an unsupported model or a place without graphs
+                what = "tree forwards" if isinstance(key, tuple) else "forwards"
+                self.why_eager = f"CUDA graph capture failed ({str(exc).splitlines()[0]}): {what} run eager"
+                if isinstance(key, tuple):  # sequences keep their graphs
+                    self.tree_graphs = False
+                else:
+                    self.graphs = False
+                return None
+        return self._graphs.get(key)
+
+    def _capture(self, key: int | tuple[str, int]):
+        """Capture a forward (after two eager warm-ups on a side stream) over fixed-address inputs: a
+        sequence of `key` tokens, or a tree of ("tree", count) tokens (warmed up on the inputs it is
+        about to replay)."""
+        if isinstance(key, tuple):
+            count = key[1]
+            run = functools.partial(self._run_tree, *self._tree_inputs(count))
+        else:
+            count = key
+            ids = self._inputs.setdefault(key, torch.zeros(self.batch, count, dtype=torch.long,
+                                                           device=self.model.device))
+            run = functools.partial(self._run, ids)
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
             for _ in range(2):
-                self._run(ids)
+                run()
                 self.rewind(count)
         torch.cuda.current_stream().wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            out = self._run(ids)
+            out = run()
         return graph, out
 
     @torch.inference_mode()

@@ -5,7 +5,7 @@ import torch
 from test_lossless import conversations
 
 from conftest import make_pair
-from tabed.backends import DynamicBackend, StaticBackend
+from tabed.backends import TREE_GRAPH_SPAN, DynamicBackend, StaticBackend, TreeLayout
 from tabed.conversation import Turn, encode
 from tabed.decoding import (
     GenerationConfig,
@@ -114,3 +114,37 @@ def test_cache_defaults_and_bad_names(pair):
     with pytest.raises(ModelLoadError, match="unknown cache"):
         ModelPair(pair.target, pair.drafter, pair.target_processor, pair.drafter_processor, CPU, torch.float32,
                   "x", cache="paged")
+
+
+def test_a_tree_forward_padded_to_the_graphs_span_scores_the_same(pair, image):
+    """The fixed-address tree forward a GPU replays sees the tree through a visibility padded to
+    TREE_GRAPH_SPAN columns; whatever the padding holds, the logits are the exact-span forward's."""
+    prompt = encode(pair.target_processor, [Turn("w1 w2", [image])], CPU, torch.float32)
+    visible = torch.tensor([[True, False, True, False], [True, True, False, True]])  # 2 nodes after 2 earlier ones
+    offsets, ids = torch.tensor([1, 2]), torch.tensor([[9, 12]])
+    logits = []
+    for width in (4, TREE_GRAPH_SPAN):
+        backend = StaticBackend(pair.target, 1, 256)
+        session = TargetSession(backend)
+        session.prefill(prompt)
+        backend.forward(torch.tensor([[4, 7]]))  # the tree's two earlier tokens
+        padded = torch.ones(2, width, dtype=torch.bool)  # past the tree: anything, here all visible
+        padded[:, :4] = visible
+        with torch.inference_mode():
+            logits.append(backend._run_tree(ids, offsets, padded, 2))
+    assert torch.allclose(logits[0], logits[1], atol=1e-5)
+
+
+def test_a_tree_graph_that_fails_to_capture_leaves_sequence_graphs_on(pair, image):
+    """Where a tree forward cannot be captured, tree forwards run eagerly and say why once; the chain's
+    graphs are not given up for it."""
+    backend = StaticBackend(pair.target, 1, 256)
+    backend.graphs = True  # as on a GPU: capturing fails here, as it would where graphs cannot be made
+    TargetSession(backend).prefill(encode(pair.target_processor, [Turn("w1", [image])], CPU, torch.float32))
+    layout = TreeLayout(torch.tensor([0, 1]), torch.tensor([[True, False], [True, True]]))
+    expected = StaticBackend(pair.target, 1, 256)
+    TargetSession(expected).prefill(encode(pair.target_processor, [Turn("w1", [image])], CPU, torch.float32))
+    assert torch.allclose(backend.forward(torch.tensor([[4, 7]]), layout), expected.forward(torch.tensor([[4, 7]])),
+                          atol=1e-5)
+    assert not backend.tree_graphs and backend.graphs
+    assert "tree forwards run eager" in backend.why_eager
