@@ -289,7 +289,7 @@ def speculative_generate(
     clock = Clock(pair.device)
     session = TargetSession(pair.backend("target"))
     history = (WeightHistory(len(spec.methods), config.rule, config.window, horizon=config.max_new_tokens,
-                             summed=pair.weight_stats(config.rule, len(spec.methods)))
+                             summed=None if config.window else pair.weight_stats(config.rule, len(spec.methods)))
                if spec.dynamic else None)
     out: list[int] = []
     lookup = NgramLookup(prompt.input_ids[0].tolist(), out) if "N" in spec.methods else None

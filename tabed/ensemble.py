@@ -75,8 +75,8 @@ class WeightHistory:
     """Past (p, q_1..q_K) statistics over a window of verified positions, and the weights they give.
 
     `window` = h positions kept (0 keeps all). Before any history the weights are uniform.
-    `summed`, where given and everything is kept, is a `GraphedStats` made for this rule and method count:
-    it keeps the sum and the weights on the device, one replayed CUDA graph a block.
+    `summed`, where given and everything is kept (no window), is a `GraphedStats` made for this rule and
+    method count: it keeps the sum and the weights on the device, one replayed CUDA graph a block.
     """
 
     def __init__(self, num_methods: int, rule: str = "w-grid", window: int = 0, horizon: int = 128,
