@@ -153,9 +153,8 @@ def draft_tree(drafter: BatchedDrafter, feed: list[int], gamma: int, width: int,
         for column, parent in enumerate(frontier):
             q_rows, q, log_q = opinions(logits[:, column], [tree.tokens[n] for n in tree.path(parent)])
             context = tree.contexts[parent] = Context(q_rows, q, log_q)
-            for token, proposal in _draws(context, min(width, budget - len(tree.tokens)), policy, order, config,
-                                          generator):
-                prob = float(q[token])
+            for token, proposal, prob in _draws(context, min(width, budget - len(tree.tokens)), policy, order, config,
+                                                generator):
                 node, new = tree.add(parent, token, prob, length.acceptance(prob) if length is not None else prob)
                 context.draws.append((node, proposal))
                 born += [node] if new else []
@@ -179,23 +178,26 @@ def draft_tree(drafter: BatchedDrafter, feed: list[int], gamma: int, width: int,
 
 
 def _draws(context: Context, count: int, policy: str, order: list[int], config: GenerationConfig,
-           generator: torch.Generator) -> list[tuple[int, torch.Tensor | None]]:
-    """A node's children as (token, the distribution it was drawn from); `count` is fixed before any is
-    drawn, which keeps the sampling verification exact."""
+           generator: torch.Generator) -> list[tuple[int, torch.Tensor | None, float]]:
+    """A node's children as (token, the distribution it was drawn from, its ensemble probability); `count`
+    is fixed before any is drawn, which keeps the sampling verification exact. The probabilities are read
+    back together: one wait for a GPU per node, not one per child."""
     q = context.mixed
     if count <= 0:
         return []
     if is_greedy(config.temperature):
         if policy == "methods":
             tokens = [int(q.argmax())] + context.row_probs.argmax(-1)[order].tolist()
-        else:
-            top = q.topk(min(count, q.shape[0]))
-            tokens = [token for rank, (p, token) in enumerate(zip(top.values.tolist(), top.indices.tolist(),
-                                                                  strict=True)) if rank == 0 or p >= BRANCH_MIN]
-        return [(token, None) for token in dict.fromkeys(tokens)][:count]
+            tokens = list(dict.fromkeys(tokens))[:count]
+            return [(token, None, prob) for token, prob in zip(tokens, q[tokens].tolist(), strict=True)]
+        top = q.topk(min(count, q.shape[0]))
+        ranked = zip(top.indices.tolist(), top.values.tolist(), strict=True)
+        return [(token, None, prob) for rank, (token, prob) in enumerate(ranked) if rank == 0 or prob >= BRANCH_MIN]
     proposals = [q] + ([context.row_probs[k] for k in order] if policy == "methods" else [])
     proposals = [proposals[i] if i < len(proposals) else q for i in range(count)]
-    return [(int(torch.multinomial(p, 1, generator=generator)), p) for p in proposals]
+    tokens = torch.cat([torch.multinomial(p, 1, generator=generator) for p in proposals])
+    drawn = tokens.tolist()
+    return list(zip(drawn, proposals, q[tokens].tolist(), strict=True))
 
 
 class TreeVerifier:
@@ -224,7 +226,9 @@ class TreeVerifier:
                        nodes=self._nodes(tree, set(path), probs))
 
     def _nodes(self, tree: DraftTree, kept: set[int], probs: torch.Tensor) -> list[TreeNode]:
-        top1 = {parent: context.row_probs.argmax(-1).tolist() for parent, context in tree.contexts.items()}
+        parents = list(tree.contexts)  # every method's top-1 after each parent, read back at once
+        top1 = dict(zip(parents, torch.stack([tree.contexts[n].row_probs for n in parents]).argmax(-1).tolist(),
+                        strict=True)) if parents else {}
         rows, tokens = (torch.tensor(values, device=probs.device) for values in (tree.parents, tree.tokens))
         target = probs[rows + 1, tokens].tolist()  # each node's probability under the target, after its parent
         guessing = [(k, m) for k, m in enumerate(self.methods) if k not in tree.resting]
