@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -25,6 +26,25 @@ from transformers import DynamicCache, StaticCache
 CACHES = ("dynamic", "static")
 TREE_GRAPH_TOKENS = 4  # tree forwards of at most this many tokens (a drafter's frontier) are replayed as graphs,
 TREE_GRAPH_SPAN = 128  # within a tree of at most this many tokens (more: eager)
+
+
+def capture_graph(run: Callable[[], object], warm_ups: int = 1,
+                  undo: Callable[[], None] | None = None) -> tuple[torch.cuda.CUDAGraph, object]:
+    """`run` captured as a CUDA graph, and what it returned (its outputs, at fixed addresses, are what each
+    replay rewrites). Before the capture it runs `warm_ups` times eagerly on a side stream (kernels
+    loaded, workspaces made), each followed by `undo` where running has effects to take back."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(warm_ups):
+            run()
+            if undo is not None:
+                undo()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = run()
+    return graph, out
 
 
 def fit_logits(logits: torch.Tensor, vocab_size: int | None, suppressed: torch.Tensor | None) -> torch.Tensor:
@@ -338,17 +358,7 @@ class StaticBackend:
             ids = self._inputs.setdefault(key, torch.zeros(self.batch, count, dtype=torch.long,
                                                            device=self.model.device))
             run = functools.partial(self._run, ids)
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(2):
-                run()
-                self.rewind(count)
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            out = run()
-        return graph, out
+        return capture_graph(run, warm_ups=2, undo=functools.partial(self.rewind, count))
 
     @torch.inference_mode()
     def keep(self, count: int, offsets: list[int]) -> None:

@@ -215,8 +215,9 @@ class BatchedDrafter:
         return self.backend.forward(tokens.expand(len(self.active), tokens.shape[0]))[:, -1]
 
     def step_tree(self, tokens: list[int], layout) -> torch.Tensor:
-        """Append the same token-tree nodes to every row, placed by `layout` (a `TreeLayout`, or None when
-        they extend the sequence plainly); returns each row's next-token logits after each node (K, q, V)."""
+        """Append the same token-tree nodes to every row in the batch, placed by `layout` (a `TreeLayout`, or
+        None when they extend the sequence plainly); returns each one's next-token logits after each node
+        (rows, q, V)."""
         ids = torch.tensor([tokens], dtype=torch.long, device=self.device)
         return self.backend.forward(ids.expand(len(self.active), -1), layout)
 

@@ -119,7 +119,8 @@ class ModelPair:
     caption_model: object | None = field(default=None, repr=False)  # made on first use
     cache: str = "dynamic"  # KV cache backend: "dynamic" (eager) or "static" (CUDA graphs on a GPU)
     notes: list[str] = field(default_factory=list)  # one-time remarks (e.g. why graphs are off)
-    _static: dict = field(default_factory=dict, repr=False)  # (role, batch) -> StaticBackend, reused
+    _static: dict = field(default_factory=dict, repr=False)  # (role, batch) -> StaticBackend, and
+    # ("stats", rule, methods) -> GraphedStats or None: made once, reused by every request
 
     def __post_init__(self) -> None:
         if self.cache not in CACHES:
@@ -167,18 +168,22 @@ class ModelPair:
     def weight_stats(self, rule: str, methods: int) -> GraphedStats | None:
         """The weight history's block statistics as a replayed CUDA graph, made once, for static caches on
         a GPU where the padded computation stays small; None elsewhere (the history sums them eagerly)."""
-        positions = AUTO_CAP + 1  # a default block's verified positions; a longer one is summed eagerly
-        if self.cache != "static" or self.device.type != "cuda" or not worth_a_graph(
-                rule, methods, self.vocab_size, positions):
+        if self.cache != "static" or self.device.type != "cuda":
             return None
         key = ("stats", rule, methods)
         if key not in self._static:
-            try:
-                self._static[key] = GraphedStats(rule, methods, self.vocab_size, positions, self.device)
-            except RuntimeError as exc:  # a place without graphs: the eager sum
-                self._static[key] = None
-                self.notes.append(f"CUDA graph of the weight statistics failed ({str(exc).splitlines()[0]})")
+            self._static[key] = self._graphed_stats(rule, methods)
         return self._static[key]
+
+    def _graphed_stats(self, rule: str, methods: int) -> GraphedStats | None:
+        positions = AUTO_CAP + 1  # a default block's verified positions; a longer one is summed eagerly
+        if not worth_a_graph(rule, methods, self.vocab_size, positions):
+            return None
+        try:
+            return GraphedStats(rule, methods, self.vocab_size, positions, self.device)
+        except RuntimeError as exc:  # a place without graphs: the eager sum
+            self.notes.append(f"CUDA graph of the weight statistics failed ({str(exc).splitlines()[0]})")
+            return None
 
     @property
     def context_length(self) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from .backends import capture_graph
 from .ensemble import position_stats, safe_log, simplex_grid, weights_from
 
 GRAPH_LIMIT = 1 << 24  # padded positions x statistics columns x vocabulary worth a graph (K = 2 w-grid: 7.4M)
@@ -41,7 +42,8 @@ class GraphedStats:
         self.rate = torch.zeros((), device=device)  # Hedge's learning rate, set by `start`
         self.total = self._summed()  # the window's sum, in place from here on
         self.weights = torch.zeros(methods, device=device)
-        self.graph = self._capture() if graph and device.type == "cuda" else None
+        # the warm-up's sum is taken back by `start`
+        self.graph = capture_graph(self._step)[0] if graph and device.type == "cuda" else None
         self.start(0.0)
 
     def start(self, rate: float) -> None:
@@ -59,17 +61,6 @@ class GraphedStats:
     def _step(self, block: torch.Tensor | None = None) -> None:
         self.total += self._summed() if block is None else block
         self.weights.copy_(weights_from(self.rule, self.total, self.grid, self.rate))
-
-    def _capture(self) -> torch.cuda.CUDAGraph:
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            self._step()  # kernels loaded and workspaces made before the capture
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            self._step()
-        return graph
 
     @torch.inference_mode()
     def add(self, p: torch.Tensor, q: torch.Tensor, log_q: torch.Tensor | None = None) -> None:
