@@ -1,5 +1,6 @@
 """The app's event handlers, driven directly with a tiny pair: what they yield, errors, Stop."""
 
+import re
 import time
 from pathlib import Path
 
@@ -276,13 +277,21 @@ def _run_until(app, image_path, request, condition, **changes):
     return after, time.monotonic() - clicked
 
 
+def _tabed_past_block(count: int):
+    """A frame whose status says TABED is at block `count` or later (frames may skip a block number)."""
+    def condition(output) -> bool:
+        shown = re.search(r"block (\d+)", str(output[0]))
+        return shown is not None and "TABED decoding" in str(output[0]) and int(shown.group(1)) >= count
+    return condition
+
+
 def _metric_names(metrics) -> list[str]:
     return [row[0] for row in metrics]
 
 
 def test_stop_during_tabed_shows_stopped_and_keeps_the_partial_answer(tiny_app, image_path):
     request = StopClient("stop-during-tabed")
-    after, seconds = _run_until(tiny_app, image_path, request, lambda o: "block 3" in str(o[0]))
+    after, seconds = _run_until(tiny_app, image_path, request, _tabed_past_block(3))
     status, tabed_html, plain_html, metrics, figure, blocks, chat, state, files, _ = final(after)
     assert seconds < 1.0 and workers_alive() == 0
     assert status.startswith("\u23f9 Stopped after") and "not added to the conversation" in status
