@@ -4,14 +4,13 @@ The worker puts every engine event on a queue, tagged with its phase; a consumer
 the queue at its own pace and can stop the worker at any time: the engine checks the stop flag
 between blocks, so a stop takes effect within one block.
 
-Every comparison, and the warm-up before them (`on_decoding_thread`), runs on the decoding thread,
-one after another, and nothing else in the process computes meanwhile. On a CPU, torch's thread pool
-(OpenMP) belongs to the thread that calls it: a second calling thread that stays alive makes a second
-pool, and with more pool threads than cores their idle threads sleep between operations instead of
-spinning, which made TABED's many small operations up to twice as slow on two cores (a fresh thread
-per run after a warm-up in the handler's thread: 1.7-2.3x plain decoding on the odd example, against
-2.9-4.4x when one thread did it all). For the same reason the decoding thread ends when idle. It also
-keeps two runs off the pair's caches at once.
+Every comparison, and the warm-up before them (`on_decoding_thread`), runs on one long-lived thread,
+one after another. On a CPU, torch's thread pool (OpenMP) belongs to the thread that calls it: a second
+calling thread makes a second pool, and with more pool threads than cores their idle threads sleep
+between operations instead of spinning, which made TABED's many small operations up to twice as slow
+on two cores (a fresh thread per run after a warm-up elsewhere: 1.7-2.3x plain decoding on the odd
+example, against 2.9-4.4x when one thread did it all). It also keeps two runs off the pair's caches
+at once.
 """
 
 from __future__ import annotations
@@ -39,23 +38,21 @@ T = TypeVar("T")
 
 SPECULATIVE, AUTOREGRESSIVE = "speculative", "autoregressive"
 WORKER_THREAD = "tabed-worker"  # the name of the decoding thread
-IDLE_EXIT_S = 2.0  # the decoding thread ends after this long without work (the next call starts another)
 
 
 class DecodingThread:
-    """A daemon thread that runs submitted calls in order, and ends once it has been idle for
-    `IDLE_EXIT_S`: a thread pool that outlives its work would slow down whatever computes elsewhere in
-    the process (a daemon, so that quitting the app never waits for a run to finish)."""
+    """One daemon thread that runs submitted calls in order (a daemon, so that quitting the app never
+    waits for a run to finish)."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
         self.jobs: queue.Queue = queue.Queue()
         self.thread: threading.Thread | None = None
+        self.lock = threading.Lock()
 
     def submit(self, function: Callable[..., T], *args, **kwargs) -> concurrent.futures.Future[T]:
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
         with self.lock:
-            if self.thread is None or not self.thread.is_alive():  # idle ended it, or a forked process (ZeroGPU)
+            if self.thread is None or not self.thread.is_alive():  # first use, or a forked process (ZeroGPU)
                 self.jobs = queue.Queue()
                 self.thread = threading.Thread(target=self._serve, args=(self.jobs,), name=WORKER_THREAD,
                                                daemon=True)
@@ -63,16 +60,10 @@ class DecodingThread:
             self.jobs.put((future, function, args, kwargs))
         return future
 
-    def _serve(self, jobs: queue.Queue) -> None:
+    @staticmethod
+    def _serve(jobs: queue.Queue) -> None:
         while True:
-            try:
-                future, function, args, kwargs = jobs.get(timeout=IDLE_EXIT_S)
-            except queue.Empty:
-                with self.lock:  # a job submitted meanwhile is either seen here or starts a new thread
-                    if jobs.empty():
-                        self.thread = None
-                        return
-                continue
+            future, function, args, kwargs = jobs.get()
             if future.set_running_or_notify_cancel():
                 try:
                     future.set_result(function(*args, **kwargs))
