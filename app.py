@@ -39,7 +39,7 @@ from tabed.draft_length import AUTO_CAP
 from tabed.errors import InputError, TabedError
 from tabed.events import BlockEvent, Finished, GenerationResult, Started, TokenEvent
 from tabed.models import PRESETS, ModelPair, default_preset, load_preset
-from tabed.runner import AUTOREGRESSIVE, SPECULATIVE, ComparisonWorker, Done, Failure, PhaseEvent, on_decoding_thread
+from tabed.runner import AUTOREGRESSIVE, SPECULATIVE, ComparisonWorker, Done, Failure, PhaseEvent
 from tabed.spec import METHOD_NAMES, RULES, DraftingSpec
 from tabed.tree import TREE_POLICIES
 
@@ -85,7 +85,7 @@ class PairCache:
                 self.pair, self.name = None, None
                 self.pair, self.name, self.warm = self._load(name), name, False
             if not self.warm:
-                on_decoding_thread(warm_up, self.pair)  # where the runs will be: one CPU thread pool
+                warm_up(self.pair)
                 self.warm = True
             return self.pair
 

@@ -3,6 +3,7 @@
 import contextlib
 import copy
 import os
+import threading
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -13,7 +14,7 @@ from PIL import Image  # noqa: E402
 
 from tabed.factory import LlavaSize, llava_processor, random_llava, word_tokenizer  # noqa: E402
 from tabed.models import ModelPair  # noqa: E402
-from tabed.runner import comparisons_running  # noqa: E402
+from tabed.runner import WORKER_THREAD  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(40)]
 SIZE = LlavaSize()
@@ -57,8 +58,8 @@ def serving(pair):
 
 
 def workers_alive() -> int:
-    """Comparisons still running on the decoding thread."""
-    return comparisons_running()
+    """Decoding worker threads still running."""
+    return sum(thread.name == WORKER_THREAD and thread.is_alive() for thread in threading.enumerate())
 
 
 @pytest.fixture(scope="session")
