@@ -39,7 +39,7 @@ from tabed.draft_length import AUTO_CAP
 from tabed.errors import InputError, TabedError
 from tabed.events import BlockEvent, Finished, GenerationResult, Started, TokenEvent
 from tabed.models import PRESETS, ModelPair, default_preset, load_preset
-from tabed.runner import AUTOREGRESSIVE, SPECULATIVE, ComparisonWorker, Done, Failure, PhaseEvent, in_passing_thread
+from tabed.runner import AUTOREGRESSIVE, SPECULATIVE, ComparisonWorker, Done, Failure, PhaseEvent
 from tabed.spec import METHOD_NAMES, RULES, DraftingSpec
 from tabed.tree import TREE_POLICIES
 
@@ -80,14 +80,12 @@ class PairCache:
             self.pair, self.name, self.warm = self._load(name), name, False
 
     def get(self, name: str) -> ModelPair:
-        """The pair, loaded and warmed up in a passing thread: a handler thread that did it would keep a
-        second torch thread pool alive beside each run's (see `tabed.runner`)."""
         with self.lock:
             if self.name != name:
                 self.pair, self.name = None, None
-                self.pair, self.name, self.warm = in_passing_thread(self._load, name), name, False
+                self.pair, self.name, self.warm = self._load(name), name, False
             if not self.warm:
-                in_passing_thread(warm_up, self.pair)
+                warm_up(self.pair)
                 self.warm = True
             return self.pair
 
@@ -407,6 +405,8 @@ def _respond(follow_up, image, prompt, conversation, preset, methods, mode, rule
         return
 
     view = RunView(pair, spec, config.gamma, render.TokenStream(pair.tokenizer), render.TokenStream(pair.tokenizer))
+    if compare_ar:  # the last run's charts would stay beside this one's tokens until the race is over
+        yield view.status(False), "", "", None, None, None, skip, conversation, skip, None
     worker = ComparisonWorker(pair, turns, spec, config, compare_ar=bool(compare_ar), stop_event=stop).start()
     try:
         yield from _stream(view, worker, conversation, live_charts=not compare_ar)
@@ -421,7 +421,7 @@ def _stream(view: RunView, worker: ComparisonWorker, conversation: Conversation,
     """The run's frames while it decodes: tokens every 0.1 s; with `live_charts`, the figure, table and
     metrics when they changed, at most every 0.75 s (they are resent whole). In a race with plain decoding
     they wait for its end: drawing them (here, and in a browser on the same machine) would take cores
-    from whichever side was being timed, which made the page's speedup up to twice the engine's."""
+    from whichever side was being timed (plain decoding, slowed by them, inflated the speedup shown)."""
     skip = gr.skip()
     last_html = last_plot = 0.0
     last_shown = (0, 0)

@@ -3,12 +3,6 @@
 The worker puts every engine event on a queue, tagged with its phase; a consumer (the app) drains
 the queue at its own pace and can stop the worker at any time: the engine checks the stop flag
 between blocks, so a stop takes effect within one block.
-
-On a CPU, torch runs its operations on a pool of threads that belongs to the thread calling them, and
-a pool stays alive as long as that thread does. With two pools alive on a small machine their threads
-sleep between operations instead of waiting for the next one, and decoding, thousands of small
-operations, gets about one core instead of all of them. `in_passing_thread` runs one-off work such as
-loading and warming up a pair in a thread that ends with it, taking its pool along.
 """
 
 from __future__ import annotations
@@ -19,7 +13,6 @@ import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
 
 import torch
 
@@ -32,7 +25,6 @@ from .spec import DraftingSpec
 
 SPECULATIVE, AUTOREGRESSIVE = "speculative", "autoregressive"
 WORKER_THREAD = "tabed-worker"  # the name of every worker thread
-T = TypeVar("T")
 
 
 @dataclass
@@ -138,23 +130,3 @@ class ComparisonWorker:
     @property
     def alive(self) -> bool:
         return self.thread.is_alive()
-
-
-def in_passing_thread(work: Callable[..., T], *args) -> T:
-    """`work(*args)` in a thread of its own that ends when it returns (see above: its torch thread pool ends
-    with it); its result, or its exception raised here."""
-    outcome: list = []
-
-    def run() -> None:
-        try:
-            outcome.append((True, work(*args)))
-        except BaseException as error:  # noqa: BLE001 - handed to the caller as it is
-            outcome.append((False, error))
-
-    thread = threading.Thread(target=run, name="tabed-passing", daemon=True)
-    thread.start()
-    thread.join()
-    ok, value = outcome[0]
-    if not ok:
-        raise value
-    return value

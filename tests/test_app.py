@@ -1,7 +1,6 @@
 """The app's event handlers, driven directly with a tiny pair: what they yield, errors, Stop."""
 
 import re
-import threading
 import time
 from pathlib import Path
 
@@ -471,16 +470,6 @@ def test_a_run_on_a_busy_machine_says_its_timings_are_unreliable(tiny_app, pair,
     assert "unreliable" in busy[3][0][1]  # the speedup row of the metrics
 
 
-def test_the_pair_is_warmed_up_in_a_thread_that_ends(tiny_app, monkeypatch):
-    """A handler thread that warmed the pair up would keep a second torch thread pool alive beside the
-    runs' (their threads then sleep between operations and decoding gets about one core)."""
-    warmed = []
-    monkeypatch.setattr(tiny_app, "warm_up", lambda pair: warmed.append(threading.current_thread()))
-    monkeypatch.setattr(tiny_app.PAIRS, "warm", False)
-    tiny_app.PAIRS.get("teaching")
-    assert len(warmed) == 1 and warmed[0] is not threading.current_thread() and not warmed[0].is_alive()
-
-
 def _charted_statuses(outputs) -> list[str]:
     return [str(output[0]) for output in outputs if isinstance(output[4], go.Figure)]
 
@@ -488,8 +477,10 @@ def _charted_statuses(outputs) -> list[str]:
 def test_charts_wait_for_the_end_of_a_race_with_plain_decoding(tiny_app, image_path):
     """Drawing them, on the server and in a browser on the same machine, would take cores from the side
     being timed: during the race only the tokens stream; alone, TABED's charts follow its blocks."""
-    raced = _charted_statuses(tiny_app.run(image_path, "w1 w2", None, *settings(max_new_tokens=400)))
+    outputs = list(tiny_app.run(image_path, "w1 w2", None, *settings(max_new_tokens=400)))
+    raced = _charted_statuses(outputs)
     assert raced and all(status.startswith("\u2705 Done") for status in raced)
+    assert "TABED decoding" in outputs[0][0] and outputs[0][3:6] == (None, None, None)  # the last run's are cleared
     alone = _charted_statuses(tiny_app.run(image_path, "w1 w2", None, *settings(max_new_tokens=400,
                                                                                  compare_ar=False)))
     assert any("TABED decoding" in status for status in alone) and alone[-1].startswith("\u2705 Done")
