@@ -26,6 +26,7 @@ from transformers import DynamicCache, StaticCache
 CACHES = ("dynamic", "static")
 TREE_GRAPH_TOKENS = 4  # tree forwards of at most this many tokens (a drafter's frontier) are replayed as graphs,
 TREE_GRAPH_SPAN = 128  # within a tree of at most this many tokens (more: eager)
+TREE_VERIFY_BUCKETS = (8, 16, 32, 64, 128)  # a target's whole tree is padded to one of these and replayed
 
 
 def capture_graph(run: Callable[[], object], warm_ups: int = 1,
@@ -82,6 +83,13 @@ def limit_to_tree(attend: torch.Tensor, layout: TreeLayout | None, end: int | No
     attend = attend.clone()
     attend[..., -layout.visible.shape[0]:, end - layout.span:end] &= layout.visible.to(attend.device)
     return attend
+
+
+def _pad_visible(visible: torch.Tensor, size: int) -> torch.Tensor:
+    """A tree's visibility (n, n) grown to (size, size) for padding tokens that each see only themselves."""
+    grown = torch.eye(size, dtype=torch.bool, device=visible.device)
+    grown[:visible.shape[0], :visible.shape[1]] = visible
+    return grown
 
 
 def _keep_entries(layers, base: int, offsets: list[int]) -> None:
@@ -223,7 +231,7 @@ class StaticBackend:
         self.slots = torch.arange(max_len, device=device)
         self.valid = torch.ones(batch, max_len, dtype=torch.bool, device=device)  # False on left padding
         self.pads = torch.zeros(batch, 1, dtype=torch.long, device=device)  # left padding per row
-        self._inputs: dict = {}  # query length, or ("tree", length) -> the captured forward's fixed-address inputs
+        self._inputs: dict = {}  # query length, or ("tree", length, width) -> its fixed-address inputs
         self._graphs: dict = {}  # the same keys -> (graph, its logits)
 
     def _lengths(self):
@@ -301,37 +309,72 @@ class StaticBackend:
     def _forward_tree(self, ids: torch.Tensor, layout: TreeLayout) -> torch.Tensor:
         """A tree forward. A drafter's frontier (a few tokens of a tree within TREE_GRAPH_SPAN) goes
         through fixed-address inputs, its visibility padded to the span, and is replayed as a graph where
-        there are graphs; a target's whole tree runs eagerly (its size changes every block)."""
+        there are graphs; so does a target's whole tree where there are graphs, padded to a bucket's size
+        (its size changes every block); anything else runs eagerly."""
         count, device = ids.shape[1], ids.device
-        if count > TREE_GRAPH_TOKENS or layout.span > TREE_GRAPH_SPAN:
+        if count <= TREE_GRAPH_TOKENS and layout.span <= TREE_GRAPH_SPAN:
+            return self._replay_tree(ids, layout, count, TREE_GRAPH_SPAN)
+        bucket = self._bucket(count) if self.graphs and self.tree_graphs and layout.span == count else None
+        if bucket is None:
             return self._run_tree(ids, layout.offsets.to(device), layout.visible.to(device), layout.span - count)
-        inputs = self._tree_inputs(count)
+        return self.padded_tree(ids, layout, bucket)
+
+    @torch.inference_mode()
+    def capture_tree_verifies(self, token: int) -> None:
+        """With graphs, capture the padded trees a verify uses now (a pair's warm-up, on a prefilled cache),
+        not in the first timed run that needs each."""
+        for size in TREE_VERIFY_BUCKETS:
+            if not (self.graphs and self.tree_graphs) or self._bucket(size) != size:
+                return
+            chain = TreeLayout(torch.arange(size), torch.ones(size, size, dtype=torch.bool).tril())
+            self.forward(torch.full((self.batch, size), token, device=self.model.device), chain)
+            self.rewind(size)
+
+    def _bucket(self, count: int) -> int | None:
+        """The least verify bucket that holds `count` tokens and still fits in the cache."""
+        room = self.max_len - int(self.cache.layers[0].cumulative_length)
+        return next((size for size in TREE_VERIFY_BUCKETS if count <= size <= room), None)
+
+    def padded_tree(self, ids: torch.Tensor, layout: TreeLayout, bucket: int) -> torch.Tensor:
+        """A whole tree (its span all in `ids`) padded to `bucket` tokens: the padding sees only itself and
+        the prompt, nothing real sees it, and its cache entries are rolled back at once."""
+        count = ids.shape[1]
+        logits = self._replay_tree(torch.nn.functional.pad(ids, (0, bucket - count)),
+                                   TreeLayout(torch.nn.functional.pad(layout.offsets, (0, bucket - count)),
+                                              _pad_visible(layout.visible, bucket)), bucket, bucket)
+        self.rewind(bucket - count)
+        return logits[:, :count]
+
+    def _replay_tree(self, ids: torch.Tensor, layout: TreeLayout, count: int, width: int) -> torch.Tensor:
+        """A tree forward of `count` tokens through the fixed-address inputs of (count, width), its
+        visibility padded to `width` columns; replayed as a graph where there are graphs."""
+        inputs = self._tree_inputs(count, width)
         tokens, offsets, visible, before = inputs
         tokens.copy_(ids)
         offsets.copy_(layout.offsets)
-        visible.copy_(torch.nn.functional.pad(layout.visible, (0, TREE_GRAPH_SPAN - layout.span)))
+        visible.copy_(torch.nn.functional.pad(layout.visible, (0, width - layout.span)))
         before.fill_(layout.span - count)
-        graph = self._graph(("tree", count)) if self.graphs and self.tree_graphs else None
+        graph = self._graph(("tree", count, width)) if self.graphs and self.tree_graphs else None
         if graph is None:
             return self._run_tree(*inputs)
         replay, out = graph
         replay.replay()
         return out.clone()
 
-    def _tree_inputs(self, count: int) -> tuple[torch.Tensor, ...]:
-        """Fixed-address inputs of a tree forward of `count` tokens: ids, offsets, visibility, and how many
-        of the tree's tokens came before."""
-        key = ("tree", count)
+    def _tree_inputs(self, count: int, width: int) -> tuple[torch.Tensor, ...]:
+        """Fixed-address inputs of a tree forward of `count` tokens within `width` slots: ids, offsets,
+        visibility, and how many of the tree's tokens came before."""
+        key = ("tree", count, width)
         if key not in self._inputs:
             device = self.model.device
             self._inputs[key] = (torch.zeros(self.batch, count, dtype=torch.long, device=device),
                                  torch.arange(count, device=device),
-                                 torch.ones(count, TREE_GRAPH_SPAN, dtype=torch.bool, device=device),
+                                 torch.ones(count, width, dtype=torch.bool, device=device),
                                  torch.zeros((), dtype=torch.long, device=device))
         return self._inputs[key]
 
     def _graph(self, key: int | tuple[str, int]):
-        """The captured forward of `key` (a token count, or ("tree", count)), captured on first use; None
+        """The captured forward of `key` (a token count, or ("tree", count, width)), captured on first use; None
         when capture fails."""
         if key not in self._graphs:
             try:
@@ -348,11 +391,11 @@ class StaticBackend:
 
     def _capture(self, key: int | tuple[str, int]):
         """Capture a forward (after two eager warm-ups on a side stream) over fixed-address inputs: a
-        sequence of `key` tokens, or a tree of ("tree", count) tokens (warmed up on the inputs it is
+        sequence of `key` tokens, or a tree of ("tree", count, width) tokens (warmed up on the inputs it is
         about to replay)."""
         if isinstance(key, tuple):
             count = key[1]
-            run = functools.partial(self._run_tree, *self._tree_inputs(count))
+            run = functools.partial(self._run_tree, *self._tree_inputs(*key[1:]))
         else:
             count = key
             ids = self._inputs.setdefault(key, torch.zeros(self.batch, count, dtype=torch.long,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import conversation
-from .backends import TreeLayout
+from .backends import StaticBackend, TreeLayout
 from .captioning import Captioner, captioner_for
 from .chain import ChainVerifier, Draft, Verdict, cut_draft, draft_block
 from .draft_length import AUTO_CAP, DraftLength
@@ -477,8 +477,8 @@ def compare(speculative: GenerationResult, autoregressive: GenerationResult) -> 
 def warm_up(pair: ModelPair, gamma: int = AUTO_CAP, rows: tuple[int, ...] = (1, 2)) -> None:
     """Run both models through their cache backends before anything is timed: the first kernels of each
     kind, and with static caches on a GPU the CUDA graphs of the usual shapes (target: every verify
-    length up to γ + 1 tokens; drafter: 1 and 2 rows), then one short generation each way on a blank
-    picture."""
+    length up to γ + 1 tokens and every padded tree size; drafter: 1 and 2 rows), then one short
+    generation each way on a blank picture."""
     from PIL import Image
 
     ids = torch.tensor([[pair.tokenizer.bos_token_id or 0] * 4], device=pair.device)
@@ -487,6 +487,9 @@ def warm_up(pair: ModelPair, gamma: int = AUTO_CAP, rows: tuple[int, ...] = (1, 
         backend.prefill(torch.ones_like(ids).expand(batch, -1), input_ids=ids.expand(batch, -1))
         for count in lengths:
             backend.forward(ids[:, :1].expand(batch, count))
+        if role == "target" and isinstance(backend, StaticBackend):
+            backend.prefill(torch.ones_like(ids), input_ids=ids)  # room for the verify trees' graphs
+            backend.capture_tree_verifies(int(ids[0, 0]))
     turns = [conversation.Turn("Describe the picture.", [Image.new("RGB", (64, 64), (128, 128, 128))])]
     config = GenerationConfig(max_new_tokens=2 * gamma + 2, gamma=gamma)
     collect(speculative_generate(pair, turns, DraftingSpec(("M", "T"), dynamic=True), config))

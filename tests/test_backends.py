@@ -135,6 +135,67 @@ def test_a_tree_forward_padded_to_the_graphs_span_scores_the_same(pair, image):
     assert torch.allclose(logits[0], logits[1], atol=1e-5)
 
 
+def _verify_tree() -> tuple[torch.Tensor, TreeLayout]:
+    """The last committed token and a 5-node tree that branches twice, as a target's verify sees them."""
+    parents = [-1, 0, 0, 1, 1, 2]  # entry 0 is the last committed token
+    depths = [0, 1, 1, 2, 2, 2]
+    visible = torch.zeros(6, 6, dtype=torch.bool)
+    for node in range(6):
+        at = node
+        while at != -1:
+            visible[node, at] = True
+            at = parents[at]
+    return torch.tensor([[4, 9, 12, 5, 7, 9]]), TreeLayout(torch.tensor(depths), visible)
+
+
+def test_a_verify_tree_padded_to_a_bucket_scores_the_same_and_leaves_no_trace(pair, image):
+    """A GPU replays a target's whole tree padded to a bucket's size: the real tokens' logits are the
+    unpadded forward's, and once the path is kept the cache answers as if there had been no padding."""
+    prompt = encode(pair.target_processor, [Turn("w1 w2", [image])], CPU, torch.float32)
+    ids, layout = _verify_tree()
+    results = []
+    for bucket in (None, 8, 16):
+        backend = StaticBackend(pair.target, 1, 256)
+        TargetSession(backend).prefill(prompt)
+        with torch.inference_mode():
+            tree = backend.forward(ids, layout) if bucket is None else backend.padded_tree(ids, layout, bucket)
+        backend.keep(6, [0, 2, 5])  # the path: the root, node 2, node 5
+        after = backend.forward(torch.tensor([[11]]))
+        results.append((tree, after, int(backend.cache.layers[0].cumulative_length)))
+    for tree, after, length in results[1:]:
+        assert tree.shape == results[0][0].shape and torch.allclose(tree, results[0][0], atol=1e-5)
+        assert torch.allclose(after, results[0][1], atol=1e-5) and length == results[0][2]
+
+
+def test_a_verify_tree_that_fails_to_capture_runs_eagerly(pair, image):
+    """As on a GPU where a padded tree cannot be captured: the forward still answers right, says why,
+    and later trees run eagerly at their own size."""
+    prompt = encode(pair.target_processor, [Turn("w1", [image])], CPU, torch.float32)
+    ids, layout = _verify_tree()
+    answers = []
+    for graphs in (True, False):
+        backend = StaticBackend(pair.target, 1, 256)
+        backend.graphs = graphs
+        TargetSession(backend).prefill(prompt)
+        answers.append((backend.forward(ids, layout), int(backend.cache.layers[0].cumulative_length)))
+        if graphs:
+            assert not backend.tree_graphs and "tree forwards run eager" in backend.why_eager
+    assert torch.allclose(answers[0][0], answers[1][0], atol=1e-5) and answers[0][1] == answers[1][1]
+
+
+def test_the_warm_up_captures_the_verify_trees_only_with_graphs(pair, image):
+    """Where there are graphs, every padded tree size is captured before anything is timed; where a capture
+    fails, the warm-up stops trying and the cache is left as it was."""
+    prompt = encode(pair.target_processor, [Turn("w1", [image])], CPU, torch.float32)
+    for graphs in (False, True):
+        backend = StaticBackend(pair.target, 1, 256)
+        backend.graphs = graphs
+        TargetSession(backend).prefill(prompt)
+        backend.capture_tree_verifies(4)
+        assert int(backend.cache.layers[0].cumulative_length) == prompt.length
+        assert backend.tree_graphs is not graphs  # here capture fails, as it would where graphs cannot be made
+
+
 def test_a_tree_graph_that_fails_to_capture_leaves_sequence_graphs_on(pair, image):
     """Where a tree forward cannot be captured, tree forwards run eagerly and say why once; the chain's
     graphs are not given up for it."""
