@@ -373,7 +373,7 @@ class StaticBackend:
                                  torch.zeros((), dtype=torch.long, device=device))
         return self._inputs[key]
 
-    def _graph(self, key: int | tuple[str, int]):
+    def _graph(self, key: int | tuple[str, int, int]):
         """The captured forward of `key` (a token count, or ("tree", count, width)), captured on first use; None
         when capture fails."""
         if key not in self._graphs:
@@ -389,7 +389,7 @@ class StaticBackend:
                 return None
         return self._graphs.get(key)
 
-    def _capture(self, key: int | tuple[str, int]):
+    def _capture(self, key: int | tuple[str, int, int]):
         """Capture a forward (after two eager warm-ups on a side stream) over fixed-address inputs: a
         sequence of `key` tokens, or a tree of ("tree", count, width) tokens (warmed up on the inputs it is
         about to replay)."""
