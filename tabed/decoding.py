@@ -487,7 +487,7 @@ def warm_up(pair: ModelPair, gamma: int = AUTO_CAP, rows: tuple[int, ...] = (1, 
         backend.prefill(torch.ones_like(ids).expand(batch, -1), input_ids=ids.expand(batch, -1))
         for count in lengths:
             backend.forward(ids[:, :1].expand(batch, count))
-        if role == "target" and isinstance(backend, StaticBackend):
+        if role == "target" and isinstance(backend, StaticBackend) and backend.graphs:
             backend.prefill(torch.ones_like(ids), input_ids=ids)  # room for the verify trees' graphs
             backend.capture_tree_verifies(int(ids[0, 0]))
     turns = [conversation.Turn("Describe the picture.", [Image.new("RGB", (64, 64), (128, 128, 128))])]

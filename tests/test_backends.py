@@ -19,6 +19,7 @@ from tabed.drafter import BatchedDrafter, build_rows
 from tabed.errors import ModelLoadError
 from tabed.models import ModelPair, resolve_cache
 from tabed.spec import parse_spec
+from tabed.tree import ROOT, DraftTree
 
 CPU = torch.device("cpu")
 
@@ -136,16 +137,13 @@ def test_a_tree_forward_padded_to_the_graphs_span_scores_the_same(pair, image):
 
 
 def _verify_tree() -> tuple[torch.Tensor, TreeLayout]:
-    """The last committed token and a 5-node tree that branches twice, as a target's verify sees them."""
-    parents = [-1, 0, 0, 1, 1, 2]  # entry 0 is the last committed token
-    depths = [0, 1, 1, 2, 2, 2]
-    visible = torch.zeros(6, 6, dtype=torch.bool)
-    for node in range(6):
-        at = node
-        while at != -1:
-            visible[node, at] = True
-            at = parents[at]
-    return torch.tensor([[4, 9, 12, 5, 7, 9]]), TreeLayout(torch.tensor(depths), visible)
+    """The last committed token and a 5-node tree that branches twice, laid out as a target's verify sees
+    them (`TreeVerifier`: the root first, then the nodes)."""
+    tree = DraftTree()
+    for token, parent in ((9, ROOT), (12, ROOT), (5, 0), (7, 0), (9, 1)):
+        tree.add(parent, token, 0.5, 0.5)
+    entries = [ROOT, *range(len(tree.tokens))]
+    return torch.tensor([[4, *tree.tokens]]), tree.layout(entries, entries, shift=0)
 
 
 def test_a_verify_tree_padded_to_a_bucket_scores_the_same_and_leaves_no_trace(pair, image):
