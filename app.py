@@ -235,6 +235,7 @@ class RunView:
     notes: list[str] = field(default_factory=list)
     phase: str = SPECULATIVE
     error: str | None = None
+    racing: bool = False  # with plain decoding: the charts wait for the end (see `_stream`)
 
     def starved(self) -> float | None:
         """On a CPU, the process's smallest CPU share over the run's sides, when it got less than most of
@@ -289,7 +290,8 @@ class RunView:
                     "is not added to the conversation.")
         if not finished:
             doing = "TABED decoding" if self.phase == SPECULATIVE else "plain decoding (the target alone)"
-            return f"\u23f3 {doing}… block {len(self.blocks)} · {where}"
+            later = " · the charts come when both sides are done, so that neither is timed while they are drawn"
+            return f"\u23f3 {doing}… block {len(self.blocks)} · {where}" + (later if self.racing else "")
         text = f"\u2705 Done · {where}."
         speculative, plain = self.results.get(SPECULATIVE), self.results.get(AUTOREGRESSIVE)
         if speculative and plain and speculative.metrics.decode_s > 0:
@@ -404,9 +406,11 @@ def _respond(follow_up, image, prompt, conversation, preset, methods, mode, rule
         yield (f"\u26a0\ufe0f {error}", skip, skip, skip, skip, skip, skip, conversation, skip, skip)
         return
 
-    view = RunView(pair, spec, config.gamma, render.TokenStream(pair.tokenizer), render.TokenStream(pair.tokenizer))
-    if compare_ar:  # the last run's charts would stay beside this one's tokens until the race is over
-        yield view.status(False), "", "", None, None, None, skip, conversation, skip, None
+    view = RunView(pair, spec, config.gamma, render.TokenStream(pair.tokenizer), render.TokenStream(pair.tokenizer),
+                   racing=bool(compare_ar))
+    # A clean page: the last run's charts and downloads would otherwise sit beside this one's tokens
+    # (in a race, until it is over), and a download taken then would be the last run's.
+    yield view.status(False), "", "", None, None, None, skip, conversation, None, None
     worker = ComparisonWorker(pair, turns, spec, config, compare_ar=bool(compare_ar), stop_event=stop).start()
     try:
         yield from _stream(view, worker, conversation, live_charts=not compare_ar)

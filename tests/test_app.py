@@ -480,7 +480,21 @@ def test_charts_wait_for_the_end_of_a_race_with_plain_decoding(tiny_app, image_p
     outputs = list(tiny_app.run(image_path, "w1 w2", None, *settings(max_new_tokens=400)))
     raced = _charted_statuses(outputs)
     assert raced and all(status.startswith("\u2705 Done") for status in raced)
-    assert "TABED decoding" in outputs[0][0] and outputs[0][3:6] == (None, None, None)  # the last run's are cleared
-    alone = _charted_statuses(tiny_app.run(image_path, "w1 w2", None, *settings(max_new_tokens=400,
-                                                                                 compare_ar=False)))
-    assert any("TABED decoding" in status for status in alone) and alone[-1].startswith("\u2705 Done")
+    decoding = [str(output[0]) for output in outputs if "decoding" in str(output[0])]
+    assert decoding and all("the charts come when both sides are done" in status for status in decoding)
+    alone = list(tiny_app.run(image_path, "w1 w2", None, *settings(max_new_tokens=400, compare_ar=False)))
+    charted = _charted_statuses(alone)
+    assert any("TABED decoding" in status for status in charted) and charted[-1].startswith("\u2705 Done")
+    assert not any("charts come" in str(output[0]) for output in alone)
+
+
+@pytest.mark.parametrize("compare_ar", [True, False])
+def test_a_run_starts_from_a_page_without_the_last_runs_charts_and_downloads(tiny_app, image_path, compare_ar):
+    """Left there, they would sit beside the new tokens, and a download taken then would be the last run's."""
+    first = final(list(tiny_app.run(image_path, "w1 w2", None, *settings(compare_ar=compare_ar))))
+    assert first[8] and isinstance(first[4], go.Figure)
+    outputs = list(tiny_app.ask_follow_up(None, "w3", first[7], *settings(compare_ar=compare_ar)))
+    status, tabed_html, plain_html, metrics, figure, blocks, _, _, files, trees = outputs[0]
+    assert "TABED decoding" in status and (tabed_html, plain_html) == ("", "")
+    assert (metrics, figure, blocks, files, trees) == (None, None, None, None, None)
+    assert final(outputs)[8] and Path(final(outputs)[8][0]).exists()
