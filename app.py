@@ -27,6 +27,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import gradio as gr
 import torch
@@ -631,6 +632,110 @@ def load_examples() -> tuple[list[list], list[list]]:
     return starts, [[text] for text in follow_ups]
 
 
+def _settings(default: str) -> dict[str, gr.components.Component]:
+    """The Settings accordion's controls by name, in the order the handlers take them."""
+    with gr.Accordion("Settings", open=False, elem_id="settings"):
+        preset = gr.Dropdown(preset_choices(), value=default, label="Model pair",
+                             info="presets marked GPU need a GPU and download their weights once")
+        methods = gr.CheckboxGroup([(f"{m}: {name}", m) for m, name in METHOD_NAMES.items()], value=["M", "T"],
+                                   label="Drafting methods")
+        mode = gr.Radio(MODES, value=MODES[0], label="Ensemble")
+        with gr.Row():
+            rule = gr.Dropdown(list(RULES), value="w-grid", label="TABED weight rule")
+            window = gr.Number(0, label="history window (positions, 0 = all)", precision=0, minimum=0)
+        with gr.Row():
+            gamma = gr.Slider(1, AUTO_CAP, value=AUTO_CAP, step=1, elem_id="settings-gamma",
+                              label="γ: draft tokens per block (the most, when adaptive)")
+            adaptive = gr.Checkbox(True, label="adaptive draft length", elem_id="settings-adaptive",
+                                   info="stop drafting when the ensemble is unsure")
+        with gr.Row():
+            tree_width = gr.Slider(1, 4, value=1, step=1, elem_id="settings-tree-width",
+                                   label="tree width (1 = a chain of drafts)",
+                                   info="draft token trees: this many nodes expanded per depth")
+            tree_policy = gr.Radio(list(TREE_POLICIES), value="ensemble", label="tree branches",
+                                   elem_id="settings-tree-policy",
+                                   info="the ensemble's top tokens, or each method's own top-1")
+        max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=96, step=1, label="max new tokens",
+                                   elem_id="settings-max-new-tokens")
+        temperature = gr.Slider(0, 2, value=0, step=0.05, label="temperature (0 = greedy)",
+                                elem_id="settings-temperature")
+        seed = gr.Number(0, label="seed", precision=0)
+        compare_ar = gr.Checkbox(True, label="compare with plain decoding (the target alone)")
+    return dict(preset=preset, methods=methods, mode=mode, rule=rule, window=window, gamma=gamma,
+                max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, compare_ar=compare_ar,
+                adaptive=adaptive, tree_width=tree_width, tree_policy=tree_policy)
+
+
+def _question_column(default: str) -> SimpleNamespace:
+    """Pictures, prompt, the buttons, the conversation, the settings and the examples."""
+    ui = SimpleNamespace()
+    ui.image = gr.Gallery(label="Pictures (optional; several are shown together)", type="filepath", interactive=True,
+                          sources=["upload", "clipboard"], file_types=["image"], elem_id="image", height=280,
+                          columns=2, fit_columns=False, object_fit="contain")
+    ui.prompt = gr.Textbox(label="Prompt", placeholder="Ask about the image, or anything else", elem_id="prompt",
+                           lines=2)
+    with gr.Row():
+        ui.run = gr.Button("Run", variant="primary", elem_id="run")
+        ui.follow_up = gr.Button("Ask as follow-up", elem_id="follow-up")
+        ui.stop = gr.Button("Stop", variant="stop", elem_id="stop")
+    ui.new = gr.Button("New conversation", size="sm", elem_id="new")
+    ui.chat = gr.Chatbot(label="Conversation", height=220, elem_id="chat")
+    ui.settings = _settings(default)
+    starts, follow_ups = load_examples()
+    gr.Examples(starts, inputs=[ui.image, ui.prompt], cache_examples=False,
+                label="Examples: image-oriented, text-oriented, no picture, four odd pictures (then Run)")
+    gr.Examples(follow_ups, inputs=[ui.prompt], cache_examples=False,
+                label="Follow-ups: after a run, pick one and press 'Ask as follow-up'")
+    return ui
+
+
+def _answer_column() -> SimpleNamespace:
+    """The status, both answers, the metrics, the charts, the block table, the race and the downloads."""
+    ui = SimpleNamespace()
+    ui.status = gr.Markdown("Pick pictures (or none), type a prompt and press Run.", elem_id="status")
+    gr.HTML(render.legend_html())
+    ui.tabed = gr.HTML(label="TABED answer", elem_id="tabed-answer", show_label=True, container=True)
+    ui.plain = gr.HTML(label="Plain decoding (the target alone)", elem_id="plain-answer", container=True,
+                       show_label=True)
+    ui.metrics = gr.Dataframe(headers=["", "TABED", "plain"], label="Speed and acceptance", elem_id="metrics",
+                              interactive=False)
+    gr.Markdown(TIMING)
+    ui.plot = gr.Plot(label="Ensemble weights", elem_id="weights-plot")
+    ui.blocks = gr.Dataframe(label="Block by block (scroll; hover a token above for details)", elem_id="blocks",
+                             interactive=False, max_height=320)
+    ui.trees = gr.Plot(label="Token trees", elem_id="trees-plot", visible=False)  # shown with trees
+    with gr.Row():
+        ui.race_button = gr.Button("Replay race", elem_id="race")
+        ui.downloads = gr.File(label="Download the run (JSON) and the plots (HTML)", file_count="multiple",
+                               elem_id="downloads")
+    ui.race = gr.HTML(elem_id="race-view")
+    return ui
+
+
+def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: SimpleNamespace) -> None:
+    """The events: runs and follow-ups share one queue slot (one decode at a time, fair timing)."""
+    preset, tree_width = ask.settings["preset"], ask.settings["tree_width"]
+    inputs = [ask.image, ask.prompt, state, *ask.settings.values()]
+    outputs = [show.status, show.tabed, show.plain, show.metrics, show.plot, show.blocks, ask.chat, state,
+               show.downloads, show.trees]
+    decode = dict(concurrency_id="decode", concurrency_limit=1, trigger_mode="always_last")
+    run_event = ask.run.click(run, inputs, outputs, api_name="run", **decode)
+    follow_event = ask.follow_up.click(ask_follow_up, inputs, outputs, api_name="follow_up", **decode)
+    submit_event = ask.prompt.submit(run, inputs, outputs, api_name=False, **decode)
+    ask.image.upload(check_upload, [ask.image], [ask.image, show.status], preprocess=False, queue=False,
+                     api_name=False)
+    race_event = show.race_button.click(replay_race, [state], [show.race], api_name="replay_race",
+                                        trigger_mode="always_last")
+    # On ZeroGPU the handler runs in another process, out of reach of the session's flags: cancel it there.
+    ask.stop.click(request_stop, None, None, queue=False, api_name=False,
+                   cancels=[run_event, follow_event, submit_event, race_event] if ZERO_GPU else None)
+    preset.change(pair_note, [preset], [note], queue=False, api_name=False)
+    tree_width.change(lambda width: gr.update(visible=int(width or 1) > 1), [tree_width], [show.trees], queue=False,
+                      api_name=False)
+    ask.new.click(new_conversation, None, [state, ask.chat, show.tabed, show.plain, show.status, show.downloads],
+                  api_name=False)
+
+
 def build_demo() -> gr.Blocks:
     default = default_preset()
     with gr.Blocks(title="TABED demo", delete_cache=(3600, 3600)) as demo:
@@ -639,91 +744,10 @@ def build_demo() -> gr.Blocks:
         note = gr.Markdown(pair_note(default), elem_id="pair-note")
         with gr.Row():
             with gr.Column(scale=2):
-                image = gr.Gallery(label="Pictures (optional; several are shown together)", type="filepath",
-                                   interactive=True, sources=["upload", "clipboard"], file_types=["image"],
-                                   elem_id="image", height=280, columns=2, fit_columns=False,
-                                   object_fit="contain")
-                prompt = gr.Textbox(label="Prompt", placeholder="Ask about the image, or anything else",
-                                    elem_id="prompt", lines=2)
-                with gr.Row():
-                    run_button = gr.Button("Run", variant="primary", elem_id="run")
-                    follow_button = gr.Button("Ask as follow-up", elem_id="follow-up")
-                    stop_button = gr.Button("Stop", variant="stop", elem_id="stop")
-                clear_button = gr.Button("New conversation", size="sm", elem_id="new")
-                chat = gr.Chatbot(label="Conversation", height=220, elem_id="chat")
-                with gr.Accordion("Settings", open=False, elem_id="settings"):
-                    preset = gr.Dropdown(preset_choices(), value=default, label="Model pair",
-                                         info="presets marked GPU need a GPU and download their weights once")
-                    methods = gr.CheckboxGroup(
-                        [(f"{m}: {name}", m) for m, name in METHOD_NAMES.items()], value=["M", "T"],
-                        label="Drafting methods")
-                    mode = gr.Radio(MODES, value=MODES[0], label="Ensemble")
-                    with gr.Row():
-                        rule = gr.Dropdown(list(RULES), value="w-grid", label="TABED weight rule")
-                        window = gr.Number(0, label="history window (positions, 0 = all)", precision=0,
-                                           minimum=0)
-                    with gr.Row():
-                        gamma = gr.Slider(1, AUTO_CAP, value=AUTO_CAP, step=1, elem_id="settings-gamma",
-                                          label="γ: draft tokens per block (the most, when adaptive)")
-                        adaptive = gr.Checkbox(True, label="adaptive draft length", elem_id="settings-adaptive",
-                                               info="stop drafting when the ensemble is unsure")
-                    with gr.Row():
-                        tree_width = gr.Slider(1, 4, value=1, step=1, elem_id="settings-tree-width",
-                                               label="tree width (1 = a chain of drafts)",
-                                               info="draft token trees: this many nodes expanded per depth")
-                        tree_policy = gr.Radio(list(TREE_POLICIES), value="ensemble", label="tree branches",
-                                               elem_id="settings-tree-policy",
-                                               info="the ensemble's top tokens, or each method's own top-1")
-                    max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=96, step=1, label="max new tokens",
-                                               elem_id="settings-max-new-tokens")
-                    temperature = gr.Slider(0, 2, value=0, step=0.05, label="temperature (0 = greedy)",
-                                            elem_id="settings-temperature")
-                    seed = gr.Number(0, label="seed", precision=0)
-                    compare_ar = gr.Checkbox(True, label="compare with plain decoding (the target alone)")
-                starts, follow_ups = load_examples()
-                gr.Examples(starts, inputs=[image, prompt], cache_examples=False,
-                            label="Examples: image-oriented, text-oriented, no picture, four odd pictures (then Run)")
-                gr.Examples(follow_ups, inputs=[prompt], cache_examples=False,
-                            label="Follow-ups: after a run, pick one and press 'Ask as follow-up'")
+                ask = _question_column(default)
             with gr.Column(scale=3):
-                status = gr.Markdown("Pick pictures (or none), type a prompt and press Run.", elem_id="status")
-                gr.HTML(render.legend_html())
-                tabed_html = gr.HTML(label="TABED answer", elem_id="tabed-answer", show_label=True, container=True)
-                plain_html = gr.HTML(label="Plain decoding (the target alone)", elem_id="plain-answer", container=True,
-                                     show_label=True)
-                metrics = gr.Dataframe(headers=["", "TABED", "plain"], label="Speed and acceptance",
-                                       elem_id="metrics", interactive=False)
-                gr.Markdown(TIMING)
-                plot = gr.Plot(label="Ensemble weights", elem_id="weights-plot")
-                blocks = gr.Dataframe(label="Block by block (scroll; hover a token above for details)",
-                                      elem_id="blocks", interactive=False, max_height=320)
-                trees = gr.Plot(label="Token trees", elem_id="trees-plot", visible=False)  # shown with trees
-                with gr.Row():
-                    race_button = gr.Button("Replay race", elem_id="race")
-                    downloads = gr.File(label="Download the run (JSON) and the plots (HTML)", file_count="multiple",
-                                        elem_id="downloads")
-                race = gr.HTML(elem_id="race-view")
-
-        settings = [preset, methods, mode, rule, window, gamma, max_new_tokens, temperature, seed, compare_ar,
-                    adaptive, tree_width, tree_policy]
-        outputs = [status, tabed_html, plain_html, metrics, plot, blocks, chat, state, downloads, trees]
-        run_event = run_button.click(run, [image, prompt, state, *settings], outputs, api_name="run",
-                                     concurrency_id="decode", concurrency_limit=1, trigger_mode="always_last")
-        follow_event = follow_button.click(ask_follow_up, [image, prompt, state, *settings], outputs,
-                                           api_name="follow_up", concurrency_id="decode", concurrency_limit=1,
-                                           trigger_mode="always_last")
-        submit_event = prompt.submit(run, [image, prompt, state, *settings], outputs, api_name=False,
-                                     concurrency_id="decode", concurrency_limit=1, trigger_mode="always_last")
-        image.upload(check_upload, [image], [image, status], preprocess=False, queue=False, api_name=False)
-        race_event = race_button.click(replay_race, [state], [race], api_name="replay_race", trigger_mode="always_last")
-        # On ZeroGPU the handler runs in another process, out of reach of the session's flags: cancel it there.
-        stop_button.click(request_stop, None, None, queue=False, api_name=False,
-                          cancels=[run_event, follow_event, submit_event, race_event] if ZERO_GPU else None)
-        preset.change(pair_note, [preset], [note], queue=False, api_name=False)
-        tree_width.change(lambda width: gr.update(visible=int(width or 1) > 1), [tree_width], [trees], queue=False,
-                          api_name=False)
-        clear_button.click(new_conversation, None, [state, chat, tabed_html, plain_html, status, downloads],
-                           api_name=False)
+                show = _answer_column()
+        _wire(state, note, ask, show)
     return demo
 
 
