@@ -445,11 +445,17 @@ class BenchSettings:
     notes: list[str] = field(default_factory=list)
 
 
+def check_settings(settings: BenchSettings) -> list[Case]:
+    """The cases to run, once every spec and the suite are known to be good: fail before any work
+    (loading a pair takes seconds, a 7B one minutes)."""
+    for spec in settings.specs:
+        bench_spec(spec, settings.config)
+    return limit_cases(load_suite(settings.suite), settings.limit)
+
+
 def run_bench(pair: ModelPair, settings: BenchSettings, progress: Callable[[str], None] = lambda line: None) -> dict:
     """Run the suite, writing the reports after every case (an interrupted run keeps what it measured)."""
-    for spec in settings.specs:
-        bench_spec(spec, settings.config)  # fail before any work on a bad spec
-    cases = limit_cases(load_suite(settings.suite), settings.limit)
+    cases = check_settings(settings)
     root = settings.suite.parent
     report = {"pair": pair.name, "default_spec": DEFAULT_SPEC, "device": str(pair.device),
               "dtype": str(pair.dtype).removeprefix("torch."),

@@ -189,7 +189,7 @@ def overhead(args) -> dict:
 def bench(args) -> dict:
     from pathlib import Path
 
-    from .bench import BenchSettings, default_suite, log, run_bench
+    from .bench import BenchSettings, check_settings, default_suite, log, run_bench
 
     if args.limit is not None and args.limit < 1:
         raise TabedError(f"--limit must be at least 1, got {args.limit}")
@@ -198,6 +198,7 @@ def bench(args) -> dict:
     settings = BenchSettings(Path(args.suite) if args.suite else default_suite(),
                              [s.strip() for s in args.drafting.split(",") if s.strip()], config, Path(args.out),
                              peer=args.peer, limit=args.limit, overhead=not args.no_overhead)
+    check_settings(settings)
     pair = _load(args)
     report = run_bench(pair, settings, progress=log)
     log(f"reports in {settings.out}/report.{{json,md,html}}")
@@ -207,12 +208,13 @@ def bench(args) -> dict:
 def widen_command(args) -> dict:
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    from .models import resolve_dtype
+    from .models import check_source, resolve_dtype
     from .widen import Shape, widen
 
+    source = check_source(args.model, "model")
     try:
-        model = AutoModelForImageTextToText.from_pretrained(args.model, dtype=torch.float32)
-        processor = AutoProcessor.from_pretrained(args.model)
+        model = AutoModelForImageTextToText.from_pretrained(source, dtype=torch.float32)
+        processor = AutoProcessor.from_pretrained(source)
     except (OSError, ValueError) as exc:
         raise TabedError(f"cannot load {args.model!r}: {str(exc).splitlines()[0]}") from None
     shape = Shape(args.hidden, args.layers, args.heads, args.intermediate, args.vocab)

@@ -14,7 +14,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_
 
 from .backends import CACHES, DynamicBackend, StaticBackend
 from .draft_length import AUTO_CAP
-from .errors import ModelLoadError, VocabularyMismatchError
+from .errors import InputError, ModelLoadError, VocabularyMismatchError
 from .stats_graph import GraphedStats, worth_a_graph
 from .widen import LLAVA_7B, LVLM_68M, Shape, widen
 
@@ -77,9 +77,22 @@ def default_preset() -> str:
 
 
 def resolve_device(device: str | None = None) -> torch.device:
-    if device:
-        return torch.device(device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    """The device asked for, checked to exist here (a clear error, not torch's assertion deep inside the
+    first `.to()`); by default CUDA where there is one, else the CPU."""
+    if not device:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        chosen = torch.device(device)
+    except RuntimeError:
+        raise InputError(f"unknown device {device!r}: use cpu, cuda or cuda:N") from None
+    if chosen.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise InputError(f"device {device!r}: this machine has no CUDA GPU (or torch was built without CUDA); "
+                             "use cpu")
+        if chosen.index is not None and chosen.index >= count:
+            raise InputError(f"device {device!r}: this machine has {count} CUDA GPU(s), cuda:0 to cuda:{count - 1}")
+    return chosen
 
 
 def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
@@ -200,7 +213,9 @@ def _looks_local(name: str) -> bool:
     return name.startswith((".", "/", "~")) or name.count("/") > 1 or Path(name).exists()
 
 
-def _check_source(name: str, role: str) -> str:
+def check_source(name: str, role: str) -> str:
+    """A hub id as it is, or a local folder (expanded) that exists: a missing one is named plainly (the hub
+    client would call its path a malformed repo id)."""
     expanded = os.path.expanduser(name)
     if _looks_local(name) and not Path(expanded).is_dir():
         bundled = str(ASSETS) in expanded
@@ -289,7 +304,7 @@ def load_pair(
         # meets a new shape at every step and every prompt; the other kernels do not pay that.
         torch.backends.cuda.enable_cudnn_sdp(False)
         say("cuDNN attention off for this process (it plans each new shape for tens of milliseconds)")
-    sources = {role: _check_source(src, role) for role, src in (("target", target), ("drafter", drafter))}
+    sources = {role: check_source(src, role) for role, src in (("target", target), ("drafter", drafter))}
     configs = {role: _load_config(src, role) for role, src in sources.items()}
     for role, config in configs.items():
         version = str(getattr(config, "transformers_version", None) or "5")

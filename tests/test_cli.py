@@ -76,6 +76,53 @@ def test_errors_are_one_line_with_exit_code_2(capsys, pair_dirs, extra, message)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1 and out == ""
 
 
+@pytest.mark.parametrize("device, message", [
+    ("cuda", "this machine has no CUDA GPU"), ("cuda:1", "this machine has no CUDA GPU"), ("foo", "unknown device"),
+])
+def test_a_device_that_is_not_here_is_one_line(capsys, pair_dirs, monkeypatch, device, message):
+    """Not torch's assertion from deep inside the first `.to()`."""
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    monkeypatch.setattr("torch.cuda.device_count", lambda: 0)
+    code, out, err = run_cli(capsys, "--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter",
+                             "--prompt", "w1", "--device", device)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1 and out == ""
+
+
+def test_a_gpu_index_past_the_last_gpu_is_named(monkeypatch):
+    from tabed.errors import InputError
+    from tabed.models import resolve_device
+
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    monkeypatch.setattr("torch.cuda.device_count", lambda: 2)
+    assert resolve_device("cuda:1").index == 1
+    with pytest.raises(InputError, match="has 2 CUDA GPU"):
+        resolve_device("cuda:2")
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--drafting", "M,tabed-XY"], "unknown drafting spec 'tabed-XY'"),
+    (["--suite", "/no/such.jsonl"], "suite not found"),
+])
+def test_a_bench_with_a_bad_spec_or_suite_stops_before_loading_the_pair(capsys, monkeypatch, tmp_path, extra, message):
+    """Loading a pair takes seconds (a 7B one minutes): nothing is loaded for a bench that cannot run."""
+    import tabed.cli
+
+    def load(*args, **kwargs):
+        raise AssertionError("the pair was loaded")
+
+    monkeypatch.setattr(tabed.cli, "_load", load)
+    code = main(["bench", "--out", str(tmp_path / "out"), *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_widening_a_folder_that_is_not_there_says_so(capsys, tmp_path):
+    code = main(["widen", "--model", str(tmp_path / "missing"), "--hidden", "64", "--layers", "2", "--heads", "2",
+                 "--intermediate", "128", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and "model folder not found" in err and len(err.strip().splitlines()) == 1
+
+
 def test_token_trees_in_the_json(capsys, pair_dirs, image_file):
     code, out, err = run_cli(
         capsys, "--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter", "--image", image_file,
