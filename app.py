@@ -146,7 +146,7 @@ def _session(request: gr.Request | None) -> str | None:
     return getattr(request, "session_hash", None)
 
 
-def request_stop(request: gr.Request):
+def request_stop(request: gr.Request) -> None:
     """The Stop button: ask this session's running decode (or replay race) to stop and show it."""
     STOPS.stop(_session(request))
 
@@ -169,7 +169,7 @@ class Conversation:
     frames: dict[str, list[tuple[float, str]]] = field(default_factory=dict)  # replay pace per side
 
 
-def session_state(value) -> Conversation:
+def session_state(value: object) -> Conversation:
     """The session's conversation; a fresh one when the session has none yet (or an API call sent none)."""
     return value if isinstance(value, Conversation) else Conversation()
 
@@ -182,7 +182,7 @@ def chat_history(conversation: Conversation) -> list[dict]:
     return messages
 
 
-def picture_paths(value) -> list[str]:
+def picture_paths(value: object) -> list[str]:
     """The gallery's value (a list of (path, caption) pairs, or None) or a single path, as paths."""
     if not value:
         return []
@@ -553,7 +553,7 @@ def _race(frames: dict, stop: threading.Event):
         time.sleep(0.05)
 
 
-def check_upload(upload: list[dict] | None):
+def check_upload(upload: list[dict] | None) -> tuple:
     """On upload, before Gradio reads the pictures itself (where an unreadable file fails with a bare
     "Error"): such files are refused here with a one-line message and taken off the page; the
     readable ones stay."""
@@ -573,9 +573,11 @@ def check_upload(upload: list[dict] | None):
     return kept or None, "\u26a0\ufe0f " + "; ".join(refused)
 
 
-def new_conversation():
+def new_conversation() -> tuple:
+    """An empty conversation and a clean page: nothing of the last run stays (answers, metrics, charts,
+    block table, trees, downloads, replayed race)."""
     return (Conversation(), [], "", "", "Start a new conversation: pick pictures (or none) and type a prompt.",
-            None)
+            None, None, None, None, None, "")
 
 
 # ---------------------------------------------------------------- layout
@@ -732,8 +734,8 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
     preset.change(pair_note, [preset], [note], queue=False, api_name=False)
     tree_width.change(lambda width: gr.update(visible=int(width or 1) > 1), [tree_width], [show.trees], queue=False,
                       api_name=False)
-    ask.new.click(new_conversation, None, [state, ask.chat, show.tabed, show.plain, show.status, show.downloads],
-                  api_name=False)
+    ask.new.click(new_conversation, None, [state, ask.chat, show.tabed, show.plain, show.status, show.downloads,
+                                           show.metrics, show.plot, show.blocks, show.trees, show.race], api_name=False)
 
 
 def build_demo() -> gr.Blocks:

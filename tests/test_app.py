@@ -498,3 +498,11 @@ def test_a_run_starts_from_a_page_without_the_last_runs_charts_and_downloads(tin
     assert "TABED decoding" in status and (tabed_html, plain_html) == ("", "")
     assert (metrics, figure, blocks, files, trees) == (None, None, None, None, None)
     assert final(outputs)[8] and Path(final(outputs)[8][0]).exists()
+
+
+def test_a_new_conversation_leaves_nothing_of_the_last_run_on_the_page(tiny_app, image_path):
+    first = final(list(tiny_app.run(image_path, "w1 w2", None, *settings())))
+    assert first[8] and isinstance(first[4], go.Figure)
+    state, chat, tabed_html, plain_html, status, *rest = tiny_app.new_conversation()
+    assert not state.turns and chat == [] and (tabed_html, plain_html) == ("", "")
+    assert "new conversation" in status and rest == [None, None, None, None, None, ""]

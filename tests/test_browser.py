@@ -136,6 +136,18 @@ class TestWithTheTinyPair:
         expect(page.locator("#status")).to_contain_text("Done")
         assert workers_alive() == 0
 
+    def test_new_conversation_clears_the_page(self, page):
+        expect(page.locator("#downloads a")).not_to_have_count(0)  # the follow-up's run
+        page.locator("#new").click()
+        expect(page.locator("#status")).to_contain_text("Start a new conversation")
+        expect(page.locator("#chat")).not_to_contain_text("w4 w5")
+        expect(page.locator("#tabed-answer .tk")).to_have_count(0)
+        expect(page.locator("#plain-answer .tk")).to_have_count(0)
+        expect(page.locator("#weights-plot .js-plotly-plot")).to_have_count(0)
+        expect(page.locator("#downloads a")).to_have_count(0)
+        expect(page.locator("#metrics")).not_to_contain_text("block efficiency")
+        expect(page.locator("#blocks")).not_to_contain_text("M 0.")  # headers only: no block's weights
+
     def test_token_trees_are_drawn_block_by_block(self, page):
         expect(page.locator("#trees-plot")).to_be_hidden()  # chains: no empty chart on the page
         page.locator("#settings").get_by_text("Settings").first.click()
