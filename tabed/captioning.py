@@ -6,13 +6,16 @@ own drafter, in multimodal mode, for a one-sentence description.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 from PIL import Image
 
 from . import conversation
 from .errors import ModelLoadError
+
+if TYPE_CHECKING:
+    from .models import ModelPair
 
 CAPTION_PROMPT = "Describe the image in one sentence."
 CAPTION_TOKENS = 32
@@ -76,7 +79,7 @@ class Florence2Captioner:
         return captions
 
 
-def captioner_for(pair) -> Captioner:
+def captioner_for(pair: ModelPair) -> Captioner:
     """The pair's captioner (Florence-2 for the paper presets, else the drafter), made once per pair."""
     if pair.caption_model is None:
         if pair.captioner:

@@ -135,7 +135,7 @@ def _gamma(args) -> dict:
     return {"gamma": gamma, "adaptive": adaptive}
 
 
-def generate(args) -> dict:
+def generate(args: argparse.Namespace) -> dict:
     spec = parse_spec(args.drafting)
     config = GenerationConfig(
         max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p, seed=args.seed,
@@ -171,7 +171,7 @@ def generate(args) -> dict:
     return report
 
 
-def overhead(args) -> dict:
+def overhead(args: argparse.Namespace) -> dict:
     from PIL import Image
 
     from .overhead import batching_overhead, step_costs
@@ -186,7 +186,7 @@ def overhead(args) -> dict:
             "notes": pair.notes}
 
 
-def bench(args) -> dict:
+def bench(args: argparse.Namespace) -> dict:
     from pathlib import Path
 
     from .bench import BenchSettings, check_settings, default_suite, log, run_bench
@@ -205,7 +205,7 @@ def bench(args) -> dict:
     return report
 
 
-def widen_command(args) -> dict:
+def widen_command(args: argparse.Namespace) -> dict:
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     from .models import check_source, resolve_dtype

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 from PIL import Image, UnidentifiedImageError
 
 from .errors import InputError
+
+if TYPE_CHECKING:
+    from transformers import ProcessorMixin
 
 MAX_IMAGE_PIXELS = 64_000_000  # decompression-bomb guard; larger images are refused, not resized
 
@@ -100,7 +104,7 @@ def images_of(turns: list[Turn]) -> list[Image.Image]:
     return [image for turn in turns for image in turn.images]
 
 
-def encode(processor, turns: list[Turn], device: torch.device, dtype: torch.dtype) -> EncodedPrompt:
+def encode(processor: ProcessorMixin, turns: list[Turn], device: torch.device, dtype: torch.dtype) -> EncodedPrompt:
     """Apply the processor's chat template and image processing to the whole conversation."""
     validate(turns)
     text = processor.apply_chat_template(chat_messages(turns), add_generation_prompt=True, tokenize=False)

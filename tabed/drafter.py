@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -20,6 +21,11 @@ from transformers import LlavaForConditionalGeneration
 from .backends import DynamicBackend
 from .conversation import EncodedPrompt
 from .errors import InputError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from .backends import TreeLayout
 
 
 @dataclass
@@ -31,7 +37,7 @@ class DraftRow:
     image_features: torch.Tensor | None = None
 
 
-def image_token_id(model) -> int:
+def image_token_id(model: PreTrainedModel) -> int:
     config = model.config
     token = getattr(config, "image_token_id", None)
     if token is None:
@@ -64,19 +70,19 @@ def splice(ids: torch.Tensor, runs: list[tuple[int, int]], replacements: list[to
     return torch.cat(pieces)
 
 
-def newline_ids(tokenizer) -> torch.Tensor:
+def newline_ids(tokenizer: PreTrainedTokenizerBase) -> torch.Tensor:
     """The newline token that stands in for an image in the T row (the last piece if it splits)."""
     ids = tokenizer.encode("\n", add_special_tokens=False)
     return torch.tensor(ids[-1:], dtype=torch.long)
 
 
-def image_features(model, prompt: EncodedPrompt) -> torch.Tensor:
+def image_features(model: PreTrainedModel, prompt: EncodedPrompt) -> torch.Tensor:
     """The drafter's projected image features for every placeholder of the prompt, (N, D)."""
     out = model.get_image_features(**prompt.image_inputs, return_dict=True)
     return torch.cat(list(out.pooler_output), dim=0)
 
 
-def pooled_image_features(model, prompt: EncodedPrompt) -> list[torch.Tensor]:
+def pooled_image_features(model: PreTrainedModel, prompt: EncodedPrompt) -> list[torch.Tensor]:
     """Per image, the vision features average-pooled 2x2 BEFORE the projector (576 -> 144 tokens)."""
     if not isinstance(model, LlavaForConditionalGeneration):
         raise InputError(
@@ -100,8 +106,8 @@ def pooled_image_features(model, prompt: EncodedPrompt) -> list[torch.Tensor]:
 
 
 def build_rows(
-    model,
-    tokenizer,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
     prompt: EncodedPrompt,
     methods: tuple[str, ...],
     captions: list[str] | None = None,
@@ -214,7 +220,7 @@ class BatchedDrafter:
             tokens = torch.tensor(tokens, dtype=torch.long, device=self.device)
         return self.backend.forward(tokens.expand(len(self.active), tokens.shape[0]))[:, -1]
 
-    def step_tree(self, tokens: list[int], layout) -> torch.Tensor:
+    def step_tree(self, tokens: list[int], layout: TreeLayout | None) -> torch.Tensor:
         """Append the same token-tree nodes to every row in the batch, placed by `layout` (a `TreeLayout`, or
         None when they extend the sequence plainly); returns each one's next-token logits after each node
         (rows, q, V)."""

@@ -82,7 +82,7 @@ def bpe_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
     return tokenizer
 
 
-def llava_processor(tokenizer, image_size: int, patch_size: int) -> LlavaProcessor:
+def llava_processor(tokenizer: PreTrainedTokenizerFast, image_size: int, patch_size: int) -> LlavaProcessor:
     image_processor = CLIPImageProcessorPil(
         size={"shortest_edge": image_size}, crop_size={"height": image_size, "width": image_size}
     )
@@ -111,7 +111,7 @@ class LlavaSize:
     context: int = 512
 
 
-def llava_config(size: LlavaSize, tokenizer) -> LlavaConfig:
+def llava_config(size: LlavaSize, tokenizer: PreTrainedTokenizerFast) -> LlavaConfig:
     vision = CLIPVisionConfig(
         hidden_size=size.vision_width,
         intermediate_size=size.vision_width * 4,
@@ -141,7 +141,7 @@ def llava_config(size: LlavaSize, tokenizer) -> LlavaConfig:
     )
 
 
-def random_llava(size: LlavaSize, tokenizer, seed: int = 0) -> LlavaForConditionalGeneration:
+def random_llava(size: LlavaSize, tokenizer: PreTrainedTokenizerFast, seed: int = 0) -> LlavaForConditionalGeneration:
     """A LLaVA model with random weights (seeded), in eval mode."""
     torch.manual_seed(seed)
     model = LlavaForConditionalGeneration(llava_config(size, tokenizer))

@@ -9,7 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
+from transformers import (
+    AutoConfig,
+    AutoModelForImageTextToText,
+    AutoProcessor,
+    PretrainedConfig,
+    PreTrainedTokenizerBase,
+    ProcessorMixin,
+)
 from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
 
 from .backends import CACHES, DynamicBackend, StaticBackend
@@ -140,7 +147,7 @@ class ModelPair:
             raise ModelLoadError(f"unknown cache {self.cache!r}: choose one of {', '.join(CACHES)}")
 
     @property
-    def tokenizer(self):
+    def tokenizer(self) -> PreTrainedTokenizerBase:
         return self.target_processor.tokenizer
 
     @property
@@ -164,7 +171,7 @@ class ModelPair:
         ids = sorted(i for i in ids if i < self.vocab_size)
         return torch.tensor(ids, dtype=torch.long, device=self.device) if ids else None
 
-    def backend(self, role: str, batch: int = 1):
+    def backend(self, role: str, batch: int = 1) -> DynamicBackend | StaticBackend:
         """A cache backend for the target or the drafter with `batch` rows (static ones are made once)."""
         model = self.target if role == "target" else self.drafter
         if self.cache == "dynamic":
@@ -248,7 +255,8 @@ def _load_processor(name: str):
     return processor if hasattr(processor, "image_processor") and hasattr(processor, "tokenizer") else None
 
 
-def complete_processor(processor, config, role: str, say: Callable[[str], None]) -> None:
+def complete_processor(processor: ProcessorMixin, config: PretrainedConfig, role: str,
+                       say: Callable[[str], None]) -> None:
     """LLaVA processor configs saved by transformers 4.x lack `patch_size` (and the count of extra
     vision tokens, and the feature strategy); 5.x's `LlavaProcessor` cannot count a picture's image
     tokens without them. Take them from the model's config, and say so."""
@@ -262,7 +270,8 @@ def complete_processor(processor, config, role: str, say: Callable[[str], None])
         f"{vision.patch_size} from the model's config")
 
 
-def check_vocabularies(target_processor, drafter_processor, target_name: str, drafter_name: str) -> None:
+def check_vocabularies(target_processor: ProcessorMixin, drafter_processor: ProcessorMixin, target_name: str,
+                       drafter_name: str) -> None:
     """Refuse a pair whose tokenizers map tokens to different ids."""
     target_vocab = target_processor.tokenizer.get_vocab()
     drafter_vocab = drafter_processor.tokenizer.get_vocab()

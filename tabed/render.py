@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
-from .events import BlockEvent, GenerationResult, Metrics, TokenEvent
+from .events import BlockEvent, GenerationResult, Metrics, TokenEvent, TreeNode
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
 
 # The colours users of speculative-decoding visualisers know (see the legend).
 KINDS = {
@@ -25,7 +30,7 @@ METHOD_COLOURS = {"M": "#1a7f37", "T": "#8250df", "C": "#d4760a", "P": "#0969da"
 CONTEXT = 8  # tokens of left context used to decode one token's text (keeps leading spaces right)
 
 
-def token_text(tokenizer, previous: list[int], token: int) -> str:
+def token_text(tokenizer: PreTrainedTokenizerBase, previous: list[int], token: int) -> str:
     """The text `token` adds after `previous`: the difference of two decodes, so that every
     tokenizer family (SentencePiece, byte-level BPE) gets its spaces right."""
     context = previous[-CONTEXT:]
@@ -36,7 +41,7 @@ def token_text(tokenizer, previous: list[int], token: int) -> str:
     return tokenizer.decode([token], skip_special_tokens=True)
 
 
-def token_word(tokenizer, token: int) -> str:
+def token_word(tokenizer: PreTrainedTokenizerBase, token: int) -> str:
     """A token on its own, as a table cell or a chart label shows it (⏎ for one with no text)."""
     return token_text(tokenizer, [], token).strip() or "\u23ce"
 
@@ -96,7 +101,7 @@ class TokenStream:
             self._add(kind, block.target_token, title)
 
 
-def block_rows(tokenizer, blocks: list[BlockEvent], methods: list[str]) -> list[list]:
+def block_rows(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], methods: list[str]) -> list[list]:
     """One row per block: weights, each method's guesses, the ensemble draft, what the target kept."""
     def words(ids: list[int]) -> str:
         return " | ".join(token_word(tokenizer, t) for t in ids)
@@ -124,7 +129,7 @@ def draft_length(block: BlockEvent) -> str:
     return f"{count}, {block.stop}" if block.stop != "fixed" else str(count)
 
 
-def node_depths(nodes) -> list[int]:
+def node_depths(nodes: list[TreeNode]) -> list[int]:
     """Each tree node's depth, 1 under the root (nodes come parents first)."""
     depths = []
     for node in nodes:
@@ -132,7 +137,7 @@ def node_depths(nodes) -> list[int]:
     return depths
 
 
-def tree_depth(nodes) -> int:
+def tree_depth(nodes: list[TreeNode]) -> int:
     """How deep a block's tree goes."""
     return max(node_depths(nodes), default=0)
 
@@ -200,7 +205,7 @@ def _node_colour(proposer: str) -> str:
     return METHOD_COLOURS.get(proposer, "#24292f") if len(proposer) == 1 else SEVERAL
 
 
-def trees_figure(tokenizer, blocks: list[BlockEvent]) -> go.Figure:
+def trees_figure(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent]) -> go.Figure:
     """Each block's token tree in its own band, blocks top to bottom like the block table: depth to the
     right, nodes coloured by the methods that proposed them, the accepted path bold, rejected branches
     greyed; hovering a node shows its token and its draft and target probabilities."""
@@ -291,7 +296,7 @@ def race_html(text: str, label: str, done: bool) -> str:
     return f"<b>{html.escape(label)}</b><br>{html.escape(text)}{mark}"
 
 
-def result_texts(tokenizer, result: GenerationResult) -> list[tuple[float, str]]:
+def result_texts(tokenizer: PreTrainedTokenizerBase, result: GenerationResult) -> list[tuple[float, str]]:
     """(time, text so far) after each step of a finished run: the pace for a replay race."""
     frames, ids = [], []
     for event in result.tokens:

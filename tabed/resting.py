@@ -15,12 +15,16 @@ so it adds nothing to the ensemble.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
 from .drafter import BatchedDrafter
 from .ensemble import WeightHistory
 from .sampling import logits_to_log_probs, logits_to_probs
+
+if TYPE_CHECKING:
+    from .decoding import GenerationConfig
 
 REST_AFTER = 2  # blocks in a row with a zero weight before a method's row rests
 PROBE_EVERY = 3  # blocks a row rests before it catches up and the weights are computed with it
@@ -54,7 +58,7 @@ class Resting:
         self.rest_after = REST_AFTER if self.rest_after is None else self.rest_after
         self.probe_every = PROBE_EVERY if self.probe_every is None else self.probe_every
 
-    def before_block(self, drafter: BatchedDrafter, out: list[int], fed: int, config) -> None:
+    def before_block(self, drafter: BatchedDrafter, out: list[int], fed: int, config: GenerationConfig) -> None:
         """Before a block's weights are computed: resting rows that are due catch up on the answer's
         first `fed` tokens (what the batch has seen) and the history they owed is added."""
         if drafter.resting is None or self.rested < self.probe_every:

@@ -23,12 +23,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+from transformers import LlavaForConditionalGeneration, LlavaProcessor, PreTrainedTokenizerFast
 
 from . import bench, world
 from .conversation import Turn, chat_messages, encode
 from .drafter import newline_ids
 from .factory import LlavaSize, bpe_tokenizer, llava_processor, random_llava
-from .models import load_pair, resolve_device
+from .models import ModelPair, load_pair, resolve_device
 
 TOKENIZER_SEED = 0  # the tokenizer is trained on the first dialogues of the training stream
 TOKENIZER_DIALOGUES = 20_000
@@ -95,7 +96,7 @@ def log(message: str) -> None:
 # ---------------------------------------------------------------- data
 
 
-def build_tokenizer(dialogues: int = TOKENIZER_DIALOGUES):
+def build_tokenizer(dialogues: int = TOKENIZER_DIALOGUES) -> PreTrainedTokenizerFast:
     return bpe_tokenizer(world.corpus(TOKENIZER_SEED, dialogues), VOCAB_SIZE)
 
 
@@ -108,7 +109,8 @@ def dialogue_turns(dialogue: world.Dialogue, answered: int, size: int = world.CA
     return turns
 
 
-def encode_dialogue(processor, dialogue: world.Dialogue, image_as_newline: bool = False) -> tuple[list[int], list[int]]:
+def encode_dialogue(processor: LlavaProcessor, dialogue: world.Dialogue,
+                    image_as_newline: bool = False) -> tuple[list[int], list[int]]:
     """Token ids of the whole conversation and labels that train on the answers (and their </s>) only.
 
     Each answer's span is found from the encoding of the conversation up to its question, so the
@@ -144,12 +146,12 @@ def encode_dialogue(processor, dialogue: world.Dialogue, image_as_newline: bool 
     return expanded_ids, expanded_labels
 
 
-def image_tokens(processor) -> int:
+def image_tokens(processor: LlavaProcessor) -> int:
     size = processor.image_processor.crop_size["height"]
     return (size // processor.patch_size) ** 2 + processor.num_additional_image_tokens - 1
 
 
-def training_batch(processor, seed: int, step: int, batch_size: int,
+def training_batch(processor: LlavaProcessor, seed: int, step: int, batch_size: int,
                    image_dropout: float = 0.0) -> dict[str, torch.Tensor]:
     """Batch `step` of the stream: right-padded ids, answer-only labels, pixel values of the pictures."""
     dialogues, shown = [], []
@@ -211,7 +213,8 @@ def scene_attributes(scene: world.Scene) -> dict[str, list[int]]:
     return labels
 
 
-def pretrain_vision(model, processor, recipe: Recipe, work: Path, role: str) -> None:
+def pretrain_vision(model: LlavaForConditionalGeneration, processor: LlavaProcessor, recipe: Recipe, work: Path,
+                    role: str) -> None:
     """Train the vision tower with linear read-outs of the scene attributes; cached in `work`.
 
     The read-outs see the patch features only, the ones LLaVA passes on to the language model."""
@@ -299,9 +302,9 @@ class _Batches(torch.utils.data.Dataset):
         return training_batch(self.processor, r.seed, self.first + i, r.batch_size, r.image_dropout)
 
 
-def train(role: str, processor, work: Path, recipe: Recipe | None = None, restart: bool = False,
+def train(role: str, processor: LlavaProcessor, work: Path, recipe: Recipe | None = None, restart: bool = False,
           until: int | None = None, log_every: int = 20, save_every: int = 100, device: str | None = "cpu",
-          workers: int | None = None):
+          workers: int | None = None) -> LlavaForConditionalGeneration:
     """Train one model of the pair, checkpointing to `work/<role>.pt`; returns the model in eval mode.
 
     `until` stops early at that step (checkpoint kept), to split a long run into several sittings.
@@ -360,7 +363,7 @@ def train(role: str, processor, work: Path, recipe: Recipe | None = None, restar
     return model.eval()
 
 
-def export(model, processor, folder: Path) -> None:
+def export(model: LlavaForConditionalGeneration, processor: LlavaProcessor, folder: Path) -> None:
     """Save in half precision (what ships in assets/), with the processor and chat template."""
     folder.mkdir(parents=True, exist_ok=True)
     model.to(torch.float16).save_pretrained(folder)
@@ -368,18 +371,16 @@ def export(model, processor, folder: Path) -> None:
     processor.save_pretrained(folder)
 
 
-def load_or_build_tokenizer(work: Path):
+def load_or_build_tokenizer(work: Path) -> PreTrainedTokenizerFast:
     folder = work / "tokenizer"
     if (folder / "tokenizer.json").exists():
-        from transformers import PreTrainedTokenizerFast
-
         return PreTrainedTokenizerFast.from_pretrained(folder)
     tokenizer = build_tokenizer()
     tokenizer.save_pretrained(folder)
     return tokenizer
 
 
-def train_command(args) -> int:
+def train_command(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     work, out = Path(args.work), Path(args.out)
@@ -404,7 +405,8 @@ def train_command(args) -> int:
 # ---------------------------------------------------------------- evaluation
 
 
-def answer(model, processor, dialogue: world.Dialogue, max_new_tokens: int = 80) -> str:
+def answer(model: LlavaForConditionalGeneration, processor: LlavaProcessor, dialogue: world.Dialogue,
+           max_new_tokens: int = 80) -> str:
     """Greedy answer of one model alone to the last question of a dialogue."""
     turns = dialogue_turns(dialogue, len(dialogue.exchanges) - 1)
     prompt = encode(processor, turns, model.device, model.dtype)
@@ -414,7 +416,8 @@ def answer(model, processor, dialogue: world.Dialogue, max_new_tokens: int = 80)
     return processor.tokenizer.decode(out[0, prompt.length:], skip_special_tokens=True).strip()
 
 
-def answers_right(model, processor, dialogues: list[world.Dialogue]) -> list[bool | None]:
+def answers_right(model: LlavaForConditionalGeneration, processor: LlavaProcessor,
+                  dialogues: list[world.Dialogue]) -> list[bool | None]:
     """Per dialogue: is the last answer exactly the world's answer (None where nothing is right)?"""
     return [None if d.exchanges[-1].answer is None else answer(model, processor, d) == d.exchanges[-1].answer
             for d in dialogues]
@@ -425,12 +428,12 @@ def share_right(right: list[bool | None]) -> float:
     return sum(scored) / len(scored) if scored else float("nan")
 
 
-def accuracy(model, processor, dialogues: list[world.Dialogue]) -> float:
+def accuracy(model: LlavaForConditionalGeneration, processor: LlavaProcessor, dialogues: list[world.Dialogue]) -> float:
     """Share of dialogues whose last answer is exactly the world's answer."""
     return share_right(answers_right(model, processor, dialogues))
 
 
-def block_counts(pair, dialogues: list[world.Dialogue], spec_name: str, gamma: int = 5,
+def block_counts(pair: ModelPair, dialogues: list[world.Dialogue], spec_name: str, gamma: int = 5,
                  max_new_tokens: int = 80) -> list[tuple[int, int]]:
     """(decode-phase tokens, target forwards) of each dialogue, greedy, with the engine's speculative loop."""
     from .decoding import GenerationConfig, collect, speculative_generate
@@ -450,13 +453,13 @@ def pooled(counts: list[tuple[int, int]]) -> float:
     return bench.pooled((tokens for tokens, _ in counts), (forwards for _, forwards in counts))
 
 
-def block_efficiency(pair, dialogues: list[world.Dialogue], spec_name: str, gamma: int = 5,
+def block_efficiency(pair: ModelPair, dialogues: list[world.Dialogue], spec_name: str, gamma: int = 5,
                      max_new_tokens: int = 80) -> float:
     """Tokens per target forward over a split (pooled), greedy, with the engine's speculative loop."""
     return pooled(block_counts(pair, dialogues, spec_name, gamma, max_new_tokens))
 
 
-def step_costs(pair, steps: int = 24, rounds: int = 3) -> dict[str, float]:
+def step_costs(pair: ModelPair, steps: int = 24, rounds: int = 3) -> dict[str, float]:
     """Milliseconds of one decoding step: the target alone, the drafter with 1 (M) and 2 (M, T) rows."""
     import statistics
 
@@ -471,7 +474,7 @@ def step_costs(pair, steps: int = 24, rounds: int = 3) -> dict[str, float]:
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
-def eval_command(args) -> int:
+def eval_command(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     folder = Path(args.models)
@@ -530,7 +533,7 @@ EXAMPLES = (  # (pictures, prompt, follow-up, scenario)
 )
 
 
-def examples_command(args) -> int:
+def examples_command(args: argparse.Namespace) -> int:
     """Write the example pictures and `examples.json` (pictures, prompt, follow-up, scenario)."""
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -543,7 +546,7 @@ def examples_command(args) -> int:
     return 0
 
 
-def suite_command(args) -> int:
+def suite_command(args: argparse.Namespace) -> int:
     """Write the benchmark suite of the teaching pair: held-out dialogues of every scenario, as JSONL."""
     out = Path(args.out)
     (out / "images").mkdir(parents=True, exist_ok=True)

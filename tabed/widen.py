@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 
 import torch
-from transformers import LlavaForConditionalGeneration
+from transformers import LlavaConfig, LlavaForConditionalGeneration
 
 from .errors import InputError
 
@@ -70,7 +70,7 @@ def _check(text, shape: Shape) -> None:
         raise InputError("cannot widen this model: " + "; ".join(problems))
 
 
-def widened_config(config, shape: Shape):
+def widened_config(config: LlavaConfig, shape: Shape) -> LlavaConfig:
     """The LLaVA config of the widened model."""
     config = copy.deepcopy(config)
     text = config.text_config
