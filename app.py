@@ -721,6 +721,10 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
     outputs = [show.status, show.tabed, show.plain, show.metrics, show.plot, show.blocks, ask.chat, state,
                show.downloads, show.trees]
     decode = dict(concurrency_id="decode", concurrency_limit=1, trigger_mode="always_last")
+    # A run clears the last run's replayed race too, by a listener of its own (the run's API stays as it is),
+    # registered first: registered after the run, it was only carried out once the run had ended.
+    for trigger in (ask.run.click, ask.follow_up.click, ask.prompt.submit):
+        trigger(lambda: "", None, [show.race], queue=False, api_name=False)
     run_event = ask.run.click(run, inputs, outputs, api_name="run", **decode)
     follow_event = ask.follow_up.click(ask_follow_up, inputs, outputs, api_name="follow_up", **decode)
     submit_event = ask.prompt.submit(run, inputs, outputs, api_name=False, **decode)

@@ -94,9 +94,11 @@ class TestWithTheTinyPair:
 
     def test_during_a_race_the_last_runs_charts_are_gone_and_the_new_ones_come_at_the_end(self, page, pair):
         """Charts drawn during the race would take the cores from the side being timed: while either side
-        decodes the page shows the tokens, no chart and no download (the last run's are cleared) and says
-        the charts come at the end; then the charts and downloads."""
+        decodes the page shows the tokens, no chart, no download and no replayed race (the last run's are
+        cleared) and says the charts come at the end; then the charts and downloads."""
         expect(page.locator("#downloads a")).not_to_have_count(0)  # the last run's
+        page.locator("#race").click()  # and its replayed race
+        expect(page.locator("#race-view")).to_contain_text("TABED", timeout=30_000)
         saved = pair.target.generation_config.eos_token_id
         pair.target.generation_config.eos_token_id = [len(pair.tokenizer) + 100]  # 96 tokens a side: long enough
         try:  # to be seen decoding
@@ -106,12 +108,13 @@ class TestWithTheTinyPair:
                 const status = document.querySelector('#status')?.innerText || '';
                 return status.includes('decoding') &&
                     {plots: document.querySelectorAll('#weights-plot .js-plotly-plot').length, status,
-                     downloads: document.querySelectorAll('#downloads a').length};
+                     downloads: document.querySelectorAll('#downloads a').length,
+                     race: document.querySelector('#race-view')?.innerText.trim() || ''};
             }""", polling="raf", timeout=60_000).json_value()
             expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
         finally:
             pair.target.generation_config.eos_token_id = saved
-        assert during["plots"] == 0 and during["downloads"] == 0, during
+        assert during["plots"] == 0 and during["downloads"] == 0 and during["race"] == "", during
         assert "the charts come when both sides are done" in during["status"], during
         expect(page.locator("#weights-plot .js-plotly-plot")).to_have_count(1)
         expect(page.locator("#metrics")).to_contain_text("block efficiency")
