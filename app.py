@@ -414,7 +414,7 @@ def _respond(follow_up, image, prompt, conversation, preset, methods, mode, rule
     yield view.status(False), "", "", None, None, None, skip, conversation, None, None
     worker = ComparisonWorker(pair, turns, spec, config, compare_ar=bool(compare_ar), stop_event=stop).start()
     try:
-        yield from _stream(view, worker, conversation, live_charts=not compare_ar)
+        yield from _stream(view, worker, conversation)
     finally:
         worker.stop()
     request = {"prompt": prompt, "turn": len(turns), "images": len(conversation.images), "spec": spec.name,
@@ -422,9 +422,9 @@ def _respond(follow_up, image, prompt, conversation, preset, methods, mode, rule
     yield from _final_frames(view, conversation, request)
 
 
-def _stream(view: RunView, worker: ComparisonWorker, conversation: Conversation, live_charts: bool):
-    """The run's frames while it decodes: tokens every 0.1 s; with `live_charts`, the figure, table and
-    metrics when they changed, at most every 0.75 s (they are resent whole). In a race with plain decoding
+def _stream(view: RunView, worker: ComparisonWorker, conversation: Conversation):
+    """The run's frames while it decodes: tokens every 0.1 s; the figure, table and metrics when they
+    changed, at most every 0.75 s (they are resent whole). In a race with plain decoding (`view.racing`)
     they wait for its end: drawing them (here, and in a browser on the same machine) would take cores
     from whichever side was being timed (plain decoding, slowed by them, inflated the speedup shown)."""
     skip = gr.skip()
@@ -444,7 +444,7 @@ def _stream(view: RunView, worker: ComparisonWorker, conversation: Conversation,
             continue
         last_html = now
         shown = (len(view.blocks), len(view.results))  # the figure, table and metrics change with these
-        heavy = finished or (live_charts and now - last_plot >= PLOT_EVERY_S and shown != last_shown)
+        heavy = finished or (not view.racing and now - last_plot >= PLOT_EVERY_S and shown != last_shown)
         if heavy:
             last_plot, last_shown = now, shown
         yield (view.status(finished), view.tabed.html, view.plain.html, view.metrics() if heavy else skip,

@@ -323,8 +323,10 @@ class StaticBackend:
     def capture_tree_verifies(self, token: int) -> None:
         """With graphs, capture the padded trees a verify uses now (a pair's warm-up, on a prefilled cache),
         not in the first timed run that needs each."""
+        if not (self.graphs and self.tree_graphs):
+            return
         for size in TREE_VERIFY_BUCKETS:
-            if not (self.graphs and self.tree_graphs) or self._bucket(size) != size:
+            if self._bucket(size) != size:  # no room left in the cache for this bucket or any larger
                 return
             chain = TreeLayout(torch.arange(size), torch.ones(size, size, dtype=torch.bool).tril())
             self.forward(torch.full((self.batch, size), token, device=self.model.device), chain)
