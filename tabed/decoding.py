@@ -343,15 +343,17 @@ def _block(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter | None,
     verify_start = clock.now()
     verdict, draft = _verify(run, drafter, session, candidate, config, generator, prompt)
     verify_end = clock.now()
-    _learn(run, drafter, draft, verdict)
-    weights_s += clock.now() - verify_end
     truth = draft.tokens[:verdict.accepted] + [verdict.target_token]
     emitted, done = _cut(truth, config.max_new_tokens - len(run.out), pair.eos_token_ids)
+    if not done:  # the last block's verification could only teach blocks that will never come
+        _learn(run, drafter, draft, verdict)
+    weights_s += clock.now() - verify_end
     run.out.extend(emitted)
     times = {"draft_s": verify_start - block_start, "verify_s": verify_end - verify_start,
              "weights_s": weights_s, "elapsed_s": clock.now() - clock.start}
     event = record_block(run, draft, verdict, weights, emitted, times, resting)
-    run.length.learn(event.draft_probs, verdict.accepted)
+    if not done:
+        run.length.learn(event.draft_probs, verdict.accepted)
     return event, done
 
 

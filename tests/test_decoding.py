@@ -7,6 +7,7 @@ import torch
 
 from tabed.conversation import Turn, encode
 from tabed.decoding import GenerationConfig, autoregressive_generate, collect, compare, speculative_generate
+from tabed.ensemble import WeightHistory
 from tabed.errors import InputError
 from tabed.events import BlockEvent, Finished, Started, TokenEvent
 from tabed.spec import parse_spec
@@ -62,6 +63,17 @@ def test_tabed_weights_move_to_the_method_that_is_right(twin_pair, image):
     assert all(b.weights == {"M": 0.5, "T": 0.5} for b in static.blocks)
     assert result.metrics.block_efficiency > static.metrics.block_efficiency
     assert result.metrics.method_block_efficiency["M"] > result.metrics.method_block_efficiency["T"]
+
+
+def test_only_blocks_that_others_follow_are_learned_from(pair, image, monkeypatch):
+    """Learning a verification costs a statistics pass (a graph replay on a GPU); after the answer's last
+    block nothing would use it."""
+    learned, add = [], WeightHistory.add
+    monkeypatch.setattr(WeightHistory, "add", lambda self, p, *rest: (learned.append(len(p)), add(self, p, *rest))[1])
+    config = GenerationConfig(max_new_tokens=20, gamma=4, resting=False)
+    result = collect(speculative_generate(pair, [Turn("w1 w2 w3", [image])], parse_spec("tabed-MT"), config))
+    assert len(result.blocks) > 2
+    assert learned == [min(b.accepted + 1, len(b.draft)) for b in result.blocks[:-1] if b.draft]
 
 
 @pytest.mark.parametrize("rule, window, least", [("kld", 8, 0.6), ("tvd", 8, 0.6), ("hedge", 0, 0.55)])
