@@ -48,6 +48,7 @@ ROOT = Path(__file__).resolve().parent
 EXAMPLES = ROOT / "assets" / "examples"
 HTML_EVERY_S = 0.1  # token stream and status
 PLOT_EVERY_S = 0.75  # plotly figures and tables are resent whole: keep them rare (Stop stays responsive)
+CPU_THREADS = 1  # torch threads of a run's worker on a CPU: why in tabed/runner.py
 MAX_NEW_TOKENS = 512
 BUSY_SHARE = 0.6  # on a CPU, a run that got less than this much of one core shared the machine: timings unreliable
 MODES = ["TABED (adaptive weights)", "static ensemble (uniform)", "single method"]
@@ -412,7 +413,8 @@ def _respond(follow_up, image, prompt, conversation, preset, methods, mode, rule
     # A clean page: the last run's charts and downloads would otherwise sit beside this one's tokens
     # (in a race, until it is over), and a download taken then would be the last run's.
     yield view.status(False), "", "", None, None, None, skip, conversation, None, None
-    worker = ComparisonWorker(pair, turns, spec, config, compare_ar=bool(compare_ar), stop_event=stop).start()
+    worker = ComparisonWorker(pair, turns, spec, config, compare_ar=bool(compare_ar), stop_event=stop,
+                              threads=CPU_THREADS if pair.device.type == "cpu" else None).start()
     try:
         yield from _stream(view, worker, conversation)
     finally:

@@ -3,6 +3,14 @@
 The worker puts every engine event on a queue, tagged with its phase; a consumer (the app) drains
 the queue at its own pace and can stop the worker at any time: the engine checks the stop flag
 between blocks, so a stop takes effect within one block.
+
+`threads` sets torch's intra-op threads for the worker's own thread. On a CPU the app gives it one:
+torch's OpenMP keeps a team of threads per calling thread, and beside the team the loading thread
+left behind, a second team no longer spins between operations but sleeps, so every one of the
+drafter's thousands of small operations waits for sleeping threads to wake: TABED decoded 2-3x
+slower in a worker thread than in the main thread, plain decoding 1.05x (measured on 2 cores). One
+thread has no team to wake, decodes as fast as the main thread's two, and leaves the other cores
+to the server and a browser.
 """
 
 from __future__ import annotations
@@ -69,9 +77,10 @@ class ComparisonWorker:
         compare_ar: bool = True,
         captioner=None,
         stop_event: threading.Event | None = None,
+        threads: int | None = None,
     ) -> None:
         self.pair, self.turns, self.spec, self.config = pair, turns, spec, config
-        self.compare_ar, self.captioner = compare_ar, captioner
+        self.compare_ar, self.captioner, self.threads = compare_ar, captioner, threads
         self.items: queue.Queue[Item] = queue.Queue()
         self.stop_event = stop_event or threading.Event()  # set from outside (a Stop button) or by stop()
         self.thread = threading.Thread(target=self._run, name=WORKER_THREAD, daemon=True)
@@ -90,6 +99,8 @@ class ComparisonWorker:
 
     def _run(self) -> None:
         try:
+            if self.threads is not None:
+                torch.set_num_threads(self.threads)  # this thread's (and threads started later; not the caller's)
             for phase, start in self._phases():
                 if self.stop_event.is_set():
                     break

@@ -12,7 +12,7 @@ from PIL import Image
 
 import app
 from conftest import serving, workers_alive
-from tabed import resting
+from tabed import resting, runner
 from tabed.models import ModelPair
 
 SETTINGS = dict(preset="teaching", methods=["M", "T"], mode=app.MODES[0], rule="w-grid", window=0, gamma=5,
@@ -104,6 +104,25 @@ def test_trees_from_the_page_are_drawn_block_by_block(tiny_app, image_path):
     assert len(branches.x) == sum(not node["accepted"] for node in nodes) > 0
     assert "target p=" in paths.hovertext[0] and "ensemble p=" in branches.hovertext[0]
     assert [f.rsplit("/", 1)[-1] for f in files] == ["tabed-run.json", "tabed-weights.html", "tabed-trees.html"]
+
+
+def test_on_a_cpu_both_sides_decode_in_a_worker_with_one_torch_thread(tiny_app, image_path, monkeypatch):
+    """A second OpenMP team beside the loading thread's makes the drafter's small operations wait for
+    sleeping threads (see tabed/runner.py); the handler's thread keeps its own count."""
+    seen = []
+
+    def counting(generate):
+        def wrapped(*args, **kwargs):
+            seen.append(torch.get_num_threads())
+            yield from generate(*args, **kwargs)
+        return wrapped
+
+    for name in ("speculative_generate", "autoregressive_generate"):
+        monkeypatch.setattr(runner, name, counting(getattr(runner, name)))
+    before = torch.get_num_threads()
+    out = final(list(tiny_app.run(image_path, "w1 w2", None, *settings())))
+    assert "Speedup" in out[0] and seen == [app.CPU_THREADS] * 2 == [1, 1]
+    assert torch.get_num_threads() == before
 
 
 def test_a_stop_that_overtakes_its_run_stops_it_as_it_begins(monkeypatch):
