@@ -5,9 +5,10 @@ the queue at its own pace and can stop the worker at any time: the engine checks
 between blocks, so a stop takes effect within one block.
 
 `threads` sets torch's intra-op threads for the worker's own thread. On a CPU the app gives it one:
-torch's OpenMP keeps a team of threads per calling thread, and beside the team the loading thread
-left behind, a second team no longer spins between operations but sleeps, so every one of the
-drafter's thousands of small operations waits for sleeping threads to wake: TABED decoded 2-3x
+torch's OpenMP keeps a team of threads per calling thread, and with the team the loading thread left
+behind there are more OpenMP threads than CPUs, where libgomp waits 100 spins instead of 300,000
+before it puts an idle thread to sleep (its GOMP_SPINCOUNT documentation). Every one of the
+drafter's thousands of small operations then waits for sleeping threads to wake: TABED decoded 2-3x
 slower in a worker thread than in the main thread, plain decoding 1.05x (measured on 2 cores). One
 thread has no team to wake, decodes as fast as the main thread's two, and leaves the other cores
 to the server and a browser.
