@@ -342,9 +342,9 @@ def _block(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter | None,
     candidate = _draft(pair, run, drafter, gamma, weights, config, generator, prompt, start)
     verify_start = clock.now()
     verdict, draft = _verify(run, drafter, session, candidate, config, generator, prompt)
-    verify_end = clock.now()
     truth = draft.tokens[:verdict.accepted] + [verdict.target_token]
     emitted, done = _cut(truth, config.max_new_tokens - len(run.out), pair.eos_token_ids)
+    verify_end = clock.now()
     if not done:  # the last block's verification could only teach blocks that will never come
         _learn(run, drafter, draft, verdict)
     weights_s += clock.now() - verify_end
