@@ -226,8 +226,13 @@ class SpeculativeRun:
     resting: Resting | None = None  # which drafter rows rest, when rows may
     blocks: list[BlockEvent] = field(default_factory=list)
 
+    @property
+    def learned(self) -> bool:
+        """Whether the weights come from verified positions (else they are uniform, and cost nothing)."""
+        return self.history is not None and len(self.history) > 0
+
     def weights(self) -> torch.Tensor:
-        return self.history.weights() if self.history is not None else uniform_weights(len(self.methods))
+        return self.history.weights() if self.learned else uniform_weights(len(self.methods))
 
 
 def record_block(run: SpeculativeRun, draft: Draft, verdict: Verdict, weights: torch.Tensor,
@@ -345,9 +350,9 @@ def _block(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter | None,
     truth = draft.tokens[:verdict.accepted] + [verdict.target_token]
     emitted, done = _cut(truth, config.max_new_tokens - len(run.out), pair.eos_token_ids)
     verify_end = clock.now()
-    if not done:  # the last block's verification could only teach blocks that will never come
+    if not done and run.history is not None:  # the last block's verification would teach no block
         _learn(run, drafter, draft, verdict)
-    weights_s += clock.now() - verify_end
+        weights_s += clock.now() - verify_end
     run.out.extend(emitted)
     times = {"draft_s": verify_start - block_start, "verify_s": verify_end - verify_start,
              "weights_s": weights_s, "elapsed_s": clock.now() - clock.start}
@@ -364,9 +369,10 @@ def _weigh(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter | None,
     fed = len(run.out) - len(run.pending)  # answer tokens the drafter's batch has seen
     if run.resting is not None:
         run.resting.before_block(drafter, run.out, fed, config)
-    start = clock.now()
+    learned = run.learned  # timed only then: on a GPU every reading of the clock waits for the device
+    start = clock.now() if learned else 0.0
     weights = run.weights().to(pair.device)  # once per block, not at every draft step
-    seconds = clock.now() - start
+    seconds = clock.now() - start if learned else 0.0
     if run.resting is not None:
         run.resting.choose(drafter, weights, fed)
     return weights, seconds, [run.methods[row] for row in drafter.resting_rows] if drafter is not None else []

@@ -76,6 +76,15 @@ def test_only_blocks_that_others_follow_are_learned_from(pair, image, monkeypatc
     assert learned == [min(b.accepted + 1, len(b.draft)) for b in result.blocks[:-1] if b.draft]
 
 
+def test_blocks_without_learned_weights_spend_no_time_on_them(pair, image):
+    """Uniform weights cost nothing, and timing them would wait for a GPU twice a block."""
+    config = GenerationConfig(max_new_tokens=20, gamma=4)
+    static = collect(speculative_generate(pair, [Turn("w1 w2 w3", [image])], parse_spec("MT"), config))
+    assert len(static.blocks) > 1 and all(b.weights_s == 0 for b in static.blocks)
+    dynamic = collect(speculative_generate(pair, [Turn("w1 w2 w3", [image])], parse_spec("tabed-MT"), config))
+    assert all(b.weights_s > 0 for b in dynamic.blocks[1:])  # learned weights (and learning) are timed
+
+
 @pytest.mark.parametrize("rule, window, least", [("kld", 8, 0.6), ("tvd", 8, 0.6), ("hedge", 0, 0.55)])
 def test_other_rules_also_prefer_the_right_method(twin_pair, image, rule, window, least):
     """Hedge moves slowly by design (its rate is set for the whole answer), but the same way."""
