@@ -380,9 +380,9 @@ def _weigh(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter | None,
 
 def _learn(run: SpeculativeRun, drafter: BatchedDrafter | None, draft: Draft, verdict: Verdict) -> None:
     """The target's distributions at the verified positions (the accepted drafts and the first rejected
-    one) are past ground truth for the weights."""
+    one) are past ground truth for the weights (of a run that has a history)."""
     verified = min(verdict.accepted + 1, len(draft.tokens))
-    if run.history is None or not verified:
+    if not verified:
         return
     log_q = torch.stack(draft.row_log_probs[:verified]) if draft.row_log_probs else None
     p, q = verdict.target_probs[:verified], torch.stack(draft.row_probs[:verified])
