@@ -115,6 +115,7 @@ class Opinions:
         # weight 0: its distribution, all zeros here, adds nothing to the ensemble)
         self.weights, self.config, self.log_probs, self.lookup = weights, config, log_probs, lookup
         self.banned = banned  # a token no method may draft here (its probability goes to the others)
+        self.banned_ids = torch.tensor([banned], device=weights.device) if banned is not None else None
         self.model_weights = _renormalized(weights[:self.models]) if lookup is not None else None  # N's "no opinion"
 
     def __call__(self, logits: torch.Tensor, drafted: list[int]):
@@ -123,14 +124,14 @@ class Opinions:
         method's log-distribution (K, V) when the weight rule needs it."""
         temperature = self.config.temperature
         if self.banned is not None:
-            logits = logits.index_fill(-1, torch.tensor([self.banned], device=logits.device), float("-inf"))
+            logits = logits.index_fill(-1, self.banned_ids, float("-inf"))
         q_rows = self._per_method(logits_to_probs(logits, temperature, self.config.top_p))
         log_q = self._per_method(logits_to_log_probs(logits, temperature)) if self.log_probs else None
         if self.lookup is not None:
             mixture = ensemble(q_rows, self.model_weights)
             q_n = self.lookup.distribution(drafted, mixture)
             if self.banned is not None and float(q_n[self.banned]) > 0:  # looked up among the prompt's placeholders
-                q_n = q_n.index_fill(0, torch.tensor([self.banned], device=q_n.device), 0.0)
+                q_n = q_n.index_fill(0, self.banned_ids, 0.0)
                 q_n = q_n / q_n.sum() if float(q_n.sum()) > 0 else mixture
             q_rows = torch.cat([q_rows, q_n[None]])
             log_q = torch.cat([log_q, q_n.clamp_min(1e-12).log()[None]]) if self.log_probs else None

@@ -103,10 +103,16 @@ class DraftTree:
         included): each its ancestors and itself; position offsets are depths plus `shift`. None when
         that is a plain sequence (every entry an ancestor of the ones after it), which attention runs
         faster without a mask."""
-        lines = [set(self.path(node)) | {ROOT} for node in queries]
-        visible = torch.tensor([[entry in line for entry in entries] for line in lines], dtype=torch.bool)
-        if bool(visible.equal(torch.ones_like(visible).tril(len(entries) - len(queries)))):
+        paths = []  # each node's path from the root, itself included, as a bitmask: bit 1 + n for node n
+        for node, parent in enumerate(self.parents):
+            paths.append((1 if parent == ROOT else paths[parent]) | 2 << node)
+        lines = [1 if node == ROOT else paths[node] for node in queries]
+        bits = [1 << (entry + 1) for entry in entries]
+        seen = [[bool(line & bit) for bit in bits] for line in lines]
+        first = len(entries) - len(queries)  # query i is entry first + i
+        if all(row == [j <= first + i for j in range(len(bits))] for i, row in enumerate(seen)):
             return None
+        visible = torch.tensor(seen, dtype=torch.bool)
         offsets = torch.tensor([0 if node == ROOT else self.depths[node] + shift for node in queries])
         return TreeLayout(offsets, visible)
 

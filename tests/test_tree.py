@@ -59,6 +59,21 @@ def test_a_tree_forward_scores_every_node_as_its_path_alone_and_keep_leaves_that
     assert torch.allclose(session.forward([30, 31]), alone.forward([30, 31]), atol=1e-4)
 
 
+def test_a_layout_shows_each_node_its_ancestors_and_is_none_for_a_plain_sequence():
+    tree = small_tree()
+    assert tree.layout(PATH, PATH, shift=-1) is None  # one path, leaves off it not in the cache
+    assert tree.layout([ROOT] + PATH, [ROOT] + PATH, shift=0) is None
+    assert tree.layout([5], [0, 2, 5], shift=-1) is None
+    siblings = tree.layout([2, 3], [0, 2, 3], shift=-1)
+    assert siblings.visible.tolist() == [[True, True, False], [True, False, True]]
+    assert siblings.offsets.tolist() == [1, 1]
+    nodes = [ROOT, *range(len(TOKENS))]
+    whole = tree.layout(nodes, nodes, shift=0)
+    lines = [{ROOT}] + [{ROOT, *tree.path(node)} for node in nodes[1:]]
+    assert whole.visible.tolist() == [[entry in line for entry in nodes] for line in lines]
+    assert whole.offsets.tolist() == [0] + [tree.depths[node] for node in nodes[1:]]
+
+
 @pytest.mark.parametrize("kind", ["dynamic", "static"])
 def test_a_tree_riding_on_the_prompts_pass(pair, image, kind):
     prompt = encode(pair.target_processor, [Turn("w1 w2", [image])], CPU, torch.float32)
