@@ -121,7 +121,8 @@ class Opinions:
     def __call__(self, logits: torch.Tensor, drafted: list[int]):
         """From the rows' logits (rows, V) after `drafted` (this block's drafts so far, which N looks
         its guess up in too): each method's distribution (K, V), the ensemble's (V,), and each
-        method's log-distribution (K, V) when the weight rule needs it."""
+        method's log-distribution (K, V) when the weight rule needs it. Without N, logits (rows, F, V)
+        after F tree nodes give them for all F at once: (K, F, V), (F, V), (K, F, V)."""
         temperature = self.config.temperature
         if self.banned is not None:
             logits = logits.index_fill(-1, self.banned_ids, float("-inf"))
@@ -138,12 +139,12 @@ class Opinions:
         return q_rows, ensemble(q_rows, self.weights), log_q
 
     def _per_method(self, rows: torch.Tensor) -> torch.Tensor:
-        """The rows' (rows, V) as one per model method (K, V)."""
+        """The rows' (rows, ...) as one per model method (K, ...)."""
         if self.placed is not None:
-            every = rows.new_zeros(self.models, rows.shape[-1])
+            every = rows.new_zeros(self.models, *rows.shape[1:])
             every[self.placed] = rows
             return every
-        return rows.expand(self.models, -1) if rows.shape[0] < self.models else rows  # one shared text row
+        return rows.expand(self.models, *rows.shape[1:]) if rows.shape[0] < self.models else rows  # one text row
 
 
 def _renormalized(weights: torch.Tensor) -> torch.Tensor:

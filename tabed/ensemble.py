@@ -203,5 +203,6 @@ def grid_stats_chunked(grid: torch.Tensor, p: torch.Tensor, q: torch.Tensor, pos
 
 
 def ensemble(q: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """The weighted average of per-method distributions q (K, V) with weights (K,)."""
-    return weights.to(q.device, q.dtype) @ q
+    """The weighted average of per-method distributions q (K, V), or (K, F, V) at F tree nodes, with
+    weights (K,)."""
+    return torch.tensordot(weights.to(q.device, q.dtype), q, dims=1)

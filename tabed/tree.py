@@ -51,6 +51,8 @@ class Context:
     row_probs: torch.Tensor  # (K, V): each method's distribution
     mixed: torch.Tensor  # (V,): the ensemble's
     log_probs: torch.Tensor | None  # (K, V), for the log-loss weight rules
+    ranked: list[tuple[int, float]] = field(default_factory=list)  # greedy "ensemble" trees: the ensemble's
+    # top tokens and their probabilities, best first
     draws: list[tuple[int, torch.Tensor | None]] = field(default_factory=list)  # (child, the distribution
     # it was drawn from, None when greedy), in draw order; a token drawn twice names the same child twice
 
@@ -154,11 +156,11 @@ def draft_tree(drafter: BatchedDrafter, feed: list[int], gamma: int, width: int,
     order = weights.argsort(descending=True).tolist()  # the methods by weight, for the "methods" policy
     logits = (start if start is not None else drafter.step(feed))[:, None]
     frontier, budget = [ROOT], NODE_BUDGET * gamma
+    ranked = width if policy == "ensemble" and is_greedy(config.temperature) else 0
     for depth in range(1, gamma + 1):
         born = []
-        for column, parent in enumerate(frontier):
-            q_rows, q, log_q = opinions(logits[:, column], [tree.tokens[n] for n in tree.path(parent)])
-            context = tree.contexts[parent] = Context(q_rows, q, log_q)
+        for parent, context in zip(frontier, _contexts(opinions, logits, tree, frontier, ranked), strict=True):
+            tree.contexts[parent] = context
             for token, proposal, prob in _draws(context, min(width, budget - len(tree.tokens)), policy, order, config,
                                                 generator):
                 node, new = tree.add(parent, token, prob, length.acceptance(prob) if length is not None else prob)
@@ -183,6 +185,26 @@ def draft_tree(drafter: BatchedDrafter, feed: list[int], gamma: int, width: int,
     return tree
 
 
+def _contexts(opinions: Opinions, logits: torch.Tensor, tree: DraftTree, frontier: list[int],
+              ranked: int) -> list[Context]:
+    """The drafter's opinions after each frontier node, from the rows' logits (rows, F, V): all at once,
+    unless N looks its guess up in each node's own path; with `ranked`, each one's top tokens under the
+    ensemble too, read back together (one wait for a GPU per depth, not two per node)."""
+    if opinions.lookup is None:
+        q_rows, mixed, log_q = opinions(logits, [])
+    else:
+        found = [opinions(logits[:, column], [tree.tokens[n] for n in tree.path(parent)])
+                 for column, parent in enumerate(frontier)]
+        q_rows, mixed = torch.stack([f[0] for f in found], dim=1), torch.stack([f[1] for f in found])
+        log_q = torch.stack([f[2] for f in found], dim=1) if found[0][2] is not None else None
+    tops = [[] for _ in frontier]
+    if ranked:
+        top = mixed.topk(min(ranked, mixed.shape[-1]))
+        tops = [list(zip(*pair, strict=True)) for pair in zip(top.indices.tolist(), top.values.tolist(), strict=True)]
+    return [Context(q_rows[:, column], mixed[column], None if log_q is None else log_q[:, column], tops[column])
+            for column in range(len(frontier))]
+
+
 def _draws(context: Context, count: int, policy: str, order: list[int], config: GenerationConfig,
            generator: torch.Generator) -> list[tuple[int, torch.Tensor | None, float]]:
     """A node's children as (token, the distribution it was drawn from, its ensemble probability); `count`
@@ -196,9 +218,8 @@ def _draws(context: Context, count: int, policy: str, order: list[int], config: 
             tokens = [int(q.argmax())] + context.row_probs.argmax(-1)[order].tolist()
             tokens = list(dict.fromkeys(tokens))[:count]
             return [(token, None, prob) for token, prob in zip(tokens, q[tokens].tolist(), strict=True)]
-        top = q.topk(min(count, q.shape[0]))
-        ranked = zip(top.indices.tolist(), top.values.tolist(), strict=True)
-        return [(token, None, prob) for rank, (token, prob) in enumerate(ranked) if rank == 0 or prob >= BRANCH_MIN]
+        return [(token, None, prob) for rank, (token, prob) in enumerate(context.ranked[:count])
+                if rank == 0 or prob >= BRANCH_MIN]
     proposals = [q] + ([context.row_probs[k] for k in order] if policy == "methods" else [])
     proposals = [proposals[i] if i < len(proposals) else q for i in range(count)]
     tokens = torch.cat([torch.multinomial(p, 1, generator=generator) for p in proposals])

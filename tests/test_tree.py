@@ -259,3 +259,17 @@ def test_the_first_trees_banned_placeholder_gets_no_mass_from_any_method():
     assert float(rows[:, placeholder].abs().max()) == 0.0 and float(mixed[placeholder]) == 0.0
     assert torch.allclose(rows.sum(-1), torch.ones(2))
     assert int(rows[1].argmax()) != placeholder
+
+
+@pytest.mark.parametrize("rows, weights, placed", [(2, [0.6, 0.4], None), (1, [0.6, 0.4], None),
+                                                   (2, [0.5, 0.0, 0.5], [0, 2])], ids=["rows", "shared", "resting"])
+def test_a_depths_opinions_at_once_are_each_nodes_own(rows, weights, placed):
+    """A tree depth's frontier is scored in one call (one wait for a GPU per depth): the same distributions
+    as one call per node, with a text row shared by every method or a resting row left at zero."""
+    opinions = Opinions(len(weights), torch.tensor(weights), GenerationConfig(), True, None, placed=placed)
+    logits = torch.randn(rows, 4, 50, generator=torch.Generator().manual_seed(0))
+    together = opinions(logits, [])
+    for column in range(4):
+        alone = opinions(logits[:, column], [])
+        assert torch.equal(together[0][:, column], alone[0]) and torch.equal(together[1][column], alone[1])
+        assert torch.equal(together[2][:, column], alone[2])
