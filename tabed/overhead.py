@@ -15,8 +15,10 @@ from .tree import NODE_BUDGET, ROOT, DraftTree
 ROW_SETS = {1: ("M",), 2: ("M", "T"), 4: ("M", "T", "C", "P")}
 
 
-def draft_step_seconds(pair: ModelPair, turns: list[Turn], methods: tuple[str, ...], steps: int = 16) -> float:
-    """Median time of one single-token step of a batched drafter with the given rows."""
+def draft_step_seconds(pair: ModelPair, turns: list[Turn], methods: tuple[str, ...], steps: int = 16,
+                       nodes: int = 1) -> float:
+    """Median time of one step of a batched drafter with the given rows: a single token, or `nodes` sibling
+    tree nodes (a tree's frontier, each seeing only itself), forgotten after each step."""
     prompt = encode(pair.drafter_processor, turns, pair.device, pair.dtype)
     captions = ["a simple picture"] * sum(len(t.images) for t in turns)
     with torch.inference_mode():
@@ -25,10 +27,17 @@ def draft_step_seconds(pair: ModelPair, turns: list[Turn], methods: tuple[str, .
     drafter.prefill()
     clock = Clock(pair.device)
     times, token = [], int(prompt.input_ids[0, -1])
+    siblings = list(range(nodes))
+    layout = bushy_tree(1, nodes).layout(siblings, siblings, shift=-1) if nodes > 1 else None
     for _ in range(steps):
         start = clock.now()
-        drafter.step([token])
+        if layout is None:
+            drafter.step([token])
+        else:
+            drafter.step_tree([token] * nodes, layout)
         times.append(clock.now() - start)
+        if layout is not None:
+            drafter.rollback(nodes)
     return statistics.median(times[2:])  # the first steps warm up
 
 
@@ -68,12 +77,15 @@ def target_step_seconds(pair: ModelPair, turns: list[Turn], count: int, steps: i
 def step_costs(pair: ModelPair, turns: list[Turn], gamma: int = 5, steps: int = 16) -> dict[str, float]:
     """Milliseconds of each kind of step, and the decode speedup they allow at a block efficiency τ:
     τ plain steps cost τ·t1; a block costs γ draft steps and one verify. `verify_tree_ms`: the verify of
-    the largest tree a block of γ may draft (NODE_BUDGET nodes a depth), what a tree adds at most."""
+    the largest tree a block of γ may draft (NODE_BUDGET nodes a depth), what a tree adds at most;
+    `draft_treeD_ms`: a draft step over a tree's frontier of D nodes."""
     costs = {"target_ms": target_step_seconds(pair, turns, 1, steps) * 1e3,
              "verify_ms": target_step_seconds(pair, turns, gamma + 1, steps) * 1e3,
              "verify_tree_ms": target_step_seconds(pair, turns, 0, steps, bushy_tree(gamma, NODE_BUDGET)) * 1e3}
     for k, methods in ROW_SETS.items():
         costs[f"draft_k{k}_ms"] = draft_step_seconds(pair, turns, methods, steps) * 1e3
+    for width in (2, 3):  # a tree's draft step: its frontier of `width` nodes, two rows
+        costs[f"draft_tree{width}_ms"] = draft_step_seconds(pair, turns, ROW_SETS[2], steps, width) * 1e3
     block = costs["verify_ms"] + gamma * costs["draft_k2_ms"]
     costs["speedup_bound_per_tau"] = costs["target_ms"] / block  # times τ: the K = 2 speedup bound
     return costs

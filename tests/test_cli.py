@@ -176,7 +176,8 @@ def test_overhead_reports_per_step_costs(capsys, pair_dirs):
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert report["cache"] == "dynamic" and report["1"] == 1.0
-    for key in ("target_ms", "verify_ms", "verify_tree_ms", "draft_k1_ms", "draft_k2_ms", "draft_k4_ms"):
+    for key in ("target_ms", "verify_ms", "verify_tree_ms", "draft_k1_ms", "draft_k2_ms", "draft_k4_ms",
+                "draft_tree2_ms", "draft_tree3_ms"):
         assert report[key] > 0
     assert report["speedup_bound_per_tau"] == pytest.approx(
         report["target_ms"] / (report["verify_ms"] + 5 * report["draft_k2_ms"]))
