@@ -208,8 +208,9 @@ def _contexts(opinions: Opinions, logits: torch.Tensor, tree: DraftTree, frontie
 def _draws(context: Context, count: int, policy: str, order: list[int], config: GenerationConfig,
            generator: torch.Generator) -> list[tuple[int, torch.Tensor | None, float]]:
     """A node's children as (token, the distribution it was drawn from, its ensemble probability); `count`
-    is fixed before any is drawn, which keeps the sampling verification exact. The probabilities are read
-    back together: one wait for a GPU per node, not one per child."""
+    is fixed before any is drawn, which keeps the sampling verification exact. Greedy "ensemble" children
+    come from the node's `ranked` tokens; otherwise the probabilities are read back together: one wait
+    for a GPU per node, not one per child."""
     q = context.mixed
     if count <= 0:
         return []
