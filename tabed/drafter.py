@@ -82,20 +82,27 @@ def image_features(model: PreTrainedModel, prompt: EncodedPrompt) -> torch.Tenso
     return torch.cat(list(out.pooler_output), dim=0)
 
 
-def pooled_image_features(model: PreTrainedModel, prompt: EncodedPrompt) -> list[torch.Tensor]:
-    """Per image, the vision features average-pooled 2x2 BEFORE the projector (576 -> 144 tokens)."""
+def vision_features(model: PreTrainedModel, prompt: EncodedPrompt) -> torch.Tensor:
+    """A LLaVA-1.5-style drafter's vision features per image, as its projector takes them (B, N, D): the
+    configured layer(s) of its vision tower, the CLS token dropped under the "default" strategy."""
     if not isinstance(model, LlavaForConditionalGeneration):
         raise InputError(
             f"pooled drafting (P) needs a LLaVA-1.5-style drafter with a square patch grid; "
             f"{type(model).__name__} is not one"
         )
     config = model.config
-    pixel_values = prompt.image_inputs["pixel_values"]
-    hidden = model.model.vision_tower(pixel_values, output_hidden_states=True).hidden_states
+    hidden = model.model.vision_tower(prompt.image_inputs["pixel_values"], output_hidden_states=True).hidden_states
     layers = config.vision_feature_layer
     layers = [layers] if isinstance(layers, int) else list(layers)
     skip = 1 if config.vision_feature_select_strategy == "default" else 0
-    features = torch.cat([hidden[layer][:, skip:] for layer in layers], dim=-1)  # (B, N, D)
+    return torch.cat([hidden[layer][:, skip:] for layer in layers], dim=-1)
+
+
+def pooled_image_features(model: PreTrainedModel, prompt: EncodedPrompt,
+                          features: torch.Tensor | None = None) -> list[torch.Tensor]:
+    """Per image, the vision features (`vision_features`, computed unless given) average-pooled 2x2 BEFORE
+    the projector (576 -> 144 tokens)."""
+    features = vision_features(model, prompt) if features is None else features
     batch, count, width = features.shape
     side = math.isqrt(count)
     if side * side != count or side < 2:
@@ -103,6 +110,15 @@ def pooled_image_features(model: PreTrainedModel, prompt: EncodedPrompt) -> list
     grid = features.transpose(1, 2).reshape(batch, width, side, side)
     pooled = F.avg_pool2d(grid, kernel_size=2).flatten(2).transpose(1, 2)
     return list(model.model.multi_modal_projector(pooled))
+
+
+def _shared_vision(model: PreTrainedModel, prompt: EncodedPrompt, methods: tuple[str, ...]) -> torch.Tensor | None:
+    """M and P look at the same vision features (P pools them): one pass of the vision tower for both,
+    where the drafter is a LLaVA that takes one image per image grid (no `image_sizes`)."""
+    if {"M", "P"} <= set(methods) and isinstance(model, LlavaForConditionalGeneration) \
+            and "pixel_values" in prompt.image_inputs and "image_sizes" not in prompt.image_inputs:
+        return vision_features(model, prompt)
+    return None
 
 
 def build_rows(
@@ -117,12 +133,15 @@ def build_rows(
     token_id = image_token_id(model)
     runs = image_runs(ids, token_id)
     rows = []
+    shared = _shared_vision(model, prompt, methods) if runs else None
     for method in methods:
         if not runs or method == "T":
             replacements = [newline_ids(tokenizer)] * len(runs)
             rows.append(DraftRow(method, splice(ids, runs, replacements)))
         elif method == "M":
-            rows.append(DraftRow(method, ids, image_features(model, prompt)))
+            features = image_features(model, prompt) if shared is None else torch.cat(
+                list(model.model.multi_modal_projector(shared)))
+            rows.append(DraftRow(method, ids, features))
         elif method == "C":
             if captions is None or len(captions) != len(runs):
                 raise InputError(f"caption drafting (C) needs one caption per image ({len(runs)})")
@@ -132,7 +151,7 @@ def build_rows(
             ]
             rows.append(DraftRow(method, splice(ids, runs, replacements)))
         elif method == "P":
-            pooled = pooled_image_features(model, prompt)
+            pooled = pooled_image_features(model, prompt, shared)
             if len(pooled) != len(runs):
                 raise InputError(f"pooled drafting (P): {len(pooled)} images but {len(runs)} placeholders")
             replacements = [torch.full((f.shape[0],), token_id, dtype=torch.long) for f in pooled]

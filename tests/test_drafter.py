@@ -38,6 +38,24 @@ def test_rows_replace_the_image_as_the_methods_say(pair, image):
     assert len(rows["T"].input_ids) == len(rows["M"].input_ids) - 16 + 1
 
 
+def test_m_and_p_share_one_pass_of_the_vision_tower(pair, image):
+    """P pools the vision features M projects: with both, the drafter's vision tower runs once (on the
+    paper's pair, a CLIP ViT-L forward saved per request), and each row gets what it gets alone."""
+    turns = [Turn("w1 w2", [image, image.rotate(90)])]
+    passes = []
+    hook = pair.drafter.model.vision_tower.register_forward_hook(lambda *_: passes.append(1))
+    try:
+        both = {r.method: r for r in rows_for(pair, turns, ("M", "T", "P"))}
+        assert len(passes) == 1
+        alone = {method: rows_for(pair, turns, (method,))[0] for method in ("M", "P")}
+    finally:
+        hook.remove()
+    assert len(passes) == 3
+    for method in ("M", "P"):
+        assert torch.equal(both[method].input_ids, alone[method].input_ids)
+        assert torch.equal(both[method].image_features, alone[method].image_features), method
+
+
 def test_rows_without_image_are_all_text_only(pair):
     rows = rows_for(pair, [Turn("w1 w2")], ("M", "T", "C", "P"))
     assert all(torch.equal(r.input_ids, rows[0].input_ids) for r in rows)
