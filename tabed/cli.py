@@ -9,7 +9,7 @@ import sys
 import torch
 
 from .backends import CACHES
-from .conversation import Turn, load_image
+from .conversation import Turn, load_image, validate
 from .decoding import GenerationConfig, autoregressive_generate, collect, compare, speculative_generate, warm_up
 from .draft_length import AUTO_CAP, parse_gamma
 from .errors import TabedError
@@ -142,6 +142,9 @@ def generate(args: argparse.Namespace) -> dict:
         **_gamma(args), **_drafting(args), rule=args.rule, window=args.window,
     )
     images = [load_image(path) for path in args.image or []]
+    last = len(args.prompt) - 1  # checked before the models load: earlier turns will have their answers
+    validate([Turn(prompt, images if i == 0 else [], None if i == last else "")
+              for i, prompt in enumerate(args.prompt)])
     pair = _load(args, quiet=args.json)
     turns: list[Turn] = []
     for index, prompt in enumerate(args.prompt):  # earlier turns are answered by the same decoder

@@ -69,6 +69,7 @@ def test_text_output_and_follow_up(capsys, pair_dirs):
     (["--drafting", "XYZ"], "unknown drafting spec"),
     (["--gamma", "0"], "gamma"),
     (["--tree-width", "7"], "tree width"),
+    (["--prompt", " "], "turn 2 is empty"),  # before the models load (their progress would be more lines)
 ])
 def test_errors_are_one_line_with_exit_code_2(capsys, pair_dirs, extra, message):
     code, out, err = run_cli(capsys, "--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter",
