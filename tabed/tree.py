@@ -192,17 +192,17 @@ def _contexts(opinions: Opinions, logits: torch.Tensor, tree: DraftTree, frontie
     ensemble too, read back together (one wait for a GPU per depth, not two per node)."""
     if opinions.lookup is None:
         q_rows, mixed, log_q = opinions(logits, [])
+        found = [(q_rows[:, column], mixed[column], None if log_q is None else log_q[:, column])
+                 for column in range(len(frontier))]
     else:
         found = [opinions(logits[:, column], [tree.tokens[n] for n in tree.path(parent)])
                  for column, parent in enumerate(frontier)]
-        q_rows, mixed = torch.stack([f[0] for f in found], dim=1), torch.stack([f[1] for f in found])
-        log_q = torch.stack([f[2] for f in found], dim=1) if found[0][2] is not None else None
+        mixed = torch.stack([q for _, q, _ in found]) if ranked else None
     tops = [[] for _ in frontier]
     if ranked:
         top = mixed.topk(min(ranked, mixed.shape[-1]))
         tops = [list(zip(*pair, strict=True)) for pair in zip(top.indices.tolist(), top.values.tolist(), strict=True)]
-    return [Context(q_rows[:, column], mixed[column], None if log_q is None else log_q[:, column], tops[column])
-            for column in range(len(frontier))]
+    return [Context(*opinion, best) for opinion, best in zip(found, tops, strict=True)]
 
 
 def _draws(context: Context, count: int, policy: str, order: list[int], config: GenerationConfig,
