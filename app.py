@@ -337,7 +337,7 @@ def _gpu_seconds(*args, **kwargs) -> int:
 
 @GPU(duration=_gpu_seconds)
 def respond(follow_up, image, prompt, conversation, preset, methods, mode, rule, window, gamma, max_new_tokens,
-            temperature, seed, compare_ar, adaptive=True, tree_width=1, tree_policy="ensemble",
+            temperature, seed, compare_ar, adaptive=True, tree_width=1, tree_policy="ensemble", tree_blocks="all",
             request: gr.Request = None,
             progress=gr.Progress(track_tqdm=True)):  # noqa: B008 - gradio's idiom
     """Event handler: validate, load the pair if needed, run TABED then plain decoding, stream the views.
@@ -347,7 +347,7 @@ def respond(follow_up, image, prompt, conversation, preset, methods, mode, rule,
     try:
         yield from _respond(follow_up, image, prompt, session_state(conversation), preset, methods, mode, rule,
                             window, gamma, max_new_tokens, temperature, seed, compare_ar, adaptive,
-                            (tree_width, tree_policy), stop)
+                            (tree_width, tree_policy, tree_blocks), stop)
     finally:
         STOPS.end(_session(request), stop)
         release_memory()
@@ -393,7 +393,8 @@ def _respond(follow_up, image, prompt, conversation, preset, methods, mode, rule
         spec = drafting_spec(methods, mode)
         config = GenerationConfig(max_new_tokens=int(max_new_tokens), temperature=float(temperature),
                                   seed=int(seed or 0), gamma=int(gamma), adaptive=bool(adaptive), rule=rule,
-                                  window=int(window or 0), tree_width=int(tree[0] or 1), tree_policy=tree[1])
+                                  window=int(window or 0), tree_width=int(tree[0] or 1), tree_policy=tree[1],
+                                  tree_blocks=tree[2])
         if not 1 <= config.max_new_tokens <= MAX_NEW_TOKENS:
             raise InputError(f"max new tokens must be between 1 and {MAX_NEW_TOKENS}")
         turns = build_turns(conversation, prompt)
@@ -481,7 +482,8 @@ def _final_frames(view: RunView, conversation: Conversation, request: dict):
 
 
 def run(pictures, prompt, conversation, preset, methods, mode, rule, window, gamma, max_new_tokens, temperature,
-        seed, compare_ar, adaptive=True, tree_width=1, tree_policy="ensemble", request: gr.Request = None):
+        seed, compare_ar, adaptive=True, tree_width=1, tree_policy="ensemble", tree_blocks="all",
+        request: gr.Request = None):
     """Start a new conversation: TABED on the prompt (about the pictures), then plain decoding.
 
     Args:
@@ -501,19 +503,20 @@ def run(pictures, prompt, conversation, preset, methods, mode, rule, window, gam
         adaptive: stop a block's draft early when the ensemble is unsure (the threshold is learned)
         tree_width: 1 drafts a chain per block; 2-4 draft a token tree expanding this many nodes per depth
         tree_policy: a tree node's children: "ensemble" (its top tokens) or "methods" (each method's top-1)
+        tree_blocks: which blocks draft trees: "all", or "first" (drafted before any weight is learned)
     """
     yield from respond(False, pictures, prompt, conversation, preset, methods, mode, rule, window, gamma,
                        max_new_tokens, temperature, seed, compare_ar, adaptive, tree_width, tree_policy,
-                       None if ZERO_GPU else request)
+                       tree_blocks, None if ZERO_GPU else request)
 
 
 def ask_follow_up(pictures, prompt, conversation, preset, methods, mode, rule, window, gamma, max_new_tokens,
                   temperature, seed, compare_ar, adaptive=True, tree_width=1, tree_policy="ensemble",
-                  request: gr.Request = None):
+                  tree_blocks="all", request: gr.Request = None):
     """The next turn of the same conversation, on the same pictures (arguments as for /run)."""
     yield from respond(True, pictures, prompt, conversation, preset, methods, mode, rule, window, gamma,
                        max_new_tokens, temperature, seed, compare_ar, adaptive, tree_width, tree_policy,
-                       None if ZERO_GPU else request)
+                       tree_blocks, None if ZERO_GPU else request)
 
 
 def replay_race(conversation, request: gr.Request = None):
@@ -659,6 +662,9 @@ def _settings(default: str) -> dict[str, gr.components.Component]:
             tree_policy = gr.Radio(list(TREE_POLICIES), value="ensemble", label="tree branches",
                                    elem_id="settings-tree-policy",
                                    info="the ensemble's top tokens, or each method's own top-1")
+            tree_blocks = gr.Radio([("every block", "all"), ("the first block", "first")], value="all",
+                                   label="trees in", elem_id="settings-tree-blocks",
+                                   info="the first block is drafted before any weight is learned")
         max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=96, step=1, label="max new tokens",
                                    elem_id="settings-max-new-tokens")
         temperature = gr.Slider(0, 2, value=0, step=0.05, label="temperature (0 = greedy)",
@@ -667,7 +673,7 @@ def _settings(default: str) -> dict[str, gr.components.Component]:
         compare_ar = gr.Checkbox(True, label="compare with plain decoding (the target alone)")
     return dict(preset=preset, methods=methods, mode=mode, rule=rule, window=window, gamma=gamma,
                 max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, compare_ar=compare_ar,
-                adaptive=adaptive, tree_width=tree_width, tree_policy=tree_policy)
+                adaptive=adaptive, tree_width=tree_width, tree_policy=tree_policy, tree_blocks=tree_blocks)
 
 
 def _question_column(default: str) -> SimpleNamespace:

@@ -26,6 +26,7 @@ from .events import GenerationResult
 from .models import ModelPair
 from .sampling import is_greedy
 from .spec import DEFAULT_SPEC, DraftingSpec, parse_spec
+from .tree import TREE_BLOCKS
 
 PEERS = ("peer-default", "peer-gamma5", "peer-lookup")  # transformers: as it comes, the paper's γ, prompt lookup
 PEER_NOTE = ("peers: transformers assisted generation, `target.generate(assistant_model=drafter)`: `peer-default` "
@@ -136,13 +137,16 @@ def bench_spec(text: str, config: GenerationConfig) -> tuple[DraftingSpec, Gener
     """A bench row: a drafting spec, optionally with its own weight rule after '/' (`tabed-MT/hedge`), its
     own draft length after '@' (`tabed-MT@5`: always 5 tokens, the paper's setting; `tabed-MT@auto:8`)
     and its own token trees after '+tree' (`tabed-MT+tree2`: width 2; `tabed-MT+tree2:methods`: and the
-    "methods" policy); else the bench's."""
+    "methods" policy; `tabed-MT+tree2:first`: in the first block only); else the bench's."""
     text, _, tree = text.partition("+tree")
     if tree:
-        width, _, policy = tree.partition(":")
+        width, *options = tree.split(":")
         if not width.isdigit():
             raise InputError(f"bench row {text}+tree{tree}: give the tree width as a number, e.g. +tree2")
-        config = replace(config, tree_width=int(width), tree_policy=policy or config.tree_policy)  # checks them
+        blocks = [option for option in options if option in TREE_BLOCKS]
+        policies = [option for option in options if option not in TREE_BLOCKS]
+        config = replace(config, tree_width=int(width), tree_policy=policies[-1] if policies else config.tree_policy,
+                         tree_blocks=blocks[-1] if blocks else config.tree_blocks)  # checks them
     name, _, gamma = text.partition("@")
     name, _, rule = name.partition("/")
     if rule:

@@ -15,7 +15,7 @@ from .draft_length import AUTO_CAP, parse_gamma
 from .errors import TabedError
 from .models import PRESETS, load_pair, load_preset
 from .spec import DEFAULT_SPEC, RULES, parse_spec
-from .tree import TREE_POLICIES
+from .tree import TREE_BLOCKS, TREE_POLICIES
 
 BENCH_SPECS = ",".join(dict.fromkeys(["M", "T", "MT", "tabed-MT@5", DEFAULT_SPEC]))  # always the default spec
 GAMMA_HELP = (f"draft tokens per block: 'auto' (default: adaptive, at most {AUTO_CAP}; drafting stops early when "
@@ -51,12 +51,16 @@ def _add_drafting_arguments(p) -> None:
                         "nodes per depth, verified in one target forward")
     p.add_argument("--tree-policy", default="ensemble", choices=TREE_POLICIES,
                    help="a tree node's children: the ensemble's top tokens (default) or each method's own top-1")
+    p.add_argument("--tree-blocks", default="all", choices=TREE_BLOCKS,
+                   help="which blocks draft trees: every block (default) or the first only, which is drafted "
+                        "before any weight is learned")
     p.add_argument("--no-resting", dest="resting", action="store_false",
                    help="keep every method's drafter row in every draft step, even at weight 0")
 
 
 def _drafting(args) -> dict:
-    return {"tree_width": args.tree_width, "tree_policy": args.tree_policy, "resting": args.resting}
+    return {"tree_width": args.tree_width, "tree_policy": args.tree_policy, "tree_blocks": args.tree_blocks,
+            "resting": args.resting}
 
 
 def _add_pair_arguments(p) -> None:

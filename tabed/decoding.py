@@ -29,7 +29,7 @@ from .models import ModelPair
 from .resting import Resting
 from .sampling import choose_token, logits_to_probs
 from .spec import RULES, DraftingSpec
-from .tree import TREE_POLICIES, DraftTree, TreeVerifier, draft_tree
+from .tree import TREE_BLOCKS, TREE_POLICIES, DraftTree, TreeVerifier, draft_tree
 
 
 @dataclass
@@ -46,6 +46,7 @@ class GenerationConfig:
     window: int = 0  # TABED history window in positions, 0 = all
     tree_width: int = 1  # 1: a chain of drafts; D > 1: token trees, D nodes expanded per depth (see tree.py)
     tree_policy: str = "ensemble"  # how a tree node's children are chosen: "ensemble" or "methods"
+    tree_blocks: str = "all"  # which blocks draft trees: "all", or "first" (the one drafted with no weights learned)
     resting: bool = True  # a method at weight 0 for a while leaves the draft steps (see resting.py)
 
     def __post_init__(self) -> None:
@@ -63,6 +64,8 @@ class GenerationConfig:
             raise InputError(f"tree width must be between 1 (a chain) and 4, got {self.tree_width}")
         if self.tree_policy not in TREE_POLICIES:
             raise InputError(f"unknown tree policy {self.tree_policy!r}: choose one of {', '.join(TREE_POLICIES)}")
+        if self.tree_blocks not in TREE_BLOCKS:
+            raise InputError(f"unknown tree blocks {self.tree_blocks!r}: choose one of {', '.join(TREE_BLOCKS)}")
         if self.window < 0:
             raise InputError(f"history window must be >= 0 (0 keeps all), got {self.window}")
 
@@ -400,7 +403,7 @@ def _draft(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter | None,
     drafting = {"log_probs": run.history is not None and run.history.needs_log_q, "lookup": run.lookup,
                 "ends": frozenset(pair.eos_token_ids)}
     start = start if prompt is not None else None
-    if run.tree is not None and gamma > 0:
+    if run.tree is not None and gamma > 0 and (config.tree_blocks == "all" or prompt is not None):
         banned = image_token_id(pair.target) if prompt is not None else None
         candidate = draft_tree(drafter, run.pending, gamma, config.tree_width, weights, len(run.methods), config,
                                generator, run.length, policy=config.tree_policy, start=start, banned=banned,

@@ -9,7 +9,9 @@ forward: every method's row scores each of them. Each of them gets up to `width`
   at least `BRANCH_MIN` (a sure ensemble grows a chain, an unsure one branches); sampling, independent
   draws from the ensemble;
 - "methods" policy: the ensemble's top token and each method's own top-1 where they differ; sampling,
-  one draw from the ensemble and the others from the methods' own distributions, by weight.
+  one draw from the ensemble and the others from the methods' own distributions, by weight;
+- "unsure" policy: as "ensemble", but only where the ensemble's top token has less than `UNSURE` of its
+  probability, so more likely wrong than right; elsewhere one child (one draw), as in a chain.
 Adaptive drafting deepens the tree while the newest depth's chances add up to the chain's minimum.
 The target scores the whole tree in one forward, each node seeing only its ancestors, and keeps the
 longest path it agrees with: greedy, by following its own argmax; sampling, by recursive rejection
@@ -38,8 +40,10 @@ if TYPE_CHECKING:
     from .conversation import EncodedPrompt
     from .decoding import GenerationConfig, TargetSession
 
-TREE_POLICIES = ("ensemble", "methods")
+TREE_POLICIES = ("ensemble", "methods", "unsure")
+TREE_BLOCKS = ("all", "first")  # trees in every block, or in the first only (drafted before any weight is learned)
 BRANCH_MIN = 0.05  # greedy "ensemble" trees: the least ensemble probability of a token beyond the top one
+UNSURE = 0.5  # "unsure" trees branch only below this ensemble probability of the top token
 NODE_BUDGET = 4  # a block's tree holds at most this many nodes per draft position of its cap (4·γ in all)
 ROOT = -1  # the last committed token, which every tree hangs from
 
@@ -156,7 +160,7 @@ def draft_tree(drafter: BatchedDrafter, feed: list[int], gamma: int, width: int,
     order = weights.argsort(descending=True).tolist()  # the methods by weight, for the "methods" policy
     logits = (start if start is not None else drafter.step(feed))[:, None]
     frontier, budget = [ROOT], NODE_BUDGET * gamma
-    ranked = width if policy == "ensemble" and is_greedy(config.temperature) else 0
+    ranked = width if policy in ("ensemble", "unsure") and is_greedy(config.temperature) else 0
     for depth in range(1, gamma + 1):
         born = []
         for parent, context in zip(frontier, _contexts(opinions, logits, tree, frontier, ranked), strict=True):
@@ -208,12 +212,14 @@ def _contexts(opinions: Opinions, logits: torch.Tensor, tree: DraftTree, frontie
 def _draws(context: Context, count: int, policy: str, order: list[int], config: GenerationConfig,
            generator: torch.Generator) -> list[tuple[int, torch.Tensor | None, float]]:
     """A node's children as (token, the distribution it was drawn from, its ensemble probability); `count`
-    is fixed before any is drawn, which keeps the sampling verification exact. Greedy "ensemble" children
-    come from the node's `ranked` tokens; otherwise the probabilities are read back together: one wait
+    is fixed before any is drawn, which keeps the sampling verification exact. Greedy "ensemble" and "unsure"
+    children come from the node's `ranked` tokens; otherwise the probabilities are read back together: one wait
     for a GPU per node, not one per child."""
     q = context.mixed
     if count <= 0:
         return []
+    if policy == "unsure" and (context.ranked[0][1] if context.ranked else float(q.max())) >= UNSURE:
+        count = 1  # sure enough: a chain here
     if is_greedy(config.temperature):
         if policy == "methods":
             tokens = [int(q.argmax())] + context.row_probs.argmax(-1)[order].tolist()

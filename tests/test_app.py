@@ -17,13 +17,14 @@ from tabed.models import ModelPair
 
 SETTINGS = dict(preset="teaching", methods=["M", "T"], mode=app.MODES[0], rule="w-grid", window=0, gamma=5,
                 max_new_tokens=24, temperature=0.0, seed=0, compare_ar=True, adaptive=True, tree_width=1,
-                tree_policy="ensemble")
+                tree_policy="ensemble", tree_blocks="all")
 
 
 def settings(**changes):
     values = {**SETTINGS, **changes}
     return [values[k] for k in ("preset", "methods", "mode", "rule", "window", "gamma", "max_new_tokens",
-                                "temperature", "seed", "compare_ar", "adaptive", "tree_width", "tree_policy")]
+                                "temperature", "seed", "compare_ar", "adaptive", "tree_width", "tree_policy",
+                                "tree_blocks")]
 
 
 @pytest.fixture
@@ -104,6 +105,20 @@ def test_trees_from_the_page_are_drawn_block_by_block(tiny_app, image_path):
     assert len(branches.x) == sum(not node["accepted"] for node in nodes) > 0
     assert "target p=" in paths.hovertext[0] and "ensemble p=" in branches.hovertext[0]
     assert [f.rsplit("/", 1)[-1] for f in files] == ["tabed-run.json", "tabed-weights.html", "tabed-trees.html"]
+
+
+def test_a_tree_in_the_first_block_only_from_the_page(tiny_app, image_path):
+    outputs = list(tiny_app.run(image_path, "w1 w2 w3", None,
+                                *settings(tree_width=3, tree_blocks="first", max_new_tokens=40)))
+    status, *_, blocks, chat, state, files, trees = final(outputs)
+    assert status.startswith("\u2705 Done")
+    result = state.last_run["results"]["speculative"]
+    assert result["token_ids"] == state.last_run["results"]["autoregressive"]["token_ids"]
+    assert state.last_run["request"]["config"]["tree_blocks"] == "first"
+    drafted = [row[blocks.value["headers"].index("drafted")] for row in blocks.value["data"]]
+    assert len(drafted) > 1 and " deep, " in drafted[0] and not any(" deep, " in cell for cell in drafted[1:])
+    drawn = sum(len(trace.x) for trace in trees.data if trace.name in ("accepted node", "rejected node"))
+    assert drawn == len(result["blocks"][0]["tree"]) > 0
 
 
 def test_on_a_cpu_both_sides_decode_in_a_worker_with_one_torch_thread(tiny_app, image_path, monkeypatch):

@@ -76,7 +76,8 @@ def test_the_api_takes_named_inputs_and_answers_without_server_paths(server, tmp
     parameters = server.view_api(return_format="dict", print_info=False)["named_endpoints"]["/run"]["parameters"]
     names = [p["parameter_name"] for p in parameters]
     assert names == ["pictures", "prompt", "preset", "methods", "mode", "rule", "window", "gamma",
-                     "max_new_tokens", "temperature", "seed", "compare_ar", "adaptive", "tree_width", "tree_policy"]
+                     "max_new_tokens", "temperature", "seed", "compare_ar", "adaptive", "tree_width", "tree_policy",
+                     "tree_blocks"]
     status, tabed_html, *_, files, _ = server.predict(prompt="w1 w2", max_new_tokens=12, api_name="/run")
     assert status.startswith("\u2705 Done") and "tk-" in tabed_html
     assert sum(Path(f).stat().st_size for f in files) < 200_000  # the chart loads plotly.js, it does not carry it

@@ -124,10 +124,12 @@ def test_widening_a_folder_that_is_not_there_says_so(capsys, tmp_path):
     assert code == 2 and "model folder not found" in err and len(err.strip().splitlines()) == 1
 
 
-def test_token_trees_in_the_json(capsys, pair_dirs, image_file):
+@pytest.mark.parametrize("blocks", ["all", "first"])
+def test_token_trees_in_the_json(capsys, pair_dirs, image_file, blocks):
     code, out, err = run_cli(
         capsys, "--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter", "--image", image_file,
-        "--prompt", "w1 w2 w3", "--tree-width", 3, "--max-new-tokens", 24, "--compare-ar", "--json",
+        "--prompt", "w1 w2 w3", "--tree-width", 3, "--tree-blocks", blocks, "--gamma", "auto:4",
+        "--max-new-tokens", 24, "--compare-ar", "--json",
     )
     assert code == 0, err
     report = json.loads(out)
@@ -136,6 +138,8 @@ def test_token_trees_in_the_json(capsys, pair_dirs, image_file):
     assert nodes and {"token", "parent", "proposer", "accepted", "draft_prob", "target_prob"} == set(nodes[0])
     kept = [node["token"] for node in nodes if node["accepted"]]
     assert kept == report["blocks"][0]["draft"][:report["blocks"][0]["accepted"]]
+    later = [bool(block["tree"]) for block in report["blocks"][1:]]
+    assert later and all(later) == (blocks == "all") and any(later) == (blocks == "all")
 
 
 def test_only_target_is_an_error(capsys, pair_dirs):

@@ -7,7 +7,7 @@ from test_lossless import SPECS, conversations
 
 from conftest import make_pair, perturbed
 from tabed.backends import DynamicBackend, StaticBackend
-from tabed.bench import bench_spec
+from tabed.bench import bench_spec, case_turns, default_suite, load_suite
 from tabed.chain import Opinions
 from tabed.conversation import Turn, encode
 from tabed.decoding import GenerationConfig, TargetSession, autoregressive_generate, collect, speculative_generate
@@ -17,7 +17,7 @@ from tabed.events import TreeNode
 from tabed.lookup import NgramLookup
 from tabed.render import tree_depth, tree_lanes
 from tabed.spec import parse_spec
-from tabed.tree import ROOT, Context, DraftTree, _walk_sampling
+from tabed.tree import ROOT, UNSURE, Context, DraftTree, _walk_sampling
 
 CPU = torch.device("cpu")
 #        0      1     2      3      4     5      (node)
@@ -169,6 +169,53 @@ def test_greedy_trees_equal_plain_decoding(loose_pair, image, loose_ar, spec, wi
         # one top-1; TABED's weights can settle on the method whose top-1 is right when another's is not)
 
 
+@pytest.mark.parametrize("spec", ["tabed-MT", "MTC", "tabed-MTN"])
+def test_first_block_trees_equal_plain_decoding_and_later_blocks_are_chains(loose_pair, image, loose_ar, spec):
+    """With trees in the first block only, that block (drafted with uniform weights, verified by the
+    prompt's pass) branches and every later block is a chain: still the target's own tokens."""
+    config = GenerationConfig(max_new_tokens=24, tree_width=3, tree_blocks="first")
+    branched = later = 0
+    for name, turns in conversations(image).items():
+        result = collect(speculative_generate(loose_pair, turns, parse_spec(spec), config))
+        assert result.token_ids == loose_ar[name], (spec, name)
+        first, *rest = result.blocks
+        assert first.tree and [node.token for node in first.tree if node.accepted] == first.draft[:first.accepted]
+        branched += len(first.tree) > max(node_depth(first.tree, i) for i in range(len(first.tree)))
+        assert all(not block.tree for block in rest)
+        later += len(rest)
+    assert branched > 0 and later > 0  # the first trees really branched, and chains followed them
+
+
+def test_an_unsure_first_tree_hedges_where_the_unweighted_methods_disagree(teaching_pair):
+    """The teaching pair on a held-out chart question: with uniform weights the first block follows T's
+    wrong bar label (ensemble probability 0.45) and the answer takes two blocks, as it does with M's chain
+    alone only one. An "unsure" tree in the first block also tries the runner-up there, M's label, and
+    branches nowhere the ensemble is sure."""
+    suite = default_suite()
+    case = next(c for c in load_suite(suite) if c.id == "image-05")
+    turns = case_turns(case, suite.parent)
+    chain = collect(speculative_generate(teaching_pair, turns, parse_spec("tabed-MT"), GenerationConfig()))
+    config = GenerationConfig(tree_width=2, tree_policy="unsure", tree_blocks="first")
+    hedged = collect(speculative_generate(teaching_pair, turns, parse_spec("tabed-MT"), config))
+    plain = collect(autoregressive_generate(teaching_pair, turns, GenerationConfig()))
+    assert chain.token_ids == hedged.token_ids == plain.token_ids
+    assert len(chain.blocks) == 2 and len(hedged.blocks) == 1
+    children = {}
+    for node in hedged.blocks[0].tree:
+        children.setdefault(node.parent, []).append(node)
+    forks = [family for family in children.values() if len(family) > 1]
+    assert forks and all(family[0].draft_prob < UNSURE for family in forks)
+    assert all(family[0].draft_prob >= UNSURE for family in children.values() if len(family) == 1)
+    assert any(node.accepted and node is not family[0] for family in forks for node in family)  # the runner-up won
+
+
+def node_depth(nodes, index: int) -> int:
+    depth = 1
+    while nodes[index].parent != ROOT:
+        index, depth = nodes[index].parent, depth + 1
+    return depth
+
+
 def test_trees_report_their_nodes_and_lengthen_blocks(loose_pair, image):
     turns = [Turn("w1 w2 w3", [image])]
     chain = collect(speculative_generate(loose_pair, turns, parse_spec("tabed-MT"),
@@ -230,11 +277,14 @@ def test_recursive_rejection_over_several_draws_reproduces_the_target():
     assert (q - p).abs().max() > 0.3
 
 
-@pytest.mark.parametrize("row, width, policy", [("tabed-MT+tree2", 2, "ensemble"),
-                                                ("tabed-MT@5+tree3:methods", 3, "methods")])
-def test_bench_rows_name_their_trees(row, width, policy):
+@pytest.mark.parametrize("row, width, policy, blocks", [("tabed-MT+tree2", 2, "ensemble", "all"),
+                                                        ("tabed-MT@5+tree3:methods", 3, "methods", "all"),
+                                                        ("tabed-MT+tree2:first", 2, "ensemble", "first"),
+                                                        ("tabed-MT+tree3:methods:first", 3, "methods", "first")])
+def test_bench_rows_name_their_trees(row, width, policy, blocks):
     spec, config = bench_spec(row, GenerationConfig())
-    assert spec.name == "tabed-MT" and (config.tree_width, config.tree_policy) == (width, policy)
+    assert spec.name == "tabed-MT"
+    assert (config.tree_width, config.tree_policy, config.tree_blocks) == (width, policy, blocks)
 
 
 @pytest.mark.parametrize("kwargs, message", [({"tree_width": 0}, "tree width"), ({"tree_width": 9}, "tree width"),
@@ -245,6 +295,8 @@ def test_bad_tree_settings(kwargs, message):
     with pytest.raises(InputError, match=message):
         bench_spec(f"tabed-MT+tree{kwargs.get('tree_width', 2)}:{kwargs.get('tree_policy', 'ensemble')}",
                    GenerationConfig())
+    with pytest.raises(InputError, match="tree blocks"):
+        GenerationConfig(tree_width=2, tree_blocks="last")
 
 
 def test_the_first_trees_banned_placeholder_gets_no_mass_from_any_method():
