@@ -502,7 +502,8 @@ def run(pictures, prompt, conversation, preset, methods, mode, rule, window, gam
         compare_ar: also decode with the target alone and compare the speed
         adaptive: stop a block's draft early when the ensemble is unsure (the threshold is learned)
         tree_width: 1 drafts a chain per block; 2-4 draft a token tree expanding this many nodes per depth
-        tree_policy: a tree node's children: "ensemble" (its top tokens) or "methods" (each method's top-1)
+        tree_policy: a tree node's children: "ensemble" (its top tokens), "methods" (each method's top-1) or
+            "unsure" (its top tokens only where the top one has under half the ensemble's probability)
         tree_blocks: which blocks draft trees: "all", or "first" (drafted before any weight is learned)
     """
     yield from respond(False, pictures, prompt, conversation, preset, methods, mode, rule, window, gamma,
@@ -661,7 +662,8 @@ def _settings(default: str) -> dict[str, gr.components.Component]:
                                    info="draft token trees: this many nodes expanded per depth")
             tree_policy = gr.Radio(list(TREE_POLICIES), value="ensemble", label="tree branches",
                                    elem_id="settings-tree-policy",
-                                   info="the ensemble's top tokens, or each method's own top-1")
+                                   info="the ensemble's top tokens, each method's own top-1, or the top "
+                                        "tokens only where the ensemble is unsure (top under 1/2)")
             tree_blocks = gr.Radio([("every block", "all"), ("the first block", "first")], value="all",
                                    label="trees in", elem_id="settings-tree-blocks",
                                    info="the first block is drafted before any weight is learned")

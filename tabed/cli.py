@@ -50,7 +50,8 @@ def _add_drafting_arguments(p) -> None:
                    help="1 (default): a chain of drafts per block; 2-4: a token tree that expands this many "
                         "nodes per depth, verified in one target forward")
     p.add_argument("--tree-policy", default="ensemble", choices=TREE_POLICIES,
-                   help="a tree node's children: the ensemble's top tokens (default) or each method's own top-1")
+                   help="a tree node's children: the ensemble's top tokens (default), each method's own top-1, "
+                        "or the top tokens only where the top one has under half the ensemble's probability")
     p.add_argument("--tree-blocks", default="all", choices=TREE_BLOCKS,
                    help="which blocks draft trees: every block (default) or the first only, which is drafted "
                         "before any weight is learned")
