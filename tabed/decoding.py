@@ -45,7 +45,7 @@ class GenerationConfig:
     rule: str = "w-grid"  # TABED weight rule: w-grid, kld, tvd or hedge
     window: int = 0  # TABED history window in positions, 0 = all
     tree_width: int = 1  # 1: a chain of drafts; D > 1: token trees, D nodes expanded per depth (see tree.py)
-    tree_policy: str = "ensemble"  # how a tree node's children are chosen: "ensemble" or "methods"
+    tree_policy: str = "ensemble"  # how a tree node's children are chosen: "ensemble", "methods" or "unsure"
     tree_blocks: str = "all"  # which blocks draft trees: "all", or "first" (the one drafted with no weights learned)
     resting: bool = True  # a method at weight 0 for a while leaves the draft steps (see resting.py)
 

@@ -180,7 +180,7 @@ def test_first_block_trees_equal_plain_decoding_and_later_blocks_are_chains(loos
         assert result.token_ids == loose_ar[name], (spec, name)
         first, *rest = result.blocks
         assert first.tree and [node.token for node in first.tree if node.accepted] == first.draft[:first.accepted]
-        branched += len(first.tree) > max(node_depth(first.tree, i) for i in range(len(first.tree)))
+        branched += len(first.tree) > tree_depth(first.tree)
         assert all(not block.tree for block in rest)
         later += len(rest)
     assert branched > 0 and later > 0  # the first trees really branched, and chains followed them
@@ -207,13 +207,6 @@ def test_an_unsure_first_tree_hedges_where_the_unweighted_methods_disagree(teach
     assert forks and all(family[0].draft_prob < UNSURE for family in forks)
     assert all(family[0].draft_prob >= UNSURE for family in children.values() if len(family) == 1)
     assert any(node.accepted and node is not family[0] for family in forks for node in family)  # the runner-up won
-
-
-def node_depth(nodes, index: int) -> int:
-    depth = 1
-    while nodes[index].parent != ROOT:
-        index, depth = nodes[index].parent, depth + 1
-    return depth
 
 
 def test_trees_report_their_nodes_and_lengthen_blocks(loose_pair, image):
