@@ -29,7 +29,8 @@ class Draft:
     row_probs: list[torch.Tensor]  # per position: each method's distribution (K, V)
     mixed_probs: list[torch.Tensor]  # per position: the ensemble's distribution (V,)
     row_log_probs: list[torch.Tensor] = field(default_factory=list)  # per position (K, V), for log-loss rules
-    stop: str = "fixed"  # why drafting stopped (see BlockEvent.stop)
+    stop: str = "fixed"  # why drafting stopped (see BlockEvent.stop); "fork": where a tree takes over
+    fork_logits: torch.Tensor | None = None  # with "fork": the rows' logits (rows, V) after the last draft
 
     def truncate(self, count: int, why: str) -> None:
         self.tokens, self.stop = self.tokens[:count], why
@@ -51,7 +52,8 @@ class Verdict:
 def draft_block(drafter: BatchedDrafter, feed: list[int], gamma: int, weights: torch.Tensor, methods: int,
                 config: GenerationConfig, generator: torch.Generator, length: DraftLength | None = None,
                 log_probs: bool = False, start: torch.Tensor | None = None,
-                lookup: NgramLookup | None = None, ends: frozenset[int] = frozenset()) -> Draft:
+                lookup: NgramLookup | None = None, ends: frozenset[int] = frozenset(),
+                fork_below: float | None = None, banned: int | None = None) -> Draft:
     """Up to γ batched drafter steps; every row is extended with the ensemble's token.
 
     Each token stays on the device and feeds the next step directly. With a fixed length the steps are
@@ -60,17 +62,23 @@ def draft_block(drafter: BatchedDrafter, feed: list[int], gamma: int, weights: t
     log-softmax as well (the kld and hedge rules need them). `start`: the rows' logits after the
     prompt (the drafter's prefill), for the first block, which has nothing to feed. `lookup`: the
     model-free method N, the last of the `methods`, with no row of its own. A drafted end token (`ends`)
-    ends the draft: nothing after it could be emitted."""
+    ends the draft: nothing after it could be emitted. `fork_below`: stop before a position where the
+    ensemble's top token has less than this probability, with every draft fed to the drafter, for a
+    token tree to branch there (`tree.py`): the chain is the cheap way to grow a tree while it is sure.
+    `banned`: a token no method may draft (the image placeholder, where the drafts ride on the prompt)."""
     adaptive = length is not None and length.adaptive
     draft = Draft([], [], [], stop="cap" if adaptive else "fixed")
     if adaptive:
         length.start_block(after_prompt=start is not None)
     tokens, drafted = [], []
-    opinions = Opinions(methods, weights, config, log_probs, lookup, placed=drafter.placed)
+    opinions = Opinions(methods, weights, config, log_probs, lookup, banned, drafter.placed)
     for _ in range(gamma):
         logits = start if start is not None else drafter.step(feed)
         start = None
         q_rows, q, log_q = opinions(logits, drafted)
+        if fork_below is not None and float(q.max()) < fork_below:
+            draft.stop, draft.fork_logits = "fork", logits
+            break
         if log_probs:
             draft.row_log_probs.append(log_q)
         token = q.argmax().view(1) if is_greedy(config.temperature) else torch.multinomial(q, 1, generator=generator)
@@ -80,7 +88,7 @@ def draft_block(drafter: BatchedDrafter, feed: list[int], gamma: int, weights: t
         draft.row_probs.append(q_rows)
         draft.mixed_probs.append(q)
         feed = token
-        if adaptive and int(token) in ends and len(tokens) < gamma:
+        if (adaptive or fork_below is not None) and int(token) in ends and len(tokens) < gamma:
             draft.stop = "eos"
             break
         if adaptive and not length.keep_drafting(float(q[token])) and len(tokens) < gamma:

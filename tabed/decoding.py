@@ -29,7 +29,7 @@ from .models import ModelPair
 from .resting import Resting
 from .sampling import choose_token, logits_to_probs
 from .spec import RULES, DraftingSpec
-from .tree import TREE_BLOCKS, TREE_POLICIES, DraftTree, TreeVerifier, draft_tree
+from .tree import TREE_BLOCKS, TREE_POLICIES, UNSURE, DraftTree, TreeVerifier, draft_tree
 
 
 @dataclass
@@ -405,9 +405,14 @@ def _draft(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter | None,
     start = start if prompt is not None else None
     if run.tree is not None and gamma > 0 and (config.tree_blocks == "all" or prompt is not None):
         banned = image_token_id(pair.target) if prompt is not None else None
-        candidate = draft_tree(drafter, run.pending, gamma, config.tree_width, weights, len(run.methods), config,
-                               generator, run.length, policy=config.tree_policy, start=start, banned=banned,
-                               **drafting)
+        candidate = None
+        if config.tree_policy == "unsure":  # a chain while the ensemble is sure, a tree from its first doubt
+            candidate = draft_block(drafter, run.pending, gamma, weights, len(run.methods), config, generator,
+                                    run.length, start=start, fork_below=UNSURE, banned=banned, **drafting)
+        if candidate is None or candidate.stop == "fork":
+            candidate = draft_tree(drafter, run.pending, gamma, config.tree_width, weights, len(run.methods),
+                                   config, generator, run.length, policy=config.tree_policy, start=start,
+                                   banned=banned, chain=candidate, **drafting)
     else:
         candidate = draft_block(drafter, run.pending, gamma, weights, len(run.methods), config, generator,
                                 run.length, start=start, **drafting)

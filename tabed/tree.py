@@ -24,6 +24,7 @@ are drawn. Both caches then keep exactly that path.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import TYPE_CHECKING
 
 import torch
@@ -109,6 +110,8 @@ class DraftTree:
         included): each its ancestors and itself; position offsets are depths plus `shift`. None when
         that is a plain sequence (every entry an ancestor of the ones after it), which attention runs
         faster without a mask."""
+        if all(self.parents[entry] == before for before, entry in pairwise(entries)):
+            return None  # each entry the parent of the next: a path (checked first, as it is the common case)
         paths = []  # each node's path from the root, itself included, as a bitmask: bit 1 + n for node n
         for node, parent in enumerate(self.parents):
             paths.append((1 if parent == ROOT else paths[parent]) | 2 << node)
@@ -143,25 +146,30 @@ def draft_tree(drafter: BatchedDrafter, feed: list[int], gamma: int, width: int,
                methods: int, config: GenerationConfig, generator: torch.Generator,
                length: DraftLength | None = None, log_probs: bool = False, lookup: NgramLookup | None = None,
                policy: str = "ensemble", start: torch.Tensor | None = None, banned: int | None = None,
-               ends: frozenset[int] = frozenset()) -> DraftTree:
+               ends: frozenset[int] = frozenset(), chain: Draft | None = None) -> DraftTree:
     """A tree at most γ deep: one drafter forward per depth, over that depth's frontier (the nodes most
     likely to be accepted, by `length`'s calibration). With adaptive drafting it stops deepening once
     the target is unlikely to accept any of the newest depth's nodes (at most one of them can be: the
     chances add up), which is the chain's rule when a depth has one node.
     `start`: the rows' logits after the prompt, for the first block, which has nothing to feed; its tree
     rides on the prompt's pass, where the image placeholder token (`banned`) must not be drafted. An end
-    token (`ends`) is a leaf: nothing after it could be emitted."""
+    token (`ends`) is a leaf: nothing after it could be emitted. `chain`: this block's drafts so far, a
+    chain that stopped where the ensemble was first unsure (`draft_block`'s fork), which the tree
+    grows on from."""
     adaptive = length is not None and length.adaptive
     tree = DraftTree(stop="cap" if adaptive else "fixed", after_prompt=start is not None,
                      resting=list(drafter.resting_rows))
-    if adaptive:
-        length.start_block(after_prompt=start is not None)
+    if chain is not None:  # its block has begun: the drafter has been fed all of it
+        frontier, logits = [_graft(tree, chain, length, config)], chain.fork_logits[:, None]
+    else:
+        if adaptive:
+            length.start_block(after_prompt=start is not None)
+        frontier, logits = [ROOT], (start if start is not None else drafter.step(feed))[:, None]
     opinions = Opinions(methods, weights, config, log_probs, lookup, banned, drafter.placed)
     order = weights.argsort(descending=True).tolist()  # the methods by weight, for the "methods" policy
-    logits = (start if start is not None else drafter.step(feed))[:, None]
-    frontier, budget = [ROOT], NODE_BUDGET * gamma
+    budget = NODE_BUDGET * gamma
     ranked = width if policy in ("ensemble", "unsure") and is_greedy(config.temperature) else 0
-    for depth in range(1, gamma + 1):
+    for depth in range(len(tree.tokens) + 1, gamma + 1):
         born = []
         for parent, context in zip(frontier, _contexts(opinions, logits, tree, frontier, ranked), strict=True):
             tree.contexts[parent] = context
@@ -187,6 +195,23 @@ def draft_tree(drafter: BatchedDrafter, feed: list[int], gamma: int, width: int,
         logits = drafter.step_tree([tree.tokens[n] for n in frontier], layout)
         tree.fed += frontier
     return tree
+
+
+def _graft(tree: DraftTree, chain: Draft, length: DraftLength | None, config: GenerationConfig) -> int:
+    """The chain's drafts as the tree's first nodes, each its parent's one child (drawn from the ensemble,
+    as a chain's are), all in the drafter's cache; returns the last (the root when there is none)."""
+    node, greedy = ROOT, is_greedy(config.temperature)
+    index = torch.arange(len(chain.tokens), device=chain.fork_logits.device)
+    probs = torch.stack(chain.mixed_probs)[index, torch.tensor(chain.tokens, device=index.device)].tolist() \
+        if chain.tokens else []
+    for position, (token, prob) in enumerate(zip(chain.tokens, probs, strict=True)):
+        context = Context(chain.row_probs[position], chain.mixed_probs[position],
+                          chain.row_log_probs[position] if chain.row_log_probs else None)
+        tree.contexts[node] = context
+        node, _ = tree.add(node, token, prob, length.acceptance(prob) if length is not None else prob)
+        context.draws.append((node, None if greedy else context.mixed))
+    tree.fed = list(range(len(chain.tokens)))
+    return node
 
 
 def _contexts(opinions: Opinions, logits: torch.Tensor, tree: DraftTree, frontier: list[int],

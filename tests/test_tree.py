@@ -8,16 +8,17 @@ from test_lossless import SPECS, conversations
 from conftest import make_pair, perturbed
 from tabed.backends import DynamicBackend, StaticBackend
 from tabed.bench import bench_spec, case_turns, default_suite, load_suite
-from tabed.chain import Opinions
+from tabed.chain import Opinions, draft_block
 from tabed.conversation import Turn, encode
 from tabed.decoding import GenerationConfig, TargetSession, autoregressive_generate, collect, speculative_generate
-from tabed.drafter import BatchedDrafter, build_rows
+from tabed.draft_length import DraftLength
+from tabed.drafter import BatchedDrafter, build_rows, image_token_id
 from tabed.errors import InputError
 from tabed.events import TreeNode
 from tabed.lookup import NgramLookup
 from tabed.render import tree_depth, tree_lanes
 from tabed.spec import parse_spec
-from tabed.tree import ROOT, UNSURE, Context, DraftTree, _walk_sampling
+from tabed.tree import ROOT, UNSURE, Context, DraftTree, _walk_sampling, draft_tree
 
 CPU = torch.device("cpu")
 #        0      1     2      3      4     5      (node)
@@ -207,6 +208,45 @@ def test_an_unsure_first_tree_hedges_where_the_unweighted_methods_disagree(teach
     assert forks and all(family[0].draft_prob < UNSURE for family in forks)
     assert all(family[0].draft_prob >= UNSURE for family in children.values() if len(family) == 1)
     assert any(node.accepted and node is not family[0] for family in forks for node in family)  # the runner-up won
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0], ids=["greedy", "sampling"])
+def test_an_unsure_tree_grown_on_from_its_chain_is_the_tree_drafted_whole(teaching_pair, temperature):
+    """An "unsure" tree is a chain while the ensemble is sure: it is drafted as one (less work per step)
+    up to the first doubt, and grows on from there as a tree. Node for node, draw for draw (the same
+    generator), that is the tree drafted whole, which is what the verification's exactness rests on."""
+    suite = default_suite()
+    turns = case_turns(next(c for c in load_suite(suite) if c.id == "image-05"), suite.parent)
+    prompt = encode(teaching_pair.drafter_processor, turns, CPU, torch.float32)
+    config = GenerationConfig(temperature=temperature, tree_width=2, tree_policy="unsure")
+    weights, banned = torch.tensor([0.5, 0.5]), image_token_id(teaching_pair.target)
+    drafts = []
+    for grow_on in (False, True):
+        rows = build_rows(teaching_pair.drafter, teaching_pair.drafter_processor.tokenizer, prompt, ("M", "T"))
+        drafter = BatchedDrafter(teaching_pair.drafter, rows, teaching_pair.backend("drafter", 2))
+        common = {"start": drafter.prefill(), "banned": banned, "ends": frozenset(teaching_pair.eos_token_ids)}
+        generator, length = torch.Generator().manual_seed(3), DraftLength(20, adaptive=True)
+        chain = draft_block(drafter, [], 20, weights, 2, config, generator, length, fork_below=UNSURE,
+                            **common) if grow_on else None
+        drafts.append(chain if chain is not None and chain.stop != "fork" else
+                      draft_tree(drafter, [], 20, 2, weights, 2, config, generator, length, policy="unsure",
+                                 chain=chain, **common))
+    whole, grown = drafts
+    if isinstance(grown, DraftTree):
+        assert (grown.tokens, grown.parents, grown.fed, grown.stop) == (whole.tokens, whole.parents, whole.fed,
+                                                                       whole.stop)
+        assert grown.scores == pytest.approx(whole.scores) and grown.probs == pytest.approx(whole.probs)
+        assert grown.contexts.keys() == whole.contexts.keys()
+        for parent, context in whole.contexts.items():  # the same children, drawn from the same distributions
+            draws = grown.contexts[parent].draws
+            assert [node for node, _ in draws] == [node for node, _ in context.draws]
+            assert all((mine is None and theirs is None) or torch.allclose(mine, theirs, atol=1e-6)
+                       for (_, mine), (_, theirs) in zip(draws, context.draws, strict=True))
+            assert torch.allclose(grown.contexts[parent].mixed, context.mixed, atol=1e-6)
+    else:  # never unsure: the whole tree is that chain
+        assert whole.tokens == grown.tokens and whole.parents == [ROOT, *range(len(whole.tokens) - 1)]
+    if temperature == 0.0:
+        assert isinstance(grown, DraftTree) and len(grown.tokens) > max(grown.depths)  # it forked, and branched
 
 
 def test_trees_report_their_nodes_and_lengthen_blocks(loose_pair, image):
