@@ -218,17 +218,32 @@ def _peer_run(pair: ModelPair, case: Case, turns: list[Turn], config: Generation
 
 
 def run_case(pair: ModelPair, case: Case, root: Path, specs: list[str], config: GenerationConfig,
-             peer: bool) -> list[Run]:
-    """Each spec (and the peer) right after its own AR run on the same case."""
+             peer: bool, repeat: int = 1) -> list[Run]:
+    """Each spec (and the peer) right after its own AR run on the same case; with `repeat`, all of them
+    that many times in turn, each spec's times the medians of its repeats."""
     turns = case_turns(case, root)
-    runs = []
-    for spec in [*specs, *(PEERS if peer else ())]:
-        ar = collect(autoregressive_generate(pair, turns, config))
-        if is_peer(spec):
-            runs.append(_peer_run(pair, case, turns, config, ar, spec))
-        else:
-            runs.append(_sd_run(pair, case, turns, spec, config, ar))
-    return runs
+    every = [*specs, *(PEERS if peer else ())]
+    repeats: dict[str, list[Run]] = {spec: [] for spec in every}
+    for _ in range(repeat):
+        for spec in every:
+            ar = collect(autoregressive_generate(pair, turns, config))
+            if is_peer(spec):
+                repeats[spec].append(_peer_run(pair, case, turns, config, ar, spec))
+            else:
+                repeats[spec].append(_sd_run(pair, case, turns, spec, config, ar))
+    return [median_run(repeats[spec]) for spec in every]
+
+
+TIMED = ("walltime_s", "draft_s", "verify_s", "weights_s", "decode_s", "ar_walltime_s", "ar_decode_s")
+
+
+def median_run(runs: list[Run]) -> Run:
+    """One case's repeats of one spec as one run: each time the median of its repeats (a moment when the
+    machine was busy moves none of them), the counts of the first, and a mismatch or error if any had one."""
+    first = runs[0]
+    times = {name: statistics.median(getattr(r, name) for r in runs) for name in TIMED}
+    return replace(first, **times, mismatch=any(r.mismatch for r in runs),
+                   error=next((r.error for r in runs if r.error), ""))
 
 
 # ---------------------------------------------------------------- statistics
@@ -447,6 +462,7 @@ class BenchSettings:
     limit: int | None = None
     overhead: bool = True
     notes: list[str] = field(default_factory=list)
+    repeat: int = 1  # each case's specs run this many times in turn; times are the medians
 
 
 def check_settings(settings: BenchSettings) -> list[Case]:
@@ -454,6 +470,8 @@ def check_settings(settings: BenchSettings) -> list[Case]:
     (loading a pair takes seconds, a 7B one minutes)."""
     for spec in settings.specs:
         bench_spec(spec, settings.config)
+    if not 1 <= settings.repeat <= 100:
+        raise InputError(f"repeat must be between 1 and 100, got {settings.repeat}")
     return limit_cases(load_suite(settings.suite), settings.limit)
 
 
@@ -471,14 +489,17 @@ def run_bench(pair: ModelPair, settings: BenchSettings, progress: Callable[[str]
               "timing": "each spec right after its own AR run of the same case, after one untimed warm-up case. "
                         "speedup_vs_ar: summed AR decode time / summed SD decode time (the prefill, one target "
                         "forward, is the same on both sides); walltime_speedup_vs_ar and speedup_vs_peer: the "
-                        "same with prefill included"}
+                        "same with prefill included" + (
+                            f"; every case's specs run {settings.repeat} times in turn, each time (SD's and its "
+                            "AR run's) the median of its repeats" if settings.repeat > 1 else ""),
+              "repeat": settings.repeat}
     warm_up(pair)
     run_case(pair, cases[0], root, settings.specs, settings.config, settings.peer)  # untimed warm-up
     runs: list[Run] = []
     started = time.perf_counter()
     try:
         for index, case in enumerate(cases, 1):
-            runs += run_case(pair, case, root, settings.specs, settings.config, settings.peer)
+            runs += run_case(pair, case, root, settings.specs, settings.config, settings.peer, settings.repeat)
             report.update(summarize(runs), cases=index, runs=[asdict(r) for r in runs])
             write_reports(report, settings.out)
             mine = {r.spec: r for r in runs[-len(report["specs_run"]):]}

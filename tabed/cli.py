@@ -95,6 +95,9 @@ def _add_bench(sub) -> None:
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--limit", type=int, help="at most this many cases per scenario")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="run each case's specs this many times in turn and take each time's median (default 1): "
+                        "steadier ratios on a busy or small machine")
     p.add_argument("--peer", action="store_true", help="also time transformers' assisted generation")
     p.add_argument("--no-overhead", action="store_true", help="skip the batched-drafting overhead measurement")
     p.add_argument("--out", required=True, help="folder for report.json, report.md and report.html")
@@ -205,7 +208,7 @@ def bench(args: argparse.Namespace) -> dict:
                               **_gamma(args), **_drafting(args))
     settings = BenchSettings(Path(args.suite) if args.suite else default_suite(),
                              [s.strip() for s in args.drafting.split(",") if s.strip()], config, Path(args.out),
-                             peer=args.peer, limit=args.limit, overhead=not args.no_overhead)
+                             peer=args.peer, limit=args.limit, overhead=not args.no_overhead, repeat=args.repeat)
     check_settings(settings)
     pair = _load(args)
     report = run_bench(pair, settings, progress=log)

@@ -1,6 +1,7 @@
 """`python -m tabed bench`: suites, the statistics, the reports, and a smoke run on a tiny pair."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -174,6 +175,34 @@ def test_an_interrupted_run_keeps_what_it_measured(pair, image, tmp_path):
     saved = json.loads((tmp_path / "out" / "report.json").read_text())
     assert saved["cases"] == 1 and not saved["complete"]
     assert "interrupted" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_repeats_run_every_spec_in_turn_and_keep_each_times_median(pair, image, tmp_path, monkeypatch):
+    order = []
+    sd_run = bench._sd_run
+
+    def counted(pair, case, turns, spec, config, ar):
+        order.append((case.id, spec))
+        return sd_run(pair, case, turns, spec, config, ar)
+
+    monkeypatch.setattr(bench, "_sd_run", counted)
+    settings = bench.BenchSettings(write_suite(tmp_path, image), ["M", "tabed-MT"], GenerationConfig(max_new_tokens=8),
+                                   tmp_path / "out", overhead=False, repeat=3, limit=1)
+    report = bench.run_bench(pair, settings)
+    case = order[-1][0]
+    assert [spec for c, spec in order if c == case] == ["M", "tabed-MT"] * 3  # in turn, not each three in a row
+    assert len(report["runs"]) == 4 and report["repeat"] == 3  # one run per case and spec
+    assert "median of its repeats" in (tmp_path / "out" / "report.md").read_text()
+    with pytest.raises(InputError, match="repeat"):
+        bench.check_settings(replace(settings, repeat=0))
+
+
+def test_a_repeated_runs_times_are_medians_and_a_mismatch_in_any_repeat_counts():
+    runs = [bench.Run("c", "image", "M", 9, 2, 8, walltime_s=w, decode_s=w / 2, ar_walltime_s=a, mismatch=m)
+            for w, a, m in ((3.0, 6.0, False), (90.0, 5.0, True), (2.0, 7.0, False))]
+    merged = bench.median_run(runs)
+    assert (merged.walltime_s, merged.decode_s, merged.ar_walltime_s) == (3.0, 1.5, 6.0)
+    assert (merged.new_tokens, merged.target_forwards, merged.emitted) == (9, 2, 8) and merged.mismatch
 
 
 def test_bench_command_line(pair_dirs, image, tmp_path, capsys):
