@@ -238,6 +238,7 @@ class RunView:
     phase: str = SPECULATIVE
     error: str | None = None
     racing: bool = False  # with plain decoding: the charts wait for the end (see `_stream`)
+    tree_width: int = 1
 
     def starved(self) -> float | None:
         """On a CPU, the process's smallest CPU share over the run's sides, when it got less than most of
@@ -280,7 +281,7 @@ class RunView:
         return render.weights_figure(self.blocks, list(self.spec.methods), self.gamma)
 
     def trees(self):
-        return render.trees_figure(self.pair.tokenizer, self.blocks)
+        return render.trees_figure(self.pair.tokenizer, self.blocks, self.tree_width)
 
     def status(self, finished: bool, stopped: bool = False) -> str:
         pair = self.pair
@@ -410,7 +411,7 @@ def _respond(follow_up, image, prompt, conversation, preset, methods, mode, rule
         return
 
     view = RunView(pair, spec, config.gamma, render.TokenStream(pair.tokenizer), render.TokenStream(pair.tokenizer),
-                   racing=bool(compare_ar))
+                   racing=bool(compare_ar), tree_width=config.tree_width)
     # A clean page: the last run's charts and downloads would otherwise sit beside this one's tokens
     # (in a race, until it is over), and a download taken then would be the last run's.
     yield view.status(False), "", "", None, None, None, skip, conversation, None, None

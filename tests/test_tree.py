@@ -16,7 +16,7 @@ from tabed.drafter import BatchedDrafter, build_rows, image_token_id
 from tabed.errors import InputError
 from tabed.events import TreeNode
 from tabed.lookup import NgramLookup
-from tabed.render import tree_depth, tree_lanes
+from tabed.render import tree_depth, tree_lanes, trees_figure
 from tabed.spec import parse_spec
 from tabed.tree import ROOT, UNSURE, Context, DraftTree, _walk_sampling, draft_tree
 
@@ -247,6 +247,22 @@ def test_an_unsure_tree_grown_on_from_its_chain_is_the_tree_drafted_whole(teachi
         assert whole.tokens == grown.tokens and whole.parents == [ROOT, *range(len(whole.tokens) - 1)]
     if temperature == 0.0:
         assert isinstance(grown, DraftTree) and len(grown.tokens) > max(grown.depths)  # it forked, and branched
+
+
+def test_an_unsure_tree_that_never_doubts_is_a_chain_and_the_page_says_why_no_tree_is_drawn(teaching_pair):
+    """A text question the ensemble is sure of throughout: the hedged first block never branches, so it
+    is drafted and verified as a chain (no tree nodes to report), and the trees chart says so rather
+    than asking for a tree width the run already had."""
+    suite = default_suite()
+    turns = case_turns(next(c for c in load_suite(suite) if c.id == "text-00"), suite.parent)
+    config = GenerationConfig(tree_width=2, tree_policy="unsure", tree_blocks="first")
+    hedged = collect(speculative_generate(teaching_pair, turns, parse_spec("tabed-MT"), config))
+    plain = collect(autoregressive_generate(teaching_pair, turns, GenerationConfig()))
+    assert hedged.token_ids == plain.token_ids
+    assert hedged.blocks and not any(block.tree for block in hedged.blocks)
+    assert min(hedged.blocks[0].draft_probs) >= UNSURE
+    assert "no block branched" in trees_figure(teaching_pair.tokenizer, hedged.blocks, 2).layout.title.text
+    assert "set the tree width" in trees_figure(teaching_pair.tokenizer, hedged.blocks, 1).layout.title.text
 
 
 def test_trees_report_their_nodes_and_lengthen_blocks(loose_pair, image):
