@@ -185,11 +185,24 @@ def test_the_bundled_pair_answers_the_chart_and_the_odd_pictures_examples_on_the
         page.locator("#run").click()
         expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
         expected = "The capital of Peru is Lima, a city in South America."
-        expect(page.locator("#plain-answer")).to_contain_text(expected)
+        expect(page.locator("#plain-answer")).to_contain_text(expected)  # this run's: its start cleared the metrics
+        expect(page.locator("#metrics")).to_contain_text("if T alone had drafted")  # read once they are this run's
         alone = {m: float(re.search(rf"if {m} alone had drafted\s+([\d.]+)", page.locator("#metrics").inner_text())[1])
                  for m in "MT"}
         assert alone["M"] < alone["T"], alone  # M's drafts miss here (the page shows what each would have kept)
         expect(page.locator("#chat")).to_contain_text("\U0001f5bc\ufe0f " * 4 + "What is the capital of Peru?")
+
+        page.locator("#new").click()  # a hedged first block that is never unsure: a chain, and the page says so
+        page.locator("#settings").get_by_text("Settings").first.click()
+        set_slider(page, "settings-tree-width", 2)
+        page.locator("#settings-tree-policy").get_by_text("unsure", exact=True).click()
+        page.locator("#settings-tree-blocks").get_by_text("the first block", exact=True).click()
+        page.get_by_text("Which bar is the highest?").first.click()
+        page.locator("#run").click()
+        expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
+        expect(page.locator("#tabed-answer")).to_contain_text("The highest bar is bar B, the orange one")
+        expect(page.locator("#trees-plot")).to_contain_text("no block branched")
+        expect(page.locator("#blocks")).not_to_contain_text(" nodes")
 
 
 def _stop_and_check(page, where: str, moments: list[float]) -> None:
