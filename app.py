@@ -238,7 +238,7 @@ class RunView:
     phase: str = SPECULATIVE
     error: str | None = None
     racing: bool = False  # with plain decoding: the charts wait for the end (see `_stream`)
-    tree_width: int = 1
+    tree_width: int = 1  # the run's: over 1, an empty trees chart means that no block branched
 
     def starved(self) -> float | None:
         """On a CPU, the process's smallest CPU share over the run's sides, when it got less than most of

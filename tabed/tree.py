@@ -200,10 +200,10 @@ def draft_tree(drafter: BatchedDrafter, feed: list[int], gamma: int, width: int,
 def _graft(tree: DraftTree, chain: Draft, length: DraftLength | None, config: GenerationConfig) -> int:
     """The chain's drafts as the tree's first nodes, each its parent's one child (drawn from the ensemble,
     as a chain's are), all in the drafter's cache; returns the last (the root when there is none)."""
-    node, greedy = ROOT, is_greedy(config.temperature)
-    index = torch.arange(len(chain.tokens), device=chain.fork_logits.device)
-    probs = torch.stack(chain.mixed_probs)[index, torch.tensor(chain.tokens, device=index.device)].tolist() \
-        if chain.tokens else []
+    node, greedy, probs = ROOT, is_greedy(config.temperature), []
+    if chain.tokens:  # read back together: one wait for a GPU
+        tokens = torch.tensor(chain.tokens, dtype=torch.long, device=chain.fork_logits.device)
+        probs = torch.stack(chain.mixed_probs)[torch.arange(len(tokens), device=tokens.device), tokens].tolist()
     for position, (token, prob) in enumerate(zip(chain.tokens, probs, strict=True)):
         context = Context(chain.row_probs[position], chain.mixed_probs[position],
                           chain.row_log_probs[position] if chain.row_log_probs else None)
