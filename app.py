@@ -239,6 +239,7 @@ class RunView:
     error: str | None = None
     racing: bool = False  # with plain decoding: the charts wait for the end (see `_stream`)
     tree_width: int = 1  # the run's: over 1, an empty trees chart means that no block branched
+    hedge_first: bool = False  # the run's: with chains, an empty trees chart means the first block did not fork
 
     def starved(self) -> float | None:
         """On a CPU, the process's smallest CPU share over the run's sides, when it got less than most of
@@ -281,7 +282,7 @@ class RunView:
         return render.weights_figure(self.blocks, list(self.spec.methods), self.gamma)
 
     def trees(self):
-        return render.trees_figure(self.pair.tokenizer, self.blocks, self.tree_width)
+        return render.trees_figure(self.pair.tokenizer, self.blocks, self.tree_width, self.hedge_first)
 
     def status(self, finished: bool, stopped: bool = False) -> str:
         pair = self.pair
@@ -339,7 +340,7 @@ def _gpu_seconds(*args, **kwargs) -> int:
 @GPU(duration=_gpu_seconds)
 def respond(follow_up, image, prompt, conversation, preset, methods, mode, rule, window, gamma, max_new_tokens,
             temperature, seed, compare_ar, adaptive=True, tree_width=1, tree_policy="ensemble", tree_blocks="all",
-            request: gr.Request = None,
+            hedge_first=True, request: gr.Request = None,
             progress=gr.Progress(track_tqdm=True)):  # noqa: B008 - gradio's idiom
     """Event handler: validate, load the pair if needed, run TABED then plain decoding, stream the views.
 
@@ -348,7 +349,7 @@ def respond(follow_up, image, prompt, conversation, preset, methods, mode, rule,
     try:
         yield from _respond(follow_up, image, prompt, session_state(conversation), preset, methods, mode, rule,
                             window, gamma, max_new_tokens, temperature, seed, compare_ar, adaptive,
-                            (tree_width, tree_policy, tree_blocks), stop)
+                            (tree_width, tree_policy, tree_blocks, hedge_first), stop)
     finally:
         STOPS.end(_session(request), stop)
         release_memory()
@@ -395,7 +396,7 @@ def _respond(follow_up, image, prompt, conversation, preset, methods, mode, rule
         config = GenerationConfig(max_new_tokens=int(max_new_tokens), temperature=float(temperature),
                                   seed=int(seed or 0), gamma=int(gamma), adaptive=bool(adaptive), rule=rule,
                                   window=int(window or 0), tree_width=int(tree[0] or 1), tree_policy=tree[1],
-                                  tree_blocks=tree[2])
+                                  tree_blocks=tree[2], hedge_first=bool(tree[3]))
         if not 1 <= config.max_new_tokens <= MAX_NEW_TOKENS:
             raise InputError(f"max new tokens must be between 1 and {MAX_NEW_TOKENS}")
         turns = build_turns(conversation, prompt)
@@ -411,7 +412,7 @@ def _respond(follow_up, image, prompt, conversation, preset, methods, mode, rule
         return
 
     view = RunView(pair, spec, config.gamma, render.TokenStream(pair.tokenizer), render.TokenStream(pair.tokenizer),
-                   racing=bool(compare_ar), tree_width=config.tree_width)
+                   racing=bool(compare_ar), tree_width=config.tree_width, hedge_first=config.hedge_first)
     # A clean page: the last run's charts and downloads would otherwise sit beside this one's tokens
     # (in a race, until it is over), and a download taken then would be the last run's.
     yield view.status(False), "", "", None, None, None, skip, conversation, None, None
@@ -483,7 +484,7 @@ def _final_frames(view: RunView, conversation: Conversation, request: dict):
 
 
 def run(pictures, prompt, conversation, preset, methods, mode, rule, window, gamma, max_new_tokens, temperature,
-        seed, compare_ar, adaptive=True, tree_width=1, tree_policy="ensemble", tree_blocks="all",
+        seed, compare_ar, adaptive=True, tree_width=1, tree_policy="ensemble", tree_blocks="all", hedge_first=True,
         request: gr.Request = None):
     """Start a new conversation: TABED on the prompt (about the pictures), then plain decoding.
 
@@ -506,19 +507,21 @@ def run(pictures, prompt, conversation, preset, methods, mode, rule, window, gam
         tree_policy: a tree node's children: "ensemble" (its top tokens), "methods" (each method's top-1) or
             "unsure" (its top tokens only where the top one has under half the ensemble's probability)
         tree_blocks: which blocks draft trees: "all", or "first" (drafted before any weight is learned)
+        hedge_first: with a tree width of 1, TABED's first block (drafted before any weight is learned) forks where
+            the methods leave the ensemble unsure, when there is a picture
     """
     yield from respond(False, pictures, prompt, conversation, preset, methods, mode, rule, window, gamma,
                        max_new_tokens, temperature, seed, compare_ar, adaptive, tree_width, tree_policy,
-                       tree_blocks, None if ZERO_GPU else request)
+                       tree_blocks, hedge_first, None if ZERO_GPU else request)
 
 
 def ask_follow_up(pictures, prompt, conversation, preset, methods, mode, rule, window, gamma, max_new_tokens,
                   temperature, seed, compare_ar, adaptive=True, tree_width=1, tree_policy="ensemble",
-                  tree_blocks="all", request: gr.Request = None):
+                  tree_blocks="all", hedge_first=True, request: gr.Request = None):
     """The next turn of the same conversation, on the same pictures (arguments as for /run)."""
     yield from respond(True, pictures, prompt, conversation, preset, methods, mode, rule, window, gamma,
                        max_new_tokens, temperature, seed, compare_ar, adaptive, tree_width, tree_policy,
-                       tree_blocks, None if ZERO_GPU else request)
+                       tree_blocks, hedge_first, None if ZERO_GPU else request)
 
 
 def replay_race(conversation, request: gr.Request = None):
@@ -668,6 +671,9 @@ def _settings(default: str) -> dict[str, gr.components.Component]:
             tree_blocks = gr.Radio([("every block", "all"), ("the first block", "first")], value="all",
                                    label="trees in", elem_id="settings-tree-blocks",
                                    info="the first block is drafted before any weight is learned")
+        hedge_first = gr.Checkbox(True, label="hedge the first block", elem_id="settings-hedge-first",
+                            info="with chains and a picture, TABED's first block (drafted before any weight is "
+                                 "learned) forks where the methods leave the ensemble unsure")
         max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=96, step=1, label="max new tokens",
                                    elem_id="settings-max-new-tokens")
         temperature = gr.Slider(0, 2, value=0, step=0.05, label="temperature (0 = greedy)",
@@ -676,7 +682,8 @@ def _settings(default: str) -> dict[str, gr.components.Component]:
         compare_ar = gr.Checkbox(True, label="compare with plain decoding (the target alone)")
     return dict(preset=preset, methods=methods, mode=mode, rule=rule, window=window, gamma=gamma,
                 max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, compare_ar=compare_ar,
-                adaptive=adaptive, tree_width=tree_width, tree_policy=tree_policy, tree_blocks=tree_blocks)
+                adaptive=adaptive, tree_width=tree_width, tree_policy=tree_policy, tree_blocks=tree_blocks,
+                hedge_first=hedge_first)
 
 
 def _question_column(default: str) -> SimpleNamespace:
@@ -716,7 +723,7 @@ def _answer_column() -> SimpleNamespace:
     ui.plot = gr.Plot(label="Ensemble weights", elem_id="weights-plot")
     ui.blocks = gr.Dataframe(label="Block by block (scroll; hover a token above for details)", elem_id="blocks",
                              interactive=False, max_height=320)
-    ui.trees = gr.Plot(label="Token trees", elem_id="trees-plot", visible=False)  # shown with trees
+    ui.trees = gr.Plot(label="Token trees", elem_id="trees-plot")  # shown while blocks may draft trees
     with gr.Row():
         ui.race_button = gr.Button("Replay race", elem_id="race")
         ui.downloads = gr.File(label="Download the run (JSON) and the plots (HTML)", file_count="multiple",
@@ -725,9 +732,14 @@ def _answer_column() -> SimpleNamespace:
     return ui
 
 
+def trees_shown(tree_width, hedge_first) -> dict:
+    """The trees chart is shown while some block may draft a tree: with trees, or a hedged first block."""
+    return gr.update(visible=int(tree_width or 1) > 1 or bool(hedge_first))
+
+
 def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: SimpleNamespace) -> None:
     """The events: runs and follow-ups share one queue slot (one decode at a time, fair timing)."""
-    preset, tree_width = ask.settings["preset"], ask.settings["tree_width"]
+    preset, tree_width, hedge_first = ask.settings["preset"], ask.settings["tree_width"], ask.settings["hedge_first"]
     inputs = [ask.image, ask.prompt, state, *ask.settings.values()]
     outputs = [show.status, show.tabed, show.plain, show.metrics, show.plot, show.blocks, ask.chat, state,
                show.downloads, show.trees]
@@ -747,8 +759,8 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
     ask.stop.click(request_stop, None, None, queue=False, api_name=False,
                    cancels=[run_event, follow_event, submit_event, race_event] if ZERO_GPU else None)
     preset.change(pair_note, [preset], [note], queue=False, api_name=False)
-    tree_width.change(lambda width: gr.update(visible=int(width or 1) > 1), [tree_width], [show.trees], queue=False,
-                      api_name=False)
+    for control in (tree_width, hedge_first):
+        control.change(trees_shown, [tree_width, hedge_first], [show.trees], queue=False, api_name=False)
     ask.new.click(new_conversation, None, [state, ask.chat, show.tabed, show.plain, show.status, show.downloads,
                                            show.metrics, show.plot, show.blocks, show.trees, show.race], api_name=False)
 

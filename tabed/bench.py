@@ -137,7 +137,8 @@ def bench_spec(text: str, config: GenerationConfig) -> tuple[DraftingSpec, Gener
     """A bench row: a drafting spec, optionally with its own weight rule after '/' (`tabed-MT/hedge`), its
     own draft length after '@' (`tabed-MT@5`: always 5 tokens, the paper's setting; `tabed-MT@auto:8`)
     and its own token trees after '+tree' (`tabed-MT+tree2`: width 2; `tabed-MT+tree2:methods`: and the
-    "methods" policy; `tabed-MT+tree2:first`: in the first block only); else the bench's."""
+    "methods" policy; `tabed-MT+tree2:first`: in the first block only; `tabed-MT+tree1`: chains in every
+    block, no hedged first block either); else the bench's."""
     text, _, tree = text.partition("+tree")
     if tree:
         width, *options = tree.split(":")
@@ -146,7 +147,7 @@ def bench_spec(text: str, config: GenerationConfig) -> tuple[DraftingSpec, Gener
         blocks = [option for option in options if option in TREE_BLOCKS]
         policies = [option for option in options if option not in TREE_BLOCKS]
         config = replace(config, tree_width=int(width), tree_policy=policies[-1] if policies else config.tree_policy,
-                         tree_blocks=blocks[-1] if blocks else config.tree_blocks)  # checks them
+                         tree_blocks=blocks[-1] if blocks else config.tree_blocks, hedge_first=False)  # checks them
     name, _, gamma = text.partition("@")
     name, _, rule = name.partition("/")
     if rule:

@@ -17,7 +17,8 @@ from .models import PRESETS, load_pair, load_preset
 from .spec import DEFAULT_SPEC, RULES, parse_spec
 from .tree import TREE_BLOCKS, TREE_POLICIES
 
-BENCH_SPECS = ",".join(dict.fromkeys(["M", "T", "MT", "tabed-MT@5", DEFAULT_SPEC]))  # always the default spec
+BENCH_SPECS = ",".join(dict.fromkeys(["M", "T", "MT", "tabed-MT@5+tree1", DEFAULT_SPEC]))  # always the default spec;
+# the paper's setting is a chain in every block
 GAMMA_HELP = (f"draft tokens per block: 'auto' (default: adaptive, at most {AUTO_CAP}; drafting stops early when "
               "the ensemble is unsure), 'auto:N' (adaptive, at most N) or N (always N, the paper's setting)")
 
@@ -55,13 +56,16 @@ def _add_drafting_arguments(p) -> None:
     p.add_argument("--tree-blocks", default="all", choices=TREE_BLOCKS,
                    help="which blocks draft trees: every block (default) or the first only, which is drafted "
                         "before any weight is learned")
+    p.add_argument("--no-hedge-first", dest="hedge_first", action="store_false",
+                   help="draft TABED's first block as a plain chain; by default, with a picture and a tree width of "
+                        "1, it forks (a width-2 tree) where the methods leave the ensemble unsure")
     p.add_argument("--no-resting", dest="resting", action="store_false",
                    help="keep every method's drafter row in every draft step, even at weight 0")
 
 
 def _drafting(args) -> dict:
     return {"tree_width": args.tree_width, "tree_policy": args.tree_policy, "tree_blocks": args.tree_blocks,
-            "resting": args.resting}
+            "hedge_first": args.hedge_first, "resting": args.resting}
 
 
 def _add_pair_arguments(p) -> None:

@@ -29,7 +29,7 @@ from .models import ModelPair
 from .resting import Resting
 from .sampling import choose_token, logits_to_probs
 from .spec import RULES, DraftingSpec
-from .tree import TREE_BLOCKS, TREE_POLICIES, UNSURE, DraftTree, TreeVerifier, draft_tree
+from .tree import HEDGE_WIDTH, TREE_BLOCKS, TREE_POLICIES, UNSURE, DraftTree, TreeVerifier, draft_tree
 
 
 @dataclass
@@ -47,6 +47,7 @@ class GenerationConfig:
     tree_width: int = 1  # 1: a chain of drafts; D > 1: token trees, D nodes expanded per depth (see tree.py)
     tree_policy: str = "ensemble"  # how a tree node's children are chosen: "ensemble", "methods" or "unsure"
     tree_blocks: str = "all"  # which blocks draft trees: "all", or "first" (the one drafted with no weights learned)
+    hedge_first: bool = True  # with chains: TABED's first block forks where its methods disagree (`hedged_first`)
     resting: bool = True  # a method at weight 0 for a while leaves the draft steps (see resting.py)
 
     def __post_init__(self) -> None:
@@ -225,7 +226,7 @@ class SpeculativeRun:
     history: WeightHistory | None
     length: DraftLength
     lookup: NgramLookup | None = None  # the model-free method N, when the spec has it
-    tree: TreeVerifier | None = None  # token trees in every block, when the tree width is over 1
+    tree: TreeVerifier | None = None  # verifies token trees, when some block may draft one
     resting: Resting | None = None  # which drafter rows rest, when rows may
     blocks: list[BlockEvent] = field(default_factory=list)
 
@@ -301,8 +302,9 @@ def speculative_generate(
                if spec.dynamic else None)
     out: list[int] = []
     lookup = NgramLookup(prompt.input_ids[0].tolist(), out) if "N" in spec.methods else None
+    trees = config.tree_width > 1 or spec.dynamic and config.hedge_first
     run = SpeculativeRun(spec.methods, out, [], history, DraftLength(config.gamma, config.adaptive), lookup,
-                         TreeVerifier(spec.methods) if config.tree_width > 1 else None)
+                         TreeVerifier(spec.methods) if trees else None)
     drafter = start = None
     if config.max_new_tokens > 1:  # the drafter's image features and prefill come first: its drafts ride
         drafter = _start_drafter(pair, draft_prompt, spec.model_methods if images else ("T",), captions, config)
@@ -398,21 +400,22 @@ def _learn(run: SpeculativeRun, drafter: BatchedDrafter | None, draft: Draft, ve
 def _draft(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter | None, gamma: int, weights: torch.Tensor,
            config: GenerationConfig, generator: torch.Generator, prompt: conversation.EncodedPrompt | None,
            start: torch.Tensor | None) -> Draft | DraftTree:
-    """A chain or, with a tree width over 1, a tree; the first block's from the drafter's prefill logits
-    (`start`)."""
+    """A chain or a tree (`_tree_shape`); the first block's from the drafter's prefill logits (`start`)."""
     drafting = {"log_probs": run.history is not None and run.history.needs_log_q, "lookup": run.lookup,
                 "ends": frozenset(pair.eos_token_ids)}
     start = start if prompt is not None else None
-    if run.tree is not None and gamma > 0 and (config.tree_blocks == "all" or prompt is not None):
+    shape = _tree_shape(run, drafter, config, first=prompt is not None)
+    if shape is not None and gamma > 0:
+        width, policy = shape
         banned = image_token_id(pair.target) if prompt is not None else None
         candidate = None
-        if config.tree_policy == "unsure":  # a chain while the ensemble is sure, a tree from its first doubt
+        if policy == "unsure":  # a chain while the ensemble is sure, a tree from its first doubt
             candidate = draft_block(drafter, run.pending, gamma, weights, len(run.methods), config, generator,
                                     run.length, start=start, fork_below=UNSURE, banned=banned, **drafting)
         if candidate is None or candidate.stop == "fork":
-            candidate = draft_tree(drafter, run.pending, gamma, config.tree_width, weights, len(run.methods),
-                                   config, generator, run.length, policy=config.tree_policy, start=start,
-                                   banned=banned, chain=candidate, **drafting)
+            candidate = draft_tree(drafter, run.pending, gamma, width, weights, len(run.methods), config, generator,
+                                   run.length, policy=policy, start=start, banned=banned, chain=candidate,
+                                   **drafting)
     else:
         candidate = draft_block(drafter, run.pending, gamma, weights, len(run.methods), config, generator,
                                 run.length, start=start, **drafting)
@@ -421,6 +424,27 @@ def _draft(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter | None,
     if gamma < config.gamma and candidate.stop not in ("unsure", "image", "eos"):
         candidate.stop = "budget"
     return candidate
+
+
+def _tree_shape(run: SpeculativeRun, drafter: BatchedDrafter | None, config: GenerationConfig,
+                first: bool) -> tuple[int, str] | None:
+    """A block's tree as (width, policy), or None for a chain: the configured trees, else the hedged first
+    block (`hedged_first`)."""
+    if config.tree_width > 1:
+        return (config.tree_width, config.tree_policy) if first or config.tree_blocks == "all" else None
+    if first and hedged_first(config, run.history is not None, len(drafter.rows) if drafter is not None else 0):
+        return HEDGE_WIDTH, "unsure"
+    return None
+
+
+def hedged_first(config: GenerationConfig, dynamic: bool, rows: int) -> bool:
+    """Whether the first block hedges: with chains, a TABED spec whose drafter runs several rows (methods
+    that see different inputs: a picture is in the conversation) drafts its first block as a width-2
+    "unsure" tree. That block is drafted before any weight is learned, so where the methods disagree the
+    uniform ensemble follows whichever is surer, which on image questions is at times the text-only
+    method's wrong word; the tree tries the second token too, and stays a chain while the ensemble is
+    sure. With one row (no picture) there is nothing to hedge between."""
+    return config.hedge_first and config.tree_width == 1 and dynamic and rows > 1
 
 
 def _verify(run: SpeculativeRun, drafter: BatchedDrafter | None, session: TargetSession, candidate: Draft | DraftTree,

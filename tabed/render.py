@@ -205,11 +205,21 @@ def _node_colour(proposer: str) -> str:
     return METHOD_COLOURS.get(proposer, "#24292f") if len(proposer) == 1 else SEVERAL
 
 
-def trees_figure(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], width: int = 1) -> go.Figure:
+def _no_trees_title(width: int, hedge_first: bool) -> str:
+    if width > 1:
+        return "Token trees: none in this answer (no block branched: every one drafted a chain)"
+    if hedge_first:
+        return ("Token trees: none in this answer (the hedged first block did not fork: the ensemble was sure, "
+                "or there was one method to draft with)")
+    return "Token trees (set the tree width above 1 to draft trees)"
+
+
+def trees_figure(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], width: int = 1,
+                 hedge_first: bool = False) -> go.Figure:
     """Each block's token tree in its own band, blocks top to bottom like the block table: depth to the
     right, nodes coloured by the methods that proposed them, the accepted path bold, rejected branches
-    greyed; hovering a node shows its token and its draft and target probabilities. `width`: the run's
-    tree width, which says why a run has no tree to draw."""
+    greyed; hovering a node shows its token and its draft and target probabilities. `width` and
+    `hedge_first`: the run's tree settings, which say why a run has no tree to draw."""
     figure = go.Figure()
     shown = [block for block in blocks if block.tree]
     edges = {True: ([], []), False: ([], [])}
@@ -250,9 +260,7 @@ def trees_figure(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], w
         figure.add_scatter(x=[None], y=[None], mode="markers", marker={"color": colour, "size": 8}, name=name,
                            hoverinfo="skip")
     figure.update_layout(
-        title="Token trees per block (hover a node)" if shown else
-        "Token trees (set the tree width above 1 to draft trees)" if width <= 1 else
-        "Token trees: none in this answer (no block branched: every one drafted a chain)",
+        title="Token trees per block (hover a node)" if shown else _no_trees_title(width, hedge_first),
         xaxis={"title": "depth", "dtick": 1, "rangemode": "tozero"},
         yaxis={"tickvals": [-b.index for b in shown], "ticktext": [f"block {b.index}" for b in shown],
                "showgrid": False, "zeroline": False, "range": [-len(blocks) + 1 - BAND - 0.2, 0.4]},

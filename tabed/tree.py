@@ -45,6 +45,7 @@ TREE_POLICIES = ("ensemble", "methods", "unsure")
 TREE_BLOCKS = ("all", "first")  # trees in every block, or in the first only (drafted before any weight is learned)
 BRANCH_MIN = 0.05  # greedy "ensemble" trees: the least ensemble probability of a token beyond the top one
 UNSURE = 0.5  # "unsure" trees branch only below this ensemble probability of the top token
+HEDGE_WIDTH = 2  # the hedged first block's tree width (`decoding.hedged_first`)
 NODE_BUDGET = 4  # a block's tree holds at most this many nodes per draft position of its cap (4·γ in all)
 ROOT = -1  # the last committed token, which every tree hangs from
 

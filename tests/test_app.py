@@ -17,14 +17,14 @@ from tabed.models import ModelPair
 
 SETTINGS = dict(preset="teaching", methods=["M", "T"], mode=app.MODES[0], rule="w-grid", window=0, gamma=5,
                 max_new_tokens=24, temperature=0.0, seed=0, compare_ar=True, adaptive=True, tree_width=1,
-                tree_policy="ensemble", tree_blocks="all")
+                tree_policy="ensemble", tree_blocks="all", hedge_first=True)
 
 
 def settings(**changes):
     values = {**SETTINGS, **changes}
     return [values[k] for k in ("preset", "methods", "mode", "rule", "window", "gamma", "max_new_tokens",
                                 "temperature", "seed", "compare_ar", "adaptive", "tree_width", "tree_policy",
-                                "tree_blocks")]
+                                "tree_blocks", "hedge_first")]
 
 
 @pytest.fixture
@@ -46,7 +46,7 @@ def final(outputs):
 
 
 def test_run_streams_coloured_tokens_then_metrics_and_exports(tiny_app, image_path):
-    outputs = list(tiny_app.run(image_path, "w1 w2 w3", None, *settings()))
+    outputs = list(tiny_app.run(image_path, "w1 w2 w3", None, *settings(hedge_first=False)))
     status, tabed_html, plain_html, metrics, figure, blocks, chat, state, files, trees = final(outputs)
     assert status.startswith("\u2705 Done") and "Speedup" in status
     streamed = [o[1] for o in outputs if isinstance(o[1], str) and o[1]]
@@ -119,6 +119,28 @@ def test_a_tree_in_the_first_block_only_from_the_page(tiny_app, image_path):
     assert len(drafted) > 1 and " deep, " in drafted[0] and not any(" deep, " in cell for cell in drafted[1:])
     drawn = sum(len(trace.x) for trace in trees.data if trace.name in ("accepted node", "rejected node"))
     assert drawn == len(result["blocks"][0]["tree"]) > 0
+
+
+def test_by_default_the_first_block_hedges_and_the_trees_chart_shows_it(tiny_app, image_path):
+    """With a picture the first block forks where the ensemble is unsure, later blocks are chains, and the
+    trees chart draws that block; without one there is nothing to hedge between, and the chart says so."""
+    status, *_, blocks, chat, state, files, trees = final(list(tiny_app.run(image_path, "w1 w2 w3", None,
+                                                                            *settings(max_new_tokens=40))))
+    assert status.startswith("\u2705 Done")
+    result = state.last_run["results"]["speculative"]
+    assert result["token_ids"] == state.last_run["results"]["autoregressive"]["token_ids"]
+    assert state.last_run["request"]["config"]["hedge_first"] and result["blocks"][0]["tree"]
+    assert not any(block["tree"] for block in result["blocks"][1:])
+    drawn = sum(len(trace.x) for trace in trees.data if trace.name in ("accepted node", "rejected node"))
+    assert drawn == len(result["blocks"][0]["tree"]) and trees.layout.title.text.startswith("Token trees per block")
+    text_only = final(list(tiny_app.run(None, "w1 w2 w3", None, *settings(max_new_tokens=40))))
+    assert "the hedged first block did not fork" in text_only[-1].layout.title.text
+    assert not any(block["tree"] for block in text_only[7].last_run["results"]["speculative"]["blocks"])
+
+
+@pytest.mark.parametrize("width, hedge, shown", [(1, True, True), (1, False, False), (2, False, True)])
+def test_the_trees_chart_is_shown_while_a_block_may_draft_a_tree(width, hedge, shown):
+    assert app.trees_shown(width, hedge)["visible"] is shown
 
 
 def test_on_a_cpu_both_sides_decode_in_a_worker_with_one_torch_thread(tiny_app, image_path, monkeypatch):
@@ -386,6 +408,7 @@ class OutOfMemoryTarget(torch.nn.Module):
         self.model = model
         self.config = model.config
         self.generation_config = model.generation_config
+        self.dtype = model.dtype  # as a transformers model has: a tree's attention mask is made in it
 
     def get_output_embeddings(self):
         return self.model.get_output_embeddings()

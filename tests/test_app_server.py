@@ -38,7 +38,7 @@ def test_a_run_completes_with_both_answers_and_downloads(server, picture):
     assert "tk-accepted" in tabed_html and "tk-plain" in plain_html
     assert any(row[0] == "block efficiency" for row in metrics["data"])
     assert plot["type"] == "plotly"
-    assert chat[0]["role"] == "user" and len(files) == 2
+    assert chat[0]["role"] == "user" and len(files) == 3  # the run, its weights and the hedged first block's tree
     assert trees["type"] == "plotly"
 
 
@@ -77,7 +77,7 @@ def test_the_api_takes_named_inputs_and_answers_without_server_paths(server, tmp
     names = [p["parameter_name"] for p in parameters]
     assert names == ["pictures", "prompt", "preset", "methods", "mode", "rule", "window", "gamma",
                      "max_new_tokens", "temperature", "seed", "compare_ar", "adaptive", "tree_width", "tree_policy",
-                     "tree_blocks"]
+                     "tree_blocks", "hedge_first"]
     status, tabed_html, *_, files, _ = server.predict(prompt="w1 w2", max_new_tokens=12, api_name="/run")
     assert status.startswith("\u2705 Done") and "tk-" in tabed_html
     assert sum(Path(f).stat().st_size for f in files) < 200_000  # the chart loads plotly.js, it does not carry it

@@ -152,8 +152,10 @@ class TestWithTheTinyPair:
         expect(page.locator("#blocks")).not_to_contain_text("M 0.")  # headers only: no block's weights
 
     def test_token_trees_are_drawn_block_by_block(self, page):
-        expect(page.locator("#trees-plot")).to_be_hidden()  # chains: no empty chart on the page
+        expect(page.locator("#trees-plot")).to_be_visible()  # the default hedges the first block
         page.locator("#settings").get_by_text("Settings").first.click()
+        page.locator("#settings-hedge-first input[type=checkbox]").uncheck()
+        expect(page.locator("#trees-plot")).to_be_hidden()  # chains only: no empty chart on the page
         set_slider(page, "settings-tree-width", 3)
         expect(page.locator("#trees-plot")).to_be_visible()
         page.locator("#prompt textarea").fill("w1 w2 w3")
@@ -177,6 +179,10 @@ def test_the_bundled_pair_answers_the_chart_and_the_odd_pictures_examples_on_the
         expect(page.locator("#plain-answer")).to_contain_text(expected)
         expect(page.locator("#status")).to_contain_text("teaching")
         expect(page.locator("#metrics")).to_contain_text("speedup")
+        # the first block hedges by default; on this question the ensemble is never unsure: a chain, and the page
+        # says so
+        expect(page.locator("#trees-plot")).to_contain_text("the hedged first block did not fork")
+        expect(page.locator("#blocks")).not_to_contain_text(" nodes")
         SCREENSHOTS.mkdir(exist_ok=True)
         page.screenshot(path=str(SCREENSHOTS / "teaching.png"), full_page=True)
 
@@ -192,17 +198,15 @@ def test_the_bundled_pair_answers_the_chart_and_the_odd_pictures_examples_on_the
         assert alone["M"] < alone["T"], alone  # M's drafts miss here (the page shows what each would have kept)
         expect(page.locator("#chat")).to_contain_text("\U0001f5bc\ufe0f " * 4 + "What is the capital of Peru?")
 
-        page.locator("#new").click()  # a hedged first block that is never unsure: a chain, and the page says so
-        page.locator("#settings").get_by_text("Settings").first.click()
-        set_slider(page, "settings-tree-width", 2)
-        page.locator("#settings-tree-policy").get_by_text("unsure", exact=True).click()
-        page.locator("#settings-tree-blocks").get_by_text("the first block", exact=True).click()
-        page.get_by_text("Which bar is the highest?").first.click()
+        page.locator("#new").click()  # here the methods disagree early: the hedged first block forks, drawn
+        page.get_by_text("What does the text say?").first.click()
         page.locator("#run").click()
         expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
-        expect(page.locator("#tabed-answer")).to_contain_text("The highest bar is bar B, the orange one")
-        expect(page.locator("#trees-plot")).to_contain_text("no block branched")
-        expect(page.locator("#blocks")).not_to_contain_text(" nodes")
+        expect(page.locator("#tabed-answer")).to_contain_text("The text in the image says tiger.")
+        trees = page.locator("#trees-plot")
+        expect(trees.locator(".ytick text")).to_have_text(["block 0"])
+        assert trees.locator(".scatterlayer .point").count() > 4
+        expect(page.locator("#blocks")).to_contain_text(" nodes")
 
 
 def _stop_and_check(page, where: str, moments: list[float]) -> None:

@@ -142,6 +142,19 @@ def test_token_trees_in_the_json(capsys, pair_dirs, image_file, blocks):
     assert later and all(later) == (blocks == "all") and any(later) == (blocks == "all")
 
 
+@pytest.mark.parametrize("hedge", [True, False])
+def test_the_first_block_hedges_unless_told_not_to(capsys, pair_dirs, image_file, hedge):
+    code, out, err = run_cli(
+        capsys, "--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter", "--image", image_file,
+        "--prompt", "w1 w2 w3", "--max-new-tokens", 24, "--compare-ar", "--json",
+        *([] if hedge else ["--no-hedge-first"]),
+    )
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["same_output"] and len(report["blocks"]) > 1
+    assert bool(report["blocks"][0]["tree"]) == hedge and not any(block["tree"] for block in report["blocks"][1:])
+
+
 def test_only_target_is_an_error(capsys, pair_dirs):
     code, _, err = run_cli(capsys, "--target", pair_dirs / "target", "--prompt", "w1")
     assert code == 2 and "--drafter" in err

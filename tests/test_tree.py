@@ -187,20 +187,24 @@ def test_first_block_trees_equal_plain_decoding_and_later_blocks_are_chains(loos
     assert branched > 0 and later > 0  # the first trees really branched, and chains followed them
 
 
-def test_an_unsure_first_tree_hedges_where_the_unweighted_methods_disagree(teaching_pair):
+def test_the_default_hedges_the_first_block_where_the_unweighted_methods_disagree(teaching_pair):
     """The teaching pair on a held-out chart question: with uniform weights the first block follows T's
     wrong bar label (ensemble probability 0.45) and the answer takes two blocks, as it does with M's chain
-    alone only one. An "unsure" tree in the first block also tries the runner-up there, M's label, and
-    branches nowhere the ensemble is sure."""
+    alone only one. By default (`hedge_first`) the first block is an "unsure" tree of width 2, which also
+    tries the runner-up there, M's label, and branches nowhere the ensemble is sure: the same tree as one
+    configured explicitly."""
     suite = default_suite()
     case = next(c for c in load_suite(suite) if c.id == "image-05")
     turns = case_turns(case, suite.parent)
-    chain = collect(speculative_generate(teaching_pair, turns, parse_spec("tabed-MT"), GenerationConfig()))
-    config = GenerationConfig(tree_width=2, tree_policy="unsure", tree_blocks="first")
-    hedged = collect(speculative_generate(teaching_pair, turns, parse_spec("tabed-MT"), config))
+    tabed = parse_spec("tabed-MT")
+    chain = collect(speculative_generate(teaching_pair, turns, tabed, GenerationConfig(hedge_first=False)))
+    hedged = collect(speculative_generate(teaching_pair, turns, tabed, GenerationConfig()))
+    configured = GenerationConfig(tree_width=2, tree_policy="unsure", tree_blocks="first", hedge_first=False)
+    explicit = collect(speculative_generate(teaching_pair, turns, tabed, configured))
     plain = collect(autoregressive_generate(teaching_pair, turns, GenerationConfig()))
     assert chain.token_ids == hedged.token_ids == plain.token_ids
-    assert len(chain.blocks) == 2 and len(hedged.blocks) == 1
+    assert len(chain.blocks) == 2 and not chain.blocks[0].tree and len(hedged.blocks) == 1
+    assert hedged.blocks[0].tree == explicit.blocks[0].tree
     children = {}
     for node in hedged.blocks[0].tree:
         children.setdefault(node.parent, []).append(node)
@@ -208,6 +212,30 @@ def test_an_unsure_first_tree_hedges_where_the_unweighted_methods_disagree(teach
     assert forks and all(family[0].draft_prob < UNSURE for family in forks)
     assert all(family[0].draft_prob >= UNSURE for family in children.values() if len(family) == 1)
     assert any(node.accepted and node is not family[0] for family in forks for node in family)  # the runner-up won
+
+
+@pytest.mark.parametrize("spec", ["tabed-MT", "tabed-MTN", "MT", "M"])
+def test_only_tabeds_first_block_with_a_picture_hedges_and_the_answers_stay_the_targets(loose_pair, image,
+                                                                                         loose_ar, spec):
+    """The hedge is between methods that see different inputs, before any weight is learned: TABED with a
+    picture forks its first block where the ensemble is unsure, and only that block. Without a picture
+    (one drafter row), with a static ensemble (never weighted) or a single method, every block is a chain,
+    as with `hedge_first` off. With this loose drafter the ensemble is unsure early in every answer."""
+    drafting = parse_spec(spec)
+    forked = 0
+    for name, turns in conversations(image).items():
+        result = collect(speculative_generate(loose_pair, turns, drafting, GenerationConfig(max_new_tokens=24)))
+        assert result.token_ids == loose_ar[name], (spec, name)
+        first, *rest = result.blocks
+        hedges = drafting.dynamic and name.startswith("image")
+        assert bool(first.tree) == hedges and all(not block.tree for block in rest), (spec, name)
+        if hedges:
+            forked += len(first.tree) > tree_depth(first.tree)
+        else:
+            chain = collect(speculative_generate(loose_pair, turns, drafting,
+                                                 GenerationConfig(max_new_tokens=24, hedge_first=False)))
+            assert [b.draft for b in result.blocks] == [b.draft for b in chain.blocks], (spec, name)
+    assert forked == (2 if drafting.dynamic else 0)  # both answers about the picture really forked
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0], ids=["greedy", "sampling"])
@@ -334,6 +362,14 @@ def test_bench_rows_name_their_trees(row, width, policy, blocks):
     spec, config = bench_spec(row, GenerationConfig())
     assert spec.name == "tabed-MT"
     assert (config.tree_width, config.tree_policy, config.tree_blocks) == (width, policy, blocks)
+
+
+def test_a_bench_row_with_a_tree_width_of_1_is_chains_only():
+    """The default hedges the first block; `+tree1` (like any '+tree' row) says exactly which trees to draft."""
+    assert bench_spec("tabed-MT", GenerationConfig())[1].hedge_first
+    spec, config = bench_spec("tabed-MT@5+tree1", GenerationConfig())
+    assert (spec.name, config.tree_width, config.hedge_first, config.gamma, config.adaptive) == (
+        "tabed-MT", 1, False, 5, False)
 
 
 @pytest.mark.parametrize("kwargs, message", [({"tree_width": 0}, "tree width"), ({"tree_width": 9}, "tree width"),
