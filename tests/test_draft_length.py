@@ -7,6 +7,7 @@ from tabed.conversation import Turn
 from tabed.decoding import GenerationConfig, autoregressive_generate, collect, speculative_generate
 from tabed.draft_length import AUTO_CAP, FIRST_MIN_SURVIVAL, MIN_SURVIVAL, DraftLength, parse_gamma
 from tabed.errors import InputError
+from tabed.render import tree_depth
 from tabed.spec import parse_spec
 
 
@@ -70,13 +71,19 @@ def test_adaptive_blocks_stop_when_the_ensemble_is_unsure_and_say_so(pair, image
             assert len(block.draft) == 8
 
 
-def test_a_fixed_gamma_drafts_gamma_tokens_until_the_budget(pair, image):
-    config = GenerationConfig(max_new_tokens=23, gamma=5, adaptive=False)
+@pytest.mark.parametrize("hedge", [False, True])
+def test_a_fixed_gamma_drafts_gamma_tokens_until_the_budget(pair, image, hedge):
+    """Chains of γ drafts; the hedged first block, a tree, is γ deep (its kept path may end higher up, on a
+    node the frontier did not expand)."""
+    config = GenerationConfig(max_new_tokens=23, gamma=5, adaptive=False, hedge_first=hedge)
     result = collect(speculative_generate(pair, [Turn("w1 w2 w3", [image])], parse_spec("tabed-MT"), config))
+    assert bool(result.blocks[0].tree) == hedge
     for block in result.blocks:
         assert block.threshold is None
-        assert (block.stop, len(block.draft)) == ("fixed", 5) or block.stop == "budget" and len(block.draft) < 5
-
+        if block.tree:
+            assert block.stop == "fixed" and tree_depth(block.tree) == 5
+        else:
+            assert (block.stop, len(block.draft)) == ("fixed", 5) or block.stop == "budget" and len(block.draft) < 5
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +110,8 @@ def test_drafting_ends_at_a_drafted_end_token(teaching_answers, gamma, adaptive,
             stops.append(block.stop)
             drafted_ends = [i for i, token in enumerate(block.draft) if token in ends]
             assert drafted_ends in ([], [len(block.draft) - 1])  # the chain walked ends at its end token
-            assert not drafted_ends or block.stop in ("eos", "cap", "fixed")
+            assert not drafted_ends or block.tree or block.stop in ("eos", "cap", "fixed")  # a chain stops
+            # there; a tree (the hedged first block too) may go on deepening its other branches
             below_ends = {i for i, node in enumerate(block.tree) if node.token in ends}
             assert not any(node.parent in below_ends for node in block.tree)
     assert stops.count("eos") >= len(conversations) // 2, stops

@@ -141,16 +141,17 @@ def _exact_marginals(model, processor, turns, steps, temperature):
 
 
 @pytest.mark.parametrize("gamma, new_tokens, spec, tree", [
-    ("2", 4, "tabed-MT", (1, "ensemble")), ("auto:2", 4, "tabed-MT", (1, "ensemble")),
+    ("2", 4, "tabed-MT", (1, "ensemble", "all", False)), ("auto:2", 4, "tabed-MT", (1, "ensemble")),
     ("auto:2", 4, "tabed-MTN", (1, "ensemble")), ("auto:2", 4, "tabed-MT", (2, "ensemble")),
-    ("2", 4, "tabed-MT", (3, "methods")), ("auto:2", 4, "tabed-MT", (2, "unsure", "first"))],
-    ids=["fixed", "adaptive", "N", "tree2", "tree3-methods", "tree2-unsure-first"])
+    ("2", 4, "tabed-MT", (3, "methods")), ("auto:2", 4, "tabed-MT", (2, "unsure", "first", False))],
+    ids=["fixed-chains", "adaptive-hedged", "N-hedged", "tree2", "tree3-methods", "tree2-unsure-first"])
 def test_speculative_sampling_is_lossless_end_to_end(tokenizer, processor, image, gamma, new_tokens, spec, tree):
     """SD with a drafter unlike the target samples answer tokens with the target's exact marginals; with
     adaptive drafting too, whose draft length depends on the tokens drawn; with token trees too, whose
     nodes have several draws each (from the ensemble, or from each method's own distribution), in every block,
     or in the first only with chains after it (an "unsure" tree there: its nodes' draw counts depend on the
-    ensemble's distribution, never on the draws)."""
+    ensemble's distribution, never on the draws), as in the default's hedged first block; `tree`: width,
+    policy, blocks and whether the first block hedges (default: it does)."""
     temperature = 1.0
     target = sharpen(random_llava(SIZE, tokenizer, seed=3), std=0.1, seed=3)
     drafter = sharpen(random_llava(SIZE, tokenizer, seed=4), std=0.4, seed=4)  # unrelated, sure of itself
@@ -166,11 +167,13 @@ def test_speculative_sampling_is_lossless_end_to_end(tokenizer, processor, image
     stops = Counter()
     branched = 0  # runs whose first tree drew more than one distinct first token
     chains_after = 0  # runs with trees in the first block only whose later blocks were chains
+    first_trees = 0  # runs whose first block was a tree
     for seed in range(runs):
         length, adaptive = parse_gamma(gamma)
         config = GenerationConfig(max_new_tokens=new_tokens, gamma=length, adaptive=adaptive,
                                   temperature=temperature, seed=seed, tree_width=tree[0], tree_policy=tree[1],
-                                  tree_blocks=tree[2] if len(tree) > 2 else "all")
+                                  tree_blocks=tree[2] if len(tree) > 2 else "all",
+                                  hedge_first=tree[3] if len(tree) > 3 else True)
         result = collect(speculative_generate(pair, turns, parse_spec(spec), config))
         assert len(result.token_ids) == new_tokens
         for step, token in enumerate(result.token_ids):  # the first too: drafted, verified by the prefill
@@ -178,7 +181,8 @@ def test_speculative_sampling_is_lossless_end_to_end(tokenizer, processor, image
         draft_counts[result.blocks[0].draft[:1]] += 1  # the first token's draft (none when it was <image>)
         stops.update(block.stop for block in result.blocks)
         branched += any(node.parent == -1 for node in result.blocks[0].tree[1:])
-        chains_after += len(tree) > 2 and any(not block.tree for block in result.blocks[1:])
+        chains_after += (len(tree) > 2 or tree[0] == 1) and any(not block.tree for block in result.blocks[1:])
+        first_trees += bool(result.blocks[0].tree)
     for step in range(new_tokens):
         empirical = counts[step] / counts[step].sum()
         tv = 0.5 * (empirical - marginals[step]).abs().sum()
@@ -190,5 +194,7 @@ def test_speculative_sampling_is_lossless_end_to_end(tokenizer, processor, image
         assert stops["unsure"] > 100 and stops["cap"] > 100, stops
     if tree[0] > 1:  # the trees really branched
         assert branched > runs // 4, branched
-    if len(tree) > 2:  # and chains verified the blocks after the first, many times
+    hedged = tree[0] == 1 and (len(tree) < 4 or tree[3])
+    if len(tree) > 2 or hedged:  # and chains verified the blocks after the first, many times
         assert chains_after > runs // 4, chains_after
+    assert (first_trees > runs // 4) if tree[0] > 1 or hedged else first_trees == 0, first_trees
