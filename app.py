@@ -672,8 +672,8 @@ def _settings(default: str) -> dict[str, gr.components.Component]:
                                    label="trees in", elem_id="settings-tree-blocks",
                                    info="the first block is drafted before any weight is learned")
         hedge_first = gr.Checkbox(True, label="hedge the first block", elem_id="settings-hedge-first",
-                            info="with chains and a picture, TABED's first block (drafted before any weight is "
-                                 "learned) forks where the methods leave the ensemble unsure")
+                                  info="with chains and a picture, TABED's first block (drafted before any weight "
+                                       "is learned) forks where the methods leave the ensemble unsure")
         max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=96, step=1, label="max new tokens",
                                    elem_id="settings-max-new-tokens")
         temperature = gr.Slider(0, 2, value=0, step=0.05, label="temperature (0 = greedy)",
