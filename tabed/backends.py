@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
@@ -320,13 +320,13 @@ class StaticBackend:
         return self.padded_tree(ids, layout, bucket)
 
     @torch.inference_mode()
-    def capture_tree_verifies(self, token: int) -> None:
-        """With graphs, capture the padded trees a verify uses now (a pair's warm-up, on a prefilled cache),
-        not in the first timed run that needs each."""
-        if not (self.graphs and self.tree_graphs):
-            return
-        for size in TREE_VERIFY_BUCKETS:
-            if self._bucket(size) != size:  # no room left in the cache for this bucket or any larger
+    def capture_trees(self, token: int, sizes: Iterable[int]) -> None:
+        """With graphs, capture the tree forwards of these sizes (ascending) now, in a pair's warm-up on a
+        prefilled cache, not in the first timed run that needs each: a frontier of up to TREE_GRAPH_TOKENS
+        nodes (a drafter's tree step, a target's smallest trees) and each padded verify size that fits."""
+        for size in sizes:
+            room = self.max_len - int(self.cache.layers[0].cumulative_length)
+            if not (self.graphs and self.tree_graphs) or size > room:
                 return
             chain = TreeLayout(torch.arange(size), torch.ones(size, size, dtype=torch.bool).tril())
             self.forward(torch.full((self.batch, size), token, device=self.model.device), chain)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import conversation
-from .backends import StaticBackend, TreeLayout
+from .backends import TREE_GRAPH_TOKENS, TREE_VERIFY_BUCKETS, StaticBackend, TreeLayout
 from .captioning import Captioner, captioner_for
 from .chain import ChainVerifier, Draft, Verdict, cut_draft, draft_block
 from .draft_length import AUTO_CAP, DraftLength
@@ -514,11 +514,15 @@ def compare(speculative: GenerationResult, autoregressive: GenerationResult) -> 
     return speedup
 
 
+TREE_STEPS = tuple(range(1, TREE_GRAPH_TOKENS + 1))  # the tree forwards of a drafter's frontier
+
+
 def warm_up(pair: ModelPair, gamma: int = AUTO_CAP, rows: tuple[int, ...] = (1, 2)) -> None:
     """Run both models through their cache backends before anything is timed: the first kernels of each
     kind, and with static caches on a GPU the CUDA graphs of the usual shapes (target: every verify
-    length up to γ + 1 tokens and every padded tree size; drafter: 1 and 2 rows), then one short
-    generation each way on a blank picture."""
+    length up to γ + 1 tokens and every padded tree size; drafter: 1 and 2 rows; both: tree steps of up
+    to TREE_GRAPH_TOKENS nodes, as a hedged first block's fork takes), then one short generation each way
+    on a blank picture."""
     from PIL import Image
 
     ids = torch.tensor([[pair.tokenizer.bos_token_id or 0] * 4], device=pair.device)
@@ -527,9 +531,9 @@ def warm_up(pair: ModelPair, gamma: int = AUTO_CAP, rows: tuple[int, ...] = (1, 
         backend.prefill(torch.ones_like(ids).expand(batch, -1), input_ids=ids.expand(batch, -1))
         for count in lengths:
             backend.forward(ids[:, :1].expand(batch, count))
-        if role == "target" and isinstance(backend, StaticBackend) and backend.graphs:
-            backend.prefill(torch.ones_like(ids), input_ids=ids)  # room for the verify trees' graphs
-            backend.capture_tree_verifies(int(ids[0, 0]))
+        if isinstance(backend, StaticBackend) and backend.graphs:  # a fresh prefill: room for the trees' graphs
+            backend.prefill(torch.ones_like(ids).expand(batch, -1), input_ids=ids.expand(batch, -1))
+            backend.capture_trees(int(ids[0, 0]), TREE_STEPS + (TREE_VERIFY_BUCKETS if role == "target" else ()))
     turns = [conversation.Turn("Describe the picture.", [Image.new("RGB", (64, 64), (128, 128, 128))])]
     config = GenerationConfig(max_new_tokens=2 * gamma + 2, gamma=gamma)
     collect(speculative_generate(pair, turns, DraftingSpec(("M", "T"), dynamic=True), config))

@@ -5,9 +5,18 @@ import torch
 from test_lossless import conversations
 
 from conftest import make_pair
-from tabed.backends import TREE_GRAPH_SPAN, DynamicBackend, StaticBackend, TreeLayout
+from tabed import backends
+from tabed.backends import (
+    TREE_GRAPH_SPAN,
+    TREE_GRAPH_TOKENS,
+    TREE_VERIFY_BUCKETS,
+    DynamicBackend,
+    StaticBackend,
+    TreeLayout,
+)
 from tabed.conversation import Turn, encode
 from tabed.decoding import (
+    TREE_STEPS,
     GenerationConfig,
     TargetSession,
     autoregressive_generate,
@@ -181,17 +190,57 @@ def test_a_verify_tree_that_fails_to_capture_runs_eagerly(pair, image):
     assert torch.allclose(answers[0][0], answers[1][0], atol=1e-5) and answers[0][1] == answers[1][1]
 
 
-def test_the_warm_up_captures_the_verify_trees_only_with_graphs(pair, image):
-    """Where there are graphs, every padded tree size is captured before anything is timed; where a capture
-    fails, the warm-up stops trying and the cache is left as it was."""
+def test_the_warm_up_captures_the_trees_only_with_graphs(pair, image):
+    """Where there are graphs, every tree step and padded tree size is captured before anything is timed;
+    where a capture fails, the warm-up stops trying and the cache is left as it was."""
     prompt = encode(pair.target_processor, [Turn("w1", [image])], CPU, torch.float32)
     for graphs in (False, True):
         backend = StaticBackend(pair.target, 1, 256)
         backend.graphs = graphs
         TargetSession(backend).prefill(prompt)
-        backend.capture_tree_verifies(4)
+        backend.capture_trees(4, (1, 2, 3, 4, 8, 16, 32, 64, 128))
         assert int(backend.cache.layers[0].cumulative_length) == prompt.length
         assert backend.tree_graphs is not graphs  # here capture fails, as it would where graphs cannot be made
+
+
+class Replayed:
+    """A stand-in for a captured graph on a machine without CUDA: replaying runs the forward again on its
+    fixed-address inputs, which is what a graph's replay computes."""
+
+    def __init__(self, run):
+        self.run = run
+
+    def replay(self):
+        return self.run()
+
+
+def stand_in_capture(run, warm_ups=1, undo=None):
+    out = run()  # a real capture records the kernels without running them: nothing to take back
+    if undo is not None:
+        undo()
+    return Replayed(lambda: out.copy_(run())), out
+
+
+@pytest.mark.parametrize("role, rows, sizes", [("drafter", 2, TREE_STEPS),
+                                               ("target", 1, TREE_STEPS + TREE_VERIFY_BUCKETS)])
+def test_the_warm_up_captures_every_tree_step_and_verify_size_that_fits(pair, image, monkeypatch, role, rows, sizes):
+    """A hedged first block forks into a drafter step of up to TREE_GRAPH_TOKENS nodes: captured in the
+    warm-up (here with a stand-in for CUDA graphs), the cache left as it was, and a later tree step then
+    replays the captured forward with the eager forward's answer."""
+    monkeypatch.setattr(backends, "capture_graph", stand_in_capture)
+    model = pair.drafter if role == "drafter" else pair.target
+    backend, eager = StaticBackend(model, rows, 256), StaticBackend(model, rows, 256)
+    ids = torch.tensor([[1, 5, 6, 7]]).expand(rows, -1)
+    for each in (backend, eager):
+        each.prefill(torch.ones_like(ids), input_ids=ids)
+    backend.graphs, eager.graphs = True, False
+    backend.capture_trees(4, sizes)
+    assert int(backend.cache.layers[0].cumulative_length) == 4 and backend.tree_graphs
+    steps = {("tree", size, TREE_GRAPH_SPAN) for size in TREE_STEPS}
+    assert set(backend._graphs) == steps | {("tree", size, size) for size in sizes if size > TREE_GRAPH_TOKENS}
+    layout = TreeLayout(torch.tensor([0, 0]), torch.tensor([[True, False], [False, True]]))  # two siblings
+    assert torch.allclose(backend.forward(torch.tensor([[9, 11]]).expand(rows, -1), layout),
+                          eager.forward(torch.tensor([[9, 11]]).expand(rows, -1), layout), atol=1e-5)
 
 
 def test_a_tree_graph_that_fails_to_capture_leaves_sequence_graphs_on(pair, image):
