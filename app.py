@@ -412,7 +412,8 @@ def _respond(follow_up, image, prompt, conversation, preset, methods, mode, rule
         return
 
     view = RunView(pair, spec, config.gamma, render.TokenStream(pair.tokenizer), render.TokenStream(pair.tokenizer),
-                   racing=bool(compare_ar), tree_width=config.tree_width, hedge_first=config.hedge_first)
+                   racing=bool(compare_ar), tree_width=config.tree_width,
+                   hedge_first=config.hedge_first and spec.dynamic)
     # A clean page: the last run's charts and downloads would otherwise sit beside this one's tokens
     # (in a race, until it is over), and a download taken then would be the last run's.
     yield view.status(False), "", "", None, None, None, skip, conversation, None, None
@@ -732,14 +733,15 @@ def _answer_column() -> SimpleNamespace:
     return ui
 
 
-def trees_shown(tree_width, hedge_first) -> dict:
-    """The trees chart is shown while some block may draft a tree: with trees, or a hedged first block."""
-    return gr.update(visible=int(tree_width or 1) > 1 or bool(hedge_first))
+def trees_shown(tree_width, hedge_first, mode) -> dict:
+    """The trees chart is shown while some block may draft a tree: with trees, or TABED's hedged first block."""
+    return gr.update(visible=int(tree_width or 1) > 1 or bool(hedge_first) and mode == MODES[0])
 
 
 def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: SimpleNamespace) -> None:
     """The events: runs and follow-ups share one queue slot (one decode at a time, fair timing)."""
-    preset, tree_width, hedge_first = ask.settings["preset"], ask.settings["tree_width"], ask.settings["hedge_first"]
+    preset, mode = ask.settings["preset"], ask.settings["mode"]
+    tree_width, hedge_first = ask.settings["tree_width"], ask.settings["hedge_first"]
     inputs = [ask.image, ask.prompt, state, *ask.settings.values()]
     outputs = [show.status, show.tabed, show.plain, show.metrics, show.plot, show.blocks, ask.chat, state,
                show.downloads, show.trees]
@@ -759,8 +761,8 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
     ask.stop.click(request_stop, None, None, queue=False, api_name=False,
                    cancels=[run_event, follow_event, submit_event, race_event] if ZERO_GPU else None)
     preset.change(pair_note, [preset], [note], queue=False, api_name=False)
-    for control in (tree_width, hedge_first):
-        control.change(trees_shown, [tree_width, hedge_first], [show.trees], queue=False, api_name=False)
+    for control in (tree_width, hedge_first, mode):
+        control.change(trees_shown, [tree_width, hedge_first, mode], [show.trees], queue=False, api_name=False)
     ask.new.click(new_conversation, None, [state, ask.chat, show.tabed, show.plain, show.status, show.downloads,
                                            show.metrics, show.plot, show.blocks, show.trees, show.race], api_name=False)
 

@@ -206,12 +206,14 @@ def _node_colour(proposer: str) -> str:
 
 
 def _no_trees_title(width: int, hedge_first: bool) -> str:
+    """Why a run has no tree to draw, on two lines: the chart is as narrow as the page's column."""
     if width > 1:
-        return "Token trees: none in this answer (no block branched: every one drafted a chain)"
-    if hedge_first:
-        return ("Token trees: none in this answer (the hedged first block did not fork: the ensemble was sure, "
-                "or there was one method to draft with)")
-    return "Token trees (set the tree width above 1 to draft trees)"
+        why = "no block branched: every one drafted a chain"
+    elif hedge_first:
+        why = "the hedged first block did not fork: the ensemble was sure, or there was no picture"
+    else:
+        return "Token trees<br><sup>set the tree width above 1 to draft trees</sup>"
+    return f"Token trees: none in this answer<br><sup>{why}</sup>"
 
 
 def trees_figure(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], width: int = 1,

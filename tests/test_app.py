@@ -136,11 +136,15 @@ def test_by_default_the_first_block_hedges_and_the_trees_chart_shows_it(tiny_app
     text_only = final(list(tiny_app.run(None, "w1 w2 w3", None, *settings(max_new_tokens=40))))
     assert "the hedged first block did not fork" in text_only[-1].layout.title.text
     assert not any(block["tree"] for block in text_only[7].last_run["results"]["speculative"]["blocks"])
+    single = final(list(tiny_app.run(image_path, "w1 w2 w3", None, *settings(methods=["M"], mode=app.MODES[2]))))
+    assert "set the tree width above 1" in single[-1].layout.title.text  # one method: nothing to hedge between
 
 
-@pytest.mark.parametrize("width, hedge, shown", [(1, True, True), (1, False, False), (2, False, True)])
-def test_the_trees_chart_is_shown_while_a_block_may_draft_a_tree(width, hedge, shown):
-    assert app.trees_shown(width, hedge)["visible"] is shown
+@pytest.mark.parametrize("width, hedge, mode, shown", [(1, True, 0, True), (1, False, 0, False), (2, False, 0, True),
+                                                      (1, True, 1, False), (1, True, 2, False), (3, True, 2, True)])
+def test_the_trees_chart_is_shown_while_a_block_may_draft_a_tree(width, hedge, mode, shown):
+    """With trees, or TABED's hedged first block (a static ensemble or a single method never hedges)."""
+    assert app.trees_shown(width, hedge, app.MODES[mode])["visible"] is shown
 
 
 def test_on_a_cpu_both_sides_decode_in_a_worker_with_one_torch_thread(tiny_app, image_path, monkeypatch):
