@@ -325,8 +325,7 @@ class StaticBackend:
         prefilled cache, not in the first timed run that needs each: a frontier of up to TREE_GRAPH_TOKENS
         nodes (a drafter's tree step, a target's smallest trees) and each padded verify size that fits."""
         for size in sizes:
-            room = self.max_len - int(self.cache.layers[0].cumulative_length)
-            if not (self.graphs and self.tree_graphs) or size > room:
+            if not (self.graphs and self.tree_graphs) or size > self._room():
                 return
             chain = TreeLayout(torch.arange(size), torch.ones(size, size, dtype=torch.bool).tril())
             self.forward(torch.full((self.batch, size), token, device=self.model.device), chain)
@@ -334,8 +333,12 @@ class StaticBackend:
 
     def _bucket(self, count: int) -> int | None:
         """The least verify bucket that holds `count` tokens and still fits in the cache."""
-        room = self.max_len - int(self.cache.layers[0].cumulative_length)
+        room = self._room()
         return next((size for size in TREE_VERIFY_BUCKETS if count <= size <= room), None)
+
+    def _room(self) -> int:
+        """How many more tokens the cache holds."""
+        return self.max_len - int(self.cache.layers[0].cumulative_length)
 
     def padded_tree(self, ids: torch.Tensor, layout: TreeLayout, bucket: int) -> torch.Tensor:
         """A whole tree (its span all in `ids`) padded to `bucket` tokens: the padding sees only itself and

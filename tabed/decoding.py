@@ -226,7 +226,6 @@ class SpeculativeRun:
     history: WeightHistory | None
     length: DraftLength
     lookup: NgramLookup | None = None  # the model-free method N, when the spec has it
-    tree: TreeVerifier | None = None  # verifies token trees, when some block may draft one
     resting: Resting | None = None  # which drafter rows rest, when rows may
     blocks: list[BlockEvent] = field(default_factory=list)
 
@@ -302,9 +301,7 @@ def speculative_generate(
                if spec.dynamic else None)
     out: list[int] = []
     lookup = NgramLookup(prompt.input_ids[0].tolist(), out) if "N" in spec.methods else None
-    trees = config.tree_width > 1 or spec.dynamic and config.hedge_first
-    run = SpeculativeRun(spec.methods, out, [], history, DraftLength(config.gamma, config.adaptive), lookup,
-                         TreeVerifier(spec.methods) if trees else None)
+    run = SpeculativeRun(spec.methods, out, [], history, DraftLength(config.gamma, config.adaptive), lookup)
     drafter = start = None
     if config.max_new_tokens > 1:  # the drafter's image features and prefill come first: its drafts ride
         drafter = _start_drafter(pair, draft_prompt, spec.model_methods if images else ("T",), captions, config)
@@ -453,8 +450,9 @@ def _verify(run: SpeculativeRun, drafter: BatchedDrafter | None, session: Target
     """Verify the drafts and roll both caches to what was kept: the verdict, and the drafts it judged as
     a chain (a tree's accepted path and the best drafts below it)."""
     if isinstance(candidate, DraftTree):
-        verdict = run.tree.verify(session, run.out[-1] if run.out else None, candidate, config, generator, prompt)
-        run.pending = run.tree.commit(session, drafter, candidate, verdict, run.pending)
+        tree = TreeVerifier(run.methods)
+        verdict = tree.verify(session, run.out[-1] if run.out else None, candidate, config, generator, prompt)
+        run.pending = tree.commit(session, drafter, candidate, verdict, run.pending)
         return verdict, verdict.path
     chain = ChainVerifier()
     verdict = chain.verify(session, run.out[-1] if run.out else None, candidate, config, generator, prompt)
