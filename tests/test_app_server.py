@@ -56,8 +56,12 @@ def test_a_cancelled_run_stops_its_worker(server, picture):
 
 
 def test_two_sessions_at_once_both_complete_without_mixing(pair, server, picture):
+    other = Client(server.src, verbose=False)  # made first: a client takes a while to start
     first = submit(server, picture, "w5 w6", max_new_tokens=200)
-    second = submit(Client(server.src, verbose=False), None, "w7 w8 w9", max_new_tokens=200)
+    deadline = time.monotonic() + 30  # the second is sent once the first runs, so it must queue behind it
+    while first.status().code.name not in ("PROCESSING", "ITERATING", "FINISHED") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    second = submit(other, None, "w7 w8 w9", max_new_tokens=200)
     codes, most_workers = set(), 0
     while not second.done():
         codes.add(second.status().code.name)
