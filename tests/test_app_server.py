@@ -31,6 +31,13 @@ def submit(client, picture, prompt, max_new_tokens=24):
     return client.submit(picture, prompt, *SETTINGS, max_new_tokens, 0.0, 0, True, api_name="/run")
 
 
+def wait_until(condition, seconds):
+    """Poll `condition` until it holds or `seconds` have passed."""
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def test_a_run_completes_with_both_answers_and_downloads(server, picture):
     status, tabed_html, plain_html, metrics, plot, blocks, chat, files, trees = submit(server, picture,
                                                                                       "w1 w2").result(60)
@@ -44,23 +51,18 @@ def test_a_run_completes_with_both_answers_and_downloads(server, picture):
 
 def test_a_cancelled_run_stops_its_worker(server, picture):
     job = submit(server, picture, "w3 w4", max_new_tokens=400)
-    deadline = time.monotonic() + 30
-    while not any(output[1] for output in job.outputs()) and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(lambda: any(output[1] for output in job.outputs()), 30)
     assert workers_alive() == 1
     job.cancel()
-    deadline = time.monotonic() + 3
-    while workers_alive() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(lambda: not workers_alive(), 3)
     assert workers_alive() == 0
 
 
 def test_two_sessions_at_once_both_complete_without_mixing(pair, server, picture):
     other = Client(server.src, verbose=False)  # made first: a client takes a while to start
     first = submit(server, picture, "w5 w6", max_new_tokens=200)
-    deadline = time.monotonic() + 30  # the second is sent once the first runs, so it must queue behind it
-    while first.status().code.name not in ("PROCESSING", "ITERATING", "FINISHED") and time.monotonic() < deadline:
-        time.sleep(0.01)
+    # the second is sent once the first runs, so it must queue behind it
+    wait_until(lambda: first.status().code.name in ("PROCESSING", "ITERATING", "FINISHED"), 30)
     second = submit(other, None, "w7 w8 w9", max_new_tokens=200)
     codes, most_workers = set(), 0
     while not second.done():
