@@ -4,14 +4,19 @@ A chain drafts one token per position, so when the methods disagree only one of 
 tries more. Every node has an estimated chance of being accepted with its whole path (the ensemble's
 probabilities, calibrated by `DraftLength` on this answer's verifications). At each depth the likeliest
 nodes (at most `width`, the frontier) go through the drafter together, as tree tokens of its batched
-forward: every method's row scores each of them. Each of them gets up to `width` children:
-- "ensemble" policy: greedy, the ensemble's top tokens, a further one only where the ensemble gives it
-  at least `BRANCH_MIN` (a sure ensemble grows a chain, an unsure one branches); sampling, independent
-  draws from the ensemble;
-- "methods" policy: the ensemble's top token and each method's own top-1 where they differ; sampling,
-  one draw from the ensemble and the others from the methods' own distributions, by weight;
-- "unsure" policy: as "ensemble", but only where the ensemble's top token has less than `UNSURE` of its
-  probability, so more likely wrong than right; elsewhere one child (one draw), as in a chain.
+forward: every method's row scores each of them. Their children:
+- "ensemble" policy: greedy, the likeliest of the frontier's top tokens by the chance of their whole
+  path, `width`² a depth, a token beyond a node's top one only where the ensemble gives it at least
+  `BRANCH_MIN` (a sure ensemble grows a chain, an unsure one branches; a sure node beside a weak
+  sibling gets its runner-ups before the sibling's continuation does); sampling, `width` independent
+  draws from the ensemble for each node;
+- "methods" policy: up to `width` for each node, the ensemble's top token and each method's own top-1
+  where they differ; sampling, one draw from the ensemble and the others from the methods' own
+  distributions, by weight;
+- "unsure" policy: up to `width` for each node, its top tokens as "ensemble" chooses them, or draws,
+  but only where the ensemble's top token has less than `UNSURE` of its probability, so more likely
+  wrong than right; elsewhere one child (one draw), as in a chain. It is meant to be cheap (the hedged
+  first block is one), so its children are not pooled across the depth.
 Adaptive drafting deepens the tree while the newest depth's chances add up to the chain's minimum.
 The target scores the whole tree in one forward, each node seeing only its ancestors, and keeps the
 longest path it agrees with: greedy, by following its own argmax; sampling, by recursive rejection
@@ -169,14 +174,20 @@ def draft_tree(drafter: BatchedDrafter, feed: list[int], gamma: int, width: int,
     opinions = Opinions(methods, weights, config, log_probs, lookup, banned, drafter.placed)
     order = weights.argsort(descending=True).tolist()  # the methods by weight, for the "methods" policy
     budget = NODE_BUDGET * gamma
-    ranked = width if policy in ("ensemble", "unsure") and is_greedy(config.temperature) else 0
+    greedy = is_greedy(config.temperature)
+    pooled = greedy and policy == "ensemble"  # a depth's children chosen together (`_likeliest_children`)
+    ranked = (width * width if pooled else width) if greedy and policy in ("ensemble", "unsure") else 0
     for depth in range(len(tree.tokens) + 1, gamma + 1):
         born = []
-        for parent, context in zip(frontier, _contexts(opinions, logits, tree, frontier, ranked), strict=True):
+        contexts = _contexts(opinions, logits, tree, frontier, ranked)
+        children = (_likeliest_children(tree, frontier, contexts, min(ranked, budget - len(tree.tokens)), length)
+                    if pooled else None)
+        for column, (parent, context) in enumerate(zip(frontier, contexts, strict=True)):
             tree.contexts[parent] = context
-            for token, proposal, prob in _draws(context, min(width, budget - len(tree.tokens)), policy, order, config,
-                                                generator):
-                node, new = tree.add(parent, token, prob, length.acceptance(prob) if length is not None else prob)
+            draws = children[column] if children is not None else _draws(
+                context, min(width, budget - len(tree.tokens)), policy, order, config, generator)
+            for token, proposal, prob in draws:
+                node, new = tree.add(parent, token, prob, _chance(length, prob))
                 context.draws.append((node, proposal))
                 born += [node] if new else []
         if adaptive and not length.keep_growing(sum(tree.scores[node] for node in born)) and depth < gamma:
@@ -198,6 +209,31 @@ def draft_tree(drafter: BatchedDrafter, feed: list[int], gamma: int, width: int,
     return tree
 
 
+def _chance(length: DraftLength | None, prob: float) -> float:
+    """The estimated chance that a draft of this ensemble probability is accepted after its parent."""
+    return length.acceptance(prob) if length is not None else prob
+
+
+def _likeliest_children(tree: DraftTree, frontier: list[int], contexts: list[Context], count: int,
+                        length: DraftLength | None) -> list[list[tuple[int, None, float]]]:
+    """Greedy "ensemble" trees: a depth's children, as each frontier node's list of draws, are the `count`
+    likeliest of all its nodes' top tokens, by the chance of their whole path being accepted. A sure node
+    with a weak sibling gets its runner-ups before the sibling's continuation does, and an unsure one more
+    than `width` where it alone is likely. A token beyond a node's top one needs at least `BRANCH_MIN` of
+    the ensemble."""
+    candidates = []
+    for column, (parent, context) in enumerate(zip(frontier, contexts, strict=True)):
+        base = 1.0 if parent == ROOT else tree.scores[parent]
+        for rank, (token, prob) in enumerate(context.ranked):
+            if rank == 0 or prob >= BRANCH_MIN:
+                candidates.append((base * _chance(length, prob), column, token, prob))
+    candidates.sort(key=lambda candidate: candidate[0], reverse=True)  # stable: ties stay in frontier order
+    children = [[] for _ in frontier]
+    for _, column, token, prob in candidates[:max(count, 0)]:
+        children[column].append((token, None, prob))
+    return children
+
+
 def _graft(tree: DraftTree, chain: Draft, length: DraftLength | None, config: GenerationConfig) -> int:
     """The chain's drafts as the tree's first nodes, each its parent's one child (drawn from the ensemble,
     as a chain's are), all in the drafter's cache; returns the last (the root when there is none)."""
@@ -209,7 +245,7 @@ def _graft(tree: DraftTree, chain: Draft, length: DraftLength | None, config: Ge
         context = Context(chain.row_probs[position], chain.mixed_probs[position],
                           chain.row_log_probs[position] if chain.row_log_probs else None)
         tree.contexts[node] = context
-        node, _ = tree.add(node, token, prob, length.acceptance(prob) if length is not None else prob)
+        node, _ = tree.add(node, token, prob, _chance(length, prob))
         context.draws.append((node, None if greedy else context.mixed))
     tree.fed = list(range(len(chain.tokens)))
     return node
@@ -237,10 +273,11 @@ def _contexts(opinions: Opinions, logits: torch.Tensor, tree: DraftTree, frontie
 
 def _draws(context: Context, count: int, policy: str, order: list[int], config: GenerationConfig,
            generator: torch.Generator) -> list[tuple[int, torch.Tensor | None, float]]:
-    """A node's children as (token, the distribution it was drawn from, its ensemble probability); `count`
-    is fixed before any is drawn, which keeps the sampling verification exact. Greedy "ensemble" and "unsure"
-    children come from the node's `ranked` tokens; otherwise the probabilities are read back together: one wait
-    for a GPU per node, not one per child."""
+    """A node's children as (token, the distribution it was drawn from, its ensemble probability), except
+    greedy "ensemble" trees' (chosen a depth at a time, `_likeliest_children`); `count` is fixed before any
+    is drawn, which keeps the sampling verification exact. Greedy "unsure" children come from the node's
+    `ranked` tokens; otherwise the probabilities are read back together: one wait for a GPU per node, not
+    one per child."""
     q = context.mixed
     if count <= 0:
         return []

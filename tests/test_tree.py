@@ -18,7 +18,7 @@ from tabed.events import TreeNode
 from tabed.lookup import NgramLookup
 from tabed.render import tree_depth, tree_lanes, trees_figure
 from tabed.spec import parse_spec
-from tabed.tree import ROOT, UNSURE, Context, DraftTree, _walk_sampling, draft_tree
+from tabed.tree import ROOT, UNSURE, Context, DraftTree, _likeliest_children, _walk_sampling, draft_tree
 
 CPU = torch.device("cpu")
 #        0      1     2      3      4     5      (node)
@@ -310,6 +310,39 @@ def test_trees_report_their_nodes_and_lengthen_blocks(loose_pair, image):
     for block in tree.blocks:
         for index, node in enumerate(block.tree):
             assert -1 <= node.parent < index and 0 <= node.draft_prob <= 1 and 0 <= node.target_prob <= 1
+
+
+def test_a_depths_children_are_the_likeliest_across_its_frontier():
+    """Width 2 (four children a depth): a sure node beside a weak sibling gets three children, its
+    runner-ups scored above the sibling's only likely token, which is left out; per node (two each) the
+    sibling's would have been drafted and the third choice not. Tokens under BRANCH_MIN are never drafted
+    beyond a node's first."""
+    tree = DraftTree()
+    strong, _ = tree.add(ROOT, 1, 0.9, 0.9)
+    weak, _ = tree.add(ROOT, 2, 0.05, 0.05)
+    dummy = torch.zeros(2, 8), torch.zeros(8), None
+    contexts = [Context(*dummy, ranked=[(3, 0.6), (4, 0.25), (5, 0.11), (6, 0.04)]),
+                Context(*dummy, ranked=[(7, 0.9), (6, 0.1), (5, 0.0), (4, 0.0)])]
+    children = _likeliest_children(tree, [strong, weak], contexts, 3, length=None)
+    assert [[token for token, _, _ in draws] for draws in children] == [[3, 4, 5], []]
+    assert children[0][1] == (4, None, 0.25)
+    everything = _likeliest_children(tree, [strong, weak], contexts, 8, length=None)
+    assert [[token for token, _, _ in draws] for draws in everything] == [[3, 4, 5], [7, 6]]
+
+
+def test_a_width_2_tree_keeps_a_third_choice_where_the_depth_has_room(teaching_pair):
+    """On an odd picture of the teaching suite the target's word is the ensemble's third choice at a
+    position where the rest of that depth was unlikely: a width-2 tree drafts it there (a per-node
+    allotment of two children would not) and the block keeps it. The answer stays the target's own."""
+    suite = default_suite()
+    case = next(c for c in load_suite(suite) if c.id == "odd-09")
+    turns = case_turns(case, suite.parent)
+    plain = collect(autoregressive_generate(teaching_pair, turns, GenerationConfig()))
+    tree = collect(speculative_generate(teaching_pair, turns, *bench_spec("tabed-MT+tree2", GenerationConfig())))
+    assert tree.token_ids == plain.token_ids
+    thirds = [node for block in tree.blocks for index, node in enumerate(block.tree)
+              if node.accepted and [n.parent for n in block.tree[:index]].count(node.parent) >= 2]
+    assert thirds
 
 
 def test_tree_lanes_keep_first_children_in_line():
