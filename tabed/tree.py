@@ -4,7 +4,8 @@ A chain drafts one token per position, so when the methods disagree only one of 
 tries more. Every node has an estimated chance of being accepted with its whole path (the ensemble's
 probabilities, calibrated by `DraftLength` on this answer's verifications). At each depth the likeliest
 nodes (at most `width`, the frontier) go through the drafter together, as tree tokens of its batched
-forward: every method's row scores each of them. Their children:
+forward: every method's row scores each of them (greedy "ensemble" trees give slots that a depth leaves
+empty to the likeliest nodes an earlier depth did not expand). Their children:
 - "ensemble" policy: greedy, the likeliest of the frontier's top tokens by the chance of their whole
   path, `width`² a depth, a token beyond a node's top one only where the ensemble gives it at least
   `BRANCH_MIN` (a sure ensemble grows a chain, an unsure one branches; a sure node beside a weak
@@ -70,7 +71,8 @@ class Context:
 
 @dataclass
 class DraftTree:
-    """One block's drafted tokens as a tree; nodes are numbered depth by depth, parents first."""
+    """One block's drafted tokens as a tree; nodes are numbered parents first (depth by depth, but for
+    children of a node an earlier depth left unexpanded, `_spare`)."""
 
     tokens: list[int] = field(default_factory=list)
     parents: list[int] = field(default_factory=list)
@@ -198,15 +200,32 @@ def draft_tree(drafter: BatchedDrafter, feed: list[int], gamma: int, width: int,
             break
         if depth == gamma:
             break
-        born = [node for node in born if tree.tokens[node] not in ends]
-        if not born:
+        frontier = _likeliest([node for node in born if tree.tokens[node] not in ends], tree, width)
+        if pooled and len(frontier) < width:  # slots this depth leaves empty
+            frontier += _likeliest(_spare(tree, frontier, gamma, ends, length.threshold if adaptive else 0.0), tree,
+                                   width - len(frontier))
+        if not frontier:
             tree.stop = "eos"
             break
-        frontier = sorted(born, key=tree.scores.__getitem__, reverse=True)[:width]
         layout = tree.layout(frontier, tree.fed + frontier, shift=-1)  # the tree starts after the feed
         logits = drafter.step_tree([tree.tokens[n] for n in frontier], layout)
         tree.fed += frontier
     return tree
+
+
+def _likeliest(nodes: list[int], tree: DraftTree, count: int) -> list[int]:
+    """The `count` nodes most likely to be accepted with their paths, likeliest first."""
+    return sorted(nodes, key=tree.scores.__getitem__, reverse=True)[:count]
+
+
+def _spare(tree: DraftTree, frontier: list[int], gamma: int, ends: frozenset[int], floor: float) -> list[int]:
+    """Nodes of earlier depths that were never expanded and could be (not end tokens, under γ deep, with at
+    least `floor` chance of their path being accepted): where a depth has fewer nodes than the frontier has
+    slots (the likely path drafted an end token, or is sure where the rest is unlikely), the tree grows on
+    from the best of them instead, e.g. a third choice that the frontier had no room for."""
+    return [node for node in range(len(tree.tokens))
+            if node not in tree.contexts and node not in frontier and tree.tokens[node] not in ends
+            and tree.depths[node] < gamma and tree.scores[node] >= floor]
 
 
 def _chance(length: DraftLength | None, prob: float) -> float:

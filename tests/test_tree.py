@@ -16,9 +16,9 @@ from tabed.drafter import BatchedDrafter, build_rows, image_token_id
 from tabed.errors import InputError
 from tabed.events import TreeNode
 from tabed.lookup import NgramLookup
-from tabed.render import tree_depth, tree_lanes, trees_figure
+from tabed.render import node_depths, tree_depth, tree_lanes, trees_figure
 from tabed.spec import parse_spec
-from tabed.tree import ROOT, UNSURE, Context, DraftTree, _likeliest_children, _walk_sampling, draft_tree
+from tabed.tree import ROOT, UNSURE, Context, DraftTree, _likeliest_children, _spare, _walk_sampling, draft_tree
 
 CPU = torch.device("cpu")
 #        0      1     2      3      4     5      (node)
@@ -343,6 +343,40 @@ def test_a_width_2_tree_keeps_a_third_choice_where_the_depth_has_room(teaching_p
     thirds = [node for block in tree.blocks for index, node in enumerate(block.tree)
               if node.accepted and [n.parent for n in block.tree[:index]].count(node.parent) >= 2]
     assert thirds
+
+
+def test_spare_nodes_are_unexpanded_ones_that_could_still_grow():
+    """Where a depth leaves frontier slots empty, the tree grows on from earlier nodes never expanded:
+    not end tokens, not already γ deep, not under the adaptive minimum, not already in the frontier."""
+    tree = DraftTree()
+    main, _ = tree.add(ROOT, 1, 0.6, 0.6)
+    runner_up, _ = tree.add(ROOT, 2, 0.3, 0.3)
+    ended, _ = tree.add(ROOT, 0, 0.05, 0.05)
+    unlikely, _ = tree.add(ROOT, 3, 0.01, 0.01)
+    tree.contexts[main] = Context(torch.zeros(2, 8), torch.zeros(8), None)
+    deep, _ = tree.add(main, 4, 1.0, 1.0)
+    assert _spare(tree, [], 3, frozenset({0}), 0.02) == [runner_up, deep]
+    assert _spare(tree, [deep], 3, frozenset({0}), 0.02) == [runner_up]
+    assert _spare(tree, [], 2, frozenset({0}), 0.02) == [runner_up]  # deep is γ deep already
+    assert _spare(tree, [], 3, frozenset(), 0.0) == [runner_up, ended, unlikely, deep]
+
+
+def test_a_width_2_tree_grows_on_from_a_choice_its_depth_had_no_room_to_expand(teaching_pair):
+    """The teaching suite's image-14 ("... It says 8."): at the digit the ensemble's top two are wrong and
+    the frontier of two goes on from them; the target's 8 is drafted (the third choice) but not expanded.
+    Once those paths end, the spare slots grow it on, and the answer takes one block, as it does with
+    width 3, instead of two. The answer stays the target's own."""
+    suite = default_suite()
+    case = next(c for c in load_suite(suite) if c.id == "image-14")
+    turns = case_turns(case, suite.parent)
+    plain = collect(autoregressive_generate(teaching_pair, turns, GenerationConfig()))
+    tree = collect(speculative_generate(teaching_pair, turns, *bench_spec("tabed-MT+tree2", GenerationConfig())))
+    assert tree.token_ids == plain.token_ids
+    assert len(tree.blocks) == 1
+    nodes = tree.blocks[0].tree
+    depths = node_depths(nodes)
+    grown = [index for index, node in enumerate(nodes) if node.accepted and depths[index] < max(depths[:index], default=0)]
+    assert grown  # the kept path goes on from a node numbered after deeper ones: a spare slot's
 
 
 def test_tree_lanes_keep_first_children_in_line():
