@@ -375,7 +375,8 @@ def test_a_width_2_tree_grows_on_from_a_choice_its_depth_had_no_room_to_expand(t
     assert len(tree.blocks) == 1
     nodes = tree.blocks[0].tree
     depths = node_depths(nodes)
-    grown = [index for index, node in enumerate(nodes) if node.accepted and depths[index] < max(depths[:index], default=0)]
+    grown = [index for index, node in enumerate(nodes)
+             if node.accepted and depths[index] < max(depths[:index], default=0)]
     assert grown  # the kept path goes on from a node numbered after deeper ones: a spare slot's
 
 
