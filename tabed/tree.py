@@ -156,7 +156,8 @@ def draft_tree(drafter: BatchedDrafter, feed: list[int], gamma: int, width: int,
                policy: str = "ensemble", start: torch.Tensor | None = None, banned: int | None = None,
                ends: frozenset[int] = frozenset(), chain: Draft | None = None) -> DraftTree:
     """A tree at most γ deep: one drafter forward per depth, over that depth's frontier (the nodes most
-    likely to be accepted, by `length`'s calibration). With adaptive drafting it stops deepening once
+    likely to be accepted, by `length`'s calibration; greedy "ensemble" trees fill the slots a depth
+    leaves empty from the nodes earlier depths left unexpanded). With adaptive drafting it stops deepening once
     the target is unlikely to accept any of the newest depth's nodes (at most one of them can be: the
     chances add up), which is the chain's rule when a depth has one node.
     `start`: the rows' logits after the prompt, for the first block, which has nothing to feed; its tree
