@@ -36,6 +36,21 @@ def small_tree() -> DraftTree:
     return tree
 
 
+def teaching_turns(case_id: str) -> list[Turn]:
+    """A case of the bundled teaching suite, as the bench reads it."""
+    suite = default_suite()
+    return case_turns(next(c for c in load_suite(suite) if c.id == case_id), suite.parent)
+
+
+def width_2_equal_to_plain(pair, case_id: str):
+    """A teaching case decoded greedily with width-2 trees, checked token for token against plain decoding."""
+    turns = teaching_turns(case_id)
+    plain = collect(autoregressive_generate(pair, turns, GenerationConfig()))
+    tree = collect(speculative_generate(pair, turns, *bench_spec("tabed-MT+tree2", GenerationConfig())))
+    assert tree.token_ids == plain.token_ids, case_id
+    return tree
+
+
 def backends(pair, batch):
     return {"dynamic": lambda: DynamicBackend(pair.drafter if batch > 1 else pair.target),
             "static": lambda: StaticBackend(pair.drafter if batch > 1 else pair.target, batch, 256)}
@@ -193,9 +208,7 @@ def test_the_default_hedges_the_first_block_where_the_unweighted_methods_disagre
     alone only one. By default (`hedge_first`) the first block is an "unsure" tree of width 2, which also
     tries the runner-up there, M's label, and branches nowhere the ensemble is sure: the same tree as one
     configured explicitly."""
-    suite = default_suite()
-    case = next(c for c in load_suite(suite) if c.id == "image-05")
-    turns = case_turns(case, suite.parent)
+    turns = teaching_turns("image-05")
     tabed = parse_spec("tabed-MT")
     chain = collect(speculative_generate(teaching_pair, turns, tabed, GenerationConfig(hedge_first=False)))
     hedged = collect(speculative_generate(teaching_pair, turns, tabed, GenerationConfig()))
@@ -243,8 +256,7 @@ def test_an_unsure_tree_grown_on_from_its_chain_is_the_tree_drafted_whole(teachi
     """An "unsure" tree is a chain while the ensemble is sure: it is drafted as one (less work per step)
     up to the first doubt, and grows on from there as a tree. Node for node, draw for draw (the same
     generator), that is the tree drafted whole, which is what the verification's exactness rests on."""
-    suite = default_suite()
-    turns = case_turns(next(c for c in load_suite(suite) if c.id == "image-05"), suite.parent)
+    turns = teaching_turns("image-05")
     prompt = encode(teaching_pair.drafter_processor, turns, CPU, torch.float32)
     config = GenerationConfig(temperature=temperature, tree_width=2, tree_policy="unsure")
     weights, banned = torch.tensor([0.5, 0.5]), image_token_id(teaching_pair.target)
@@ -281,8 +293,7 @@ def test_an_unsure_tree_that_never_doubts_is_a_chain_and_the_page_says_why_no_tr
     """A text question the ensemble is sure of throughout: the hedged first block never branches, so it
     is drafted and verified as a chain (no tree nodes to report), and the trees chart says so rather
     than asking for a tree width the run already had."""
-    suite = default_suite()
-    turns = case_turns(next(c for c in load_suite(suite) if c.id == "text-00"), suite.parent)
+    turns = teaching_turns("text-00")
     config = GenerationConfig(tree_width=2, tree_policy="unsure", tree_blocks="first")
     hedged = collect(speculative_generate(teaching_pair, turns, parse_spec("tabed-MT"), config))
     plain = collect(autoregressive_generate(teaching_pair, turns, GenerationConfig()))
@@ -334,12 +345,7 @@ def test_a_width_2_tree_keeps_a_third_choice_where_the_depth_has_room(teaching_p
     """On an odd picture of the teaching suite the target's word is the ensemble's third choice at a
     position where the rest of that depth was unlikely: a width-2 tree drafts it there (a per-node
     allotment of two children would not) and the block keeps it. The answer stays the target's own."""
-    suite = default_suite()
-    case = next(c for c in load_suite(suite) if c.id == "odd-09")
-    turns = case_turns(case, suite.parent)
-    plain = collect(autoregressive_generate(teaching_pair, turns, GenerationConfig()))
-    tree = collect(speculative_generate(teaching_pair, turns, *bench_spec("tabed-MT+tree2", GenerationConfig())))
-    assert tree.token_ids == plain.token_ids
+    tree = width_2_equal_to_plain(teaching_pair, "odd-09")
     thirds = [node for block in tree.blocks for index, node in enumerate(block.tree)
               if node.accepted and [n.parent for n in block.tree[:index]].count(node.parent) >= 2]
     assert thirds
@@ -366,12 +372,7 @@ def test_a_width_2_tree_grows_on_from_a_choice_its_depth_had_no_room_to_expand(t
     the frontier of two goes on from them; the target's 8 is drafted (the third choice) but not expanded.
     Once those paths end, the spare slots grow it on, and the answer takes one block, as it does with
     width 3, instead of two. The answer stays the target's own."""
-    suite = default_suite()
-    case = next(c for c in load_suite(suite) if c.id == "image-14")
-    turns = case_turns(case, suite.parent)
-    plain = collect(autoregressive_generate(teaching_pair, turns, GenerationConfig()))
-    tree = collect(speculative_generate(teaching_pair, turns, *bench_spec("tabed-MT+tree2", GenerationConfig())))
-    assert tree.token_ids == plain.token_ids
+    tree = width_2_equal_to_plain(teaching_pair, "image-14")
     assert len(tree.blocks) == 1
     nodes = tree.blocks[0].tree
     depths = node_depths(nodes)
