@@ -33,16 +33,18 @@ import gradio as gr
 import torch
 from PIL import Image
 
-from tabed import render
-from tabed.conversation import Turn, load_image
-from tabed.decoding import GenerationConfig, warm_up
-from tabed.draft_length import AUTO_CAP
+from tabed.engine.config import TREE_POLICIES, GenerationConfig
+from tabed.engine.draft_length import AUTO_CAP
+from tabed.engine.events import BlockEvent, Finished, GenerationResult, Started, TokenEvent
+from tabed.engine.loop import warm_up
+from tabed.engine.spec import METHOD_NAMES, RULES, DraftingSpec
 from tabed.errors import InputError, TabedError
-from tabed.events import BlockEvent, Finished, GenerationResult, Started, TokenEvent
-from tabed.models import PRESETS, ModelPair, default_preset, load_preset
-from tabed.runner import AUTOREGRESSIVE, SPECULATIVE, ComparisonWorker, Done, Failure, PhaseEvent
-from tabed.spec import METHOD_NAMES, RULES, DraftingSpec
-from tabed.tree import TREE_POLICIES
+from tabed.models.chat import Turn, load_image
+from tabed.models.loading import load_preset
+from tabed.models.pair import ModelPair
+from tabed.models.presets import PRESETS, default_preset
+from tabed.page import render
+from tabed.page.worker import AUTOREGRESSIVE, SPECULATIVE, ComparisonWorker, Done, Failure, PhaseEvent
 
 ROOT = Path(__file__).resolve().parent
 EXAMPLES = ROOT / "assets" / "examples"

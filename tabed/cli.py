@@ -8,14 +8,15 @@ import sys
 
 import torch
 
-from .backends import CACHES
-from .conversation import Turn, load_image, validate
-from .decoding import GenerationConfig, autoregressive_generate, collect, compare, speculative_generate, warm_up
-from .draft_length import AUTO_CAP, parse_gamma
+from .engine.config import TREE_BLOCKS, TREE_POLICIES, GenerationConfig
+from .engine.draft_length import AUTO_CAP, parse_gamma
+from .engine.loop import autoregressive_generate, collect, compare, speculative_generate, warm_up
+from .engine.spec import DEFAULT_SPEC, RULES, parse_spec
 from .errors import TabedError
-from .models import PRESETS, load_pair, load_preset
-from .spec import DEFAULT_SPEC, RULES, parse_spec
-from .tree import TREE_BLOCKS, TREE_POLICIES
+from .models.caches import CACHES
+from .models.chat import Turn, load_image, validate
+from .models.loading import load_pair, load_preset
+from .models.presets import PRESETS
 
 BENCH_SPECS = ",".join(dict.fromkeys(["M", "T", "MT", "tabed-MT@5+tree1", DEFAULT_SPEC]))  # always the default spec;
 # the paper's setting is a chain in every block
@@ -189,7 +190,7 @@ def generate(args: argparse.Namespace) -> dict:
 def overhead(args: argparse.Namespace) -> dict:
     from PIL import Image
 
-    from .overhead import batching_overhead, step_costs
+    from .bench.overhead import batching_overhead, step_costs
 
     image = load_image(args.image) if args.image else Image.new("RGB", (336, 336), (128, 128, 128))
     pair = _load(args)
@@ -204,7 +205,8 @@ def overhead(args: argparse.Namespace) -> dict:
 def bench(args: argparse.Namespace) -> dict:
     from pathlib import Path
 
-    from .bench import BenchSettings, check_settings, default_suite, log, run_bench
+    from .bench.runner import BenchSettings, check_settings, log, run_bench
+    from .bench.suite import default_suite
 
     if args.limit is not None and args.limit < 1:
         raise TabedError(f"--limit must be at least 1, got {args.limit}")
@@ -223,8 +225,9 @@ def bench(args: argparse.Namespace) -> dict:
 def widen_command(args: argparse.Namespace) -> dict:
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    from .models import check_source, resolve_dtype
-    from .widen import Shape, widen
+    from .models.loading import check_source
+    from .models.pair import resolve_dtype
+    from .models.widen import Shape, widen
 
     source = check_source(args.model, "model")
     try:

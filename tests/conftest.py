@@ -12,9 +12,9 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from tabed.factory import LlavaSize, llava_processor, random_llava, word_tokenizer  # noqa: E402
-from tabed.models import ModelPair  # noqa: E402
-from tabed.runner import WORKER_THREAD  # noqa: E402
+from tabed.models.factory import LlavaSize, llava_processor, random_llava, word_tokenizer  # noqa: E402
+from tabed.models.pair import ModelPair  # noqa: E402
+from tabed.page.worker import WORKER_THREAD  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(40)]
 SIZE = LlavaSize()
@@ -92,7 +92,7 @@ def twin_pair(target, processor):
 @pytest.fixture(scope="session")
 def teaching_pair():
     """The bundled teaching pair on the CPU, loaded once (tests only read it)."""
-    from tabed.models import load_preset
+    from tabed.models.loading import load_preset
 
     return load_preset("teaching", device="cpu")
 

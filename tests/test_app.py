@@ -12,8 +12,9 @@ from PIL import Image
 
 import app
 from conftest import serving, workers_alive
-from tabed import resting, runner
-from tabed.models import ModelPair
+from tabed.engine import resting
+from tabed.models.pair import ModelPair
+from tabed.page import worker
 
 SETTINGS = dict(preset="teaching", methods=["M", "T"], mode=app.MODES[0], rule="w-grid", window=0, gamma=5,
                 max_new_tokens=24, temperature=0.0, seed=0, compare_ar=True, adaptive=True, tree_width=1,
@@ -150,7 +151,7 @@ def test_the_trees_chart_is_shown_while_a_block_may_draft_a_tree(width, hedge, m
 
 def test_on_a_cpu_both_sides_decode_in_a_worker_with_one_torch_thread(tiny_app, image_path, monkeypatch):
     """A second OpenMP team beside the loading thread's makes the drafter's small operations wait for
-    sleeping threads (see tabed/runner.py); the handler's thread keeps its own count."""
+    sleeping threads (see tabed/page/worker.py); the handler's thread keeps its own count."""
     seen = []
 
     def counting(generate):
@@ -160,7 +161,7 @@ def test_on_a_cpu_both_sides_decode_in_a_worker_with_one_torch_thread(tiny_app, 
         return wrapped
 
     for name in ("speculative_generate", "autoregressive_generate"):
-        monkeypatch.setattr(runner, name, counting(getattr(runner, name)))
+        monkeypatch.setattr(worker, name, counting(getattr(worker, name)))
     before = torch.get_num_threads()
     out = final(list(tiny_app.run(image_path, "w1 w2", None, *settings())))
     assert "Speedup" in out[0] and seen == [app.CPU_THREADS] * 2 == [1, 1]
@@ -208,7 +209,7 @@ def test_follow_up_continues_the_conversation(tiny_app, image_path):
 
 
 def test_token_text_is_escaped(tiny_app):
-    from tabed.render import TokenStream
+    from tabed.page.render import TokenStream
 
     class AngleTokenizer:
         def decode(self, ids, skip_special_tokens=True):

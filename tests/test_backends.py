@@ -5,8 +5,15 @@ import torch
 from test_lossless import conversations
 
 from conftest import make_pair
-from tabed import backends
-from tabed.backends import (
+from tabed.engine.config import GenerationConfig
+from tabed.engine.drafter import BatchedDrafter, build_rows
+from tabed.engine.loop import TREE_STEPS, autoregressive_generate, collect, speculative_generate, warm_up
+from tabed.engine.session import TargetSession
+from tabed.engine.spec import parse_spec
+from tabed.engine.tree import ROOT, DraftTree
+from tabed.errors import ModelLoadError
+from tabed.models import caches
+from tabed.models.caches import (
     TREE_GRAPH_SPAN,
     TREE_GRAPH_TOKENS,
     TREE_VERIFY_BUCKETS,
@@ -14,21 +21,8 @@ from tabed.backends import (
     StaticBackend,
     TreeLayout,
 )
-from tabed.conversation import Turn, encode
-from tabed.decoding import (
-    TREE_STEPS,
-    GenerationConfig,
-    TargetSession,
-    autoregressive_generate,
-    collect,
-    speculative_generate,
-    warm_up,
-)
-from tabed.drafter import BatchedDrafter, build_rows
-from tabed.errors import ModelLoadError
-from tabed.models import ModelPair, resolve_cache
-from tabed.spec import parse_spec
-from tabed.tree import ROOT, DraftTree
+from tabed.models.chat import Turn, encode
+from tabed.models.pair import ModelPair, resolve_cache
 
 CPU = torch.device("cpu")
 
@@ -227,7 +221,7 @@ def test_the_warm_up_captures_every_tree_step_and_verify_size_that_fits(pair, im
     """A hedged first block forks into a drafter step of up to TREE_GRAPH_TOKENS nodes: captured in the
     warm-up (here with a stand-in for CUDA graphs), the cache left as it was, and a later tree step then
     replays the captured forward with the eager forward's answer."""
-    monkeypatch.setattr(backends, "capture_graph", stand_in_capture)
+    monkeypatch.setattr(caches, "capture_graph", stand_in_capture)
     model = pair.drafter if role == "drafter" else pair.target
     backend, eager = StaticBackend(model, rows, 256), StaticBackend(model, rows, 256)
     ids = torch.tensor([[1, 5, 6, 7]]).expand(rows, -1)

@@ -5,24 +5,26 @@ from dataclasses import replace
 
 import pytest
 
-from tabed import bench, cli
-from tabed.decoding import GenerationConfig
+from tabed import cli
+from tabed.bench import report as reports
+from tabed.bench import runner, suite
+from tabed.engine.config import GenerationConfig
 from tabed.errors import InputError
 
 
 def run(case, scenario, spec, emitted, forwards, walltime, ar_walltime, mismatch=False, accepted=0, drafted=0,
         weights=0.0, prefill=0.1):
-    return bench.Run(case, scenario, spec, emitted + 1, forwards, emitted, accepted, drafted, walltime,
+    return suite.Run(case, scenario, spec, emitted + 1, forwards, emitted, accepted, drafted, walltime,
                      weights_s=weights, decode_s=walltime - prefill, ar_walltime_s=ar_walltime,
                      ar_decode_s=ar_walltime - prefill, mismatch=mismatch)
 
 
 def test_statistics_on_hand_made_numbers():
-    assert bench.pooled([3, 5], [1, 3]) == 2.0
-    assert bench.pooled([], []) == 0.0
-    assert bench.mean([1.0, 2.0, 6.0]) == 3.0
-    assert bench.mean([]) == 0.0
-    assert bench.best_of({"M": 4.0, "T": 5.0, "MT": 5.0}) == ["T", "MT"]
+    assert reports.pooled([3, 5], [1, 3]) == 2.0
+    assert reports.pooled([], []) == 0.0
+    assert reports.mean([1.0, 2.0, 6.0]) == 3.0
+    assert reports.mean([]) == 0.0
+    assert reports.best_of({"M": 4.0, "T": 5.0, "MT": 5.0}) == ["T", "MT"]
     runs = [
         run("a", "image", "M", 8, 2, 1.0, 3.0, accepted=8, drafted=10),
         run("b", "image", "M", 4, 2, 1.0, 1.0, accepted=4, drafted=10),
@@ -30,7 +32,7 @@ def test_statistics_on_hand_made_numbers():
         run("c", "text", "M", 3, 1, 1.0, 2.0),
         run("c", "text", "T", 6, 2, 1.0, 2.0),
     ]
-    summary = bench.summarize(runs)
+    summary = reports.summarize(runs)
     image = summary["scenarios"]["image"]
     assert image["specs"]["M"]["block_efficiency"] == 3.0  # (8 + 4) / (2 + 2), pooled
     assert image["specs"]["M"]["acceptance_rate"] == 0.6
@@ -50,28 +52,28 @@ def test_goals_report_each_measured_value():
         run("b", "text", "M", 8, 2, 1.0, 2.0), run("b", "text", "T", 8, 2, 1.0, 2.0),
         run("b", "text", "tabed-MT", 8, 2, 0.5, 2.0),
     ]
-    goals = bench.goals(bench.summarize(runs))
+    goals = reports.goals(reports.summarize(runs))
     assert all(g["met"] for g in goals) and len(goals) == 5  # no peer run: no peer goal
     # tabed-MT matches the best single method on both scenarios; its mean 4.5 is 12.5% above
     # the mean of M (4.5) and T (3.5); AR decode time 3.8 s against 1.3 s, 1.9 s against 0.9 s on images
     assert [g["measured"] for g in goals] == ["worst scenario: 1.000 of the best single", "+12.5%", "2.92x",
                                               "slowest: 2.11x", "0"]
-    assert bench.goals(bench.summarize(runs[:2])) == []  # no tabed-MT: nothing to judge
+    assert reports.goals(reports.summarize(runs[:2])) == []  # no tabed-MT: nothing to judge
 
 
 def test_a_bench_row_may_pin_its_rule_and_draft_length():
     config = GenerationConfig(max_new_tokens=9)
-    spec, pinned = bench.bench_spec("tabed-MT/hedge@5", config)
+    spec, pinned = runner.bench_spec("tabed-MT/hedge@5", config)
     assert (spec.name, pinned.rule, pinned.gamma, pinned.adaptive, pinned.max_new_tokens) == (
         "tabed-MT", "hedge", 5, False, 9)
-    assert bench.bench_spec("tabed-MTCP@auto:8", config)[1].gamma == 8
-    assert bench.bench_spec("M", config) == (bench.parse_spec("M"), config)
+    assert runner.bench_spec("tabed-MTCP@auto:8", config)[1].gamma == 8
+    assert runner.bench_spec("M", config) == (runner.parse_spec("M"), config)
     with pytest.raises(InputError, match="unknown weight rule"):
-        bench.bench_spec("tabed-MT/median", config)
+        runner.bench_spec("tabed-MT/median", config)
 
 
 def test_a_failing_peer_is_reported_and_left_out_of_the_comparison():
-    failed = bench.Run("a", "image", "peer-lookup", 0, 0, 0, error="ValueError: Image features and image tokens")
+    failed = suite.Run("a", "image", "peer-lookup", 0, 0, 0, error="ValueError: Image features and image tokens")
     runs = [
         run("a", "image", "M", 10, 2, 1.0, 2.0), run("a", "image", "T", 6, 2, 1.0, 2.0),
         run("a", "image", "tabed-MT", 10, 2, 0.8, 2.0), run("a", "image", "peer-default", 10, 4, 1.2, 2.0), failed,
@@ -79,19 +81,19 @@ def test_a_failing_peer_is_reported_and_left_out_of_the_comparison():
         run("b", "text", "tabed-MT", 8, 2, 0.5, 2.0), run("b", "text", "peer-default", 8, 2, 1.0, 2.0),
         run("b", "text", "peer-lookup", 8, 2, 0.4, 2.0),
     ]
-    summary = bench.summarize(runs)
+    summary = reports.summarize(runs)
     image, text = summary["scenarios"]["image"]["specs"], summary["scenarios"]["text"]["specs"]
     assert image["peer-lookup"]["failed"] == 1 and image["peer-lookup"]["cases"] == 0
     assert image["tabed-MT"]["speedup_vs_peer"] == pytest.approx(1.2 / 0.8)  # against peer-default only
     assert text["tabed-MT"]["speedup_vs_peer"] == pytest.approx(0.4 / 0.5)  # the lookup peer won here
     assert summary["overall"]["tabed-MT"]["speedup_vs_peer"] == pytest.approx(1.6 / 1.3)
-    goals = {g["goal"]: g for g in bench.goals(summary)}
+    goals = {g["goal"]: g for g in reports.goals(summary)}
     assert goals["tabed-MT walltime >= 1.25x the best transformers peer's speed overall"]["measured"] == "1.23x"
     assert goals["tabed-MT at least as fast as the best peer on every scenario"]["measured"] == "slowest: 0.80x"
     report = {"pair": "p", "device": "cpu", "dtype": "float32", "gamma": 16, "adaptive": True, "max_new_tokens": 9,
               "temperature": 0.0, "suite": "s", "cases": 2, "complete": True, "specs_run": list(text),
               "default_spec": "tabed-MT", "timing": "t", **summary}
-    markdown = bench.markdown(report)
+    markdown = reports.markdown(report)
     assert "| image | peer-lookup | failed on every case |" in markdown
     assert "peer-lookup on image: failed on 1 of 1 cases (ValueError: Image features and image tokens)" in markdown
     assert "| **all** | **tabed-MT** | " in markdown and "γ adaptive, at most 16" in markdown
@@ -101,9 +103,9 @@ def test_a_peer_that_raises_is_a_failed_run_not_a_crash(monkeypatch):
     def refuse(*args):
         raise ValueError("Image features and image tokens do not match:\n tokens: 20, features: 6144")
 
-    monkeypatch.setattr(bench, "peer_generate", refuse)
-    case = bench.Case("a", "image", [], [{"prompt": "p"}])
-    failed = bench._peer_run(None, case, [], GenerationConfig(), None, "peer-lookup")
+    monkeypatch.setattr(runner, "peer_generate", refuse)
+    case = suite.Case("a", "image", [], [{"prompt": "p"}])
+    failed = runner._peer_run(None, case, [], GenerationConfig(), None, "peer-lookup")
     assert failed.error == "ValueError: Image features and image tokens do not match: tokens: 20, features: 6144"
     assert (failed.new_tokens, failed.walltime_s, failed.mismatch) == (0, 0.0, False)
 
@@ -129,20 +131,20 @@ def write_suite(folder, image):
 def test_bad_suites_are_named_with_their_line(tmp_path, line, message):
     (tmp_path / "s.jsonl").write_text(line + "\n")
     with pytest.raises(InputError, match=message):
-        bench.load_suite(tmp_path / "s.jsonl")
+        suite.load_suite(tmp_path / "s.jsonl")
 
 
 def test_limit_keeps_the_first_cases_of_each_scenario():
-    cases = [bench.Case(str(i), scenario, [], [{"prompt": "p"}]) for i, scenario in enumerate("aabba")]
-    assert [c.id for c in bench.limit_cases(cases, 1)] == ["0", "2"]
-    assert bench.limit_cases(cases, None) == cases
+    cases = [suite.Case(str(i), scenario, [], [{"prompt": "p"}]) for i, scenario in enumerate("aabba")]
+    assert [c.id for c in suite.limit_cases(cases, 1)] == ["0", "2"]
+    assert suite.limit_cases(cases, None) == cases
 
 
 def test_smoke_run_writes_every_report(pair, image, tmp_path):
-    settings = bench.BenchSettings(write_suite(tmp_path, image), ["M", "tabed-MT"],
+    settings = runner.BenchSettings(write_suite(tmp_path, image), ["M", "tabed-MT"],
                                    GenerationConfig(max_new_tokens=12), tmp_path / "out", peer=True)
     lines = []
-    report = bench.run_bench(pair, settings, progress=lines.append)
+    report = runner.run_bench(pair, settings, progress=lines.append)
     assert len(lines) == 2 and lines[0].startswith("1/2 image/one")
     saved = json.loads((tmp_path / "out" / "report.json").read_text())
     assert saved["complete"] and saved["cases"] == 2
@@ -164,14 +166,14 @@ def test_smoke_run_writes_every_report(pair, image, tmp_path):
 
 
 def test_an_interrupted_run_keeps_what_it_measured(pair, image, tmp_path):
-    settings = bench.BenchSettings(write_suite(tmp_path, image), ["M"], GenerationConfig(max_new_tokens=8),
+    settings = runner.BenchSettings(write_suite(tmp_path, image), ["M"], GenerationConfig(max_new_tokens=8),
                                    tmp_path / "out", overhead=False)
 
     def interrupt(line):
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        bench.run_bench(pair, settings, progress=interrupt)
+        runner.run_bench(pair, settings, progress=interrupt)
     saved = json.loads((tmp_path / "out" / "report.json").read_text())
     assert saved["cases"] == 1 and not saved["complete"]
     assert "interrupted" in (tmp_path / "out" / "report.md").read_text()
@@ -179,28 +181,28 @@ def test_an_interrupted_run_keeps_what_it_measured(pair, image, tmp_path):
 
 def test_repeats_run_every_spec_in_turn_and_keep_each_times_median(pair, image, tmp_path, monkeypatch):
     order = []
-    sd_run = bench._sd_run
+    sd_run = runner._sd_run
 
     def counted(pair, case, turns, spec, config, ar):
         order.append((case.id, spec))
         return sd_run(pair, case, turns, spec, config, ar)
 
-    monkeypatch.setattr(bench, "_sd_run", counted)
-    settings = bench.BenchSettings(write_suite(tmp_path, image), ["M", "tabed-MT"], GenerationConfig(max_new_tokens=8),
+    monkeypatch.setattr(runner, "_sd_run", counted)
+    settings = runner.BenchSettings(write_suite(tmp_path, image), ["M", "tabed-MT"], GenerationConfig(max_new_tokens=8),
                                    tmp_path / "out", overhead=False, repeat=3, limit=1)
-    report = bench.run_bench(pair, settings)
+    report = runner.run_bench(pair, settings)
     case = order[-1][0]
     assert [spec for c, spec in order if c == case] == ["M", "tabed-MT"] * 3  # in turn, not each three in a row
     assert len(report["runs"]) == 4 and report["repeat"] == 3  # one run per case and spec
     assert "median of its repeats" in (tmp_path / "out" / "report.md").read_text()
     with pytest.raises(InputError, match="repeat"):
-        bench.check_settings(replace(settings, repeat=0))
+        runner.check_settings(replace(settings, repeat=0))
 
 
 def test_a_repeated_runs_times_are_medians_and_a_mismatch_in_any_repeat_counts():
-    runs = [bench.Run("c", "image", "M", 9, 2, 8, walltime_s=w, decode_s=w / 2, ar_walltime_s=a, mismatch=m)
+    runs = [suite.Run("c", "image", "M", 9, 2, 8, walltime_s=w, decode_s=w / 2, ar_walltime_s=a, mismatch=m)
             for w, a, m in ((3.0, 6.0, False), (90.0, 5.0, True), (2.0, 7.0, False))]
-    merged = bench.median_run(runs)
+    merged = runner.median_run(runs)
     assert (merged.walltime_s, merged.decode_s, merged.ar_walltime_s) == (3.0, 1.5, 6.0)
     assert (merged.new_tokens, merged.target_forwards, merged.emitted) == (9, 2, 8) and merged.mismatch
 

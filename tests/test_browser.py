@@ -14,7 +14,7 @@ from playwright.sync_api import expect, sync_playwright
 
 import app
 from conftest import serving, workers_alive
-from tabed.models import load_preset
+from tabed.models.loading import load_preset
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

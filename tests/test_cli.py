@@ -91,7 +91,7 @@ def test_a_device_that_is_not_here_is_one_line(capsys, pair_dirs, monkeypatch, d
 
 def test_a_gpu_index_past_the_last_gpu_is_named(monkeypatch):
     from tabed.errors import InputError
-    from tabed.models import resolve_device
+    from tabed.models.pair import resolve_device
 
     monkeypatch.setattr("torch.cuda.is_available", lambda: True)
     monkeypatch.setattr("torch.cuda.device_count", lambda: 2)

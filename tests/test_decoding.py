@@ -5,12 +5,13 @@ import threading
 import pytest
 import torch
 
-from tabed.conversation import Turn, encode
-from tabed.decoding import GenerationConfig, autoregressive_generate, collect, compare, speculative_generate
-from tabed.ensemble import WeightHistory
+from tabed.engine.config import GenerationConfig
+from tabed.engine.ensemble import WeightHistory
+from tabed.engine.events import BlockEvent, Finished, Started, TokenEvent
+from tabed.engine.loop import autoregressive_generate, collect, compare, speculative_generate
+from tabed.engine.spec import parse_spec
 from tabed.errors import InputError
-from tabed.events import BlockEvent, Finished, Started, TokenEvent
-from tabed.spec import parse_spec
+from tabed.models.chat import Turn, encode
 
 
 def test_event_stream_and_metrics(pair, image):
@@ -181,8 +182,8 @@ def test_bad_conversations(pair):
 def test_a_drafted_image_placeholder_ends_the_first_block_before_the_prompts_pass(pair, image):
     """The target counts image placeholders against its image features in the prompt's pass: a draft of
     `<image>` (which only a random drafter writes) is cut off there, and the drafter forgets what it was fed."""
-    from tabed.decoding import Draft, _keep_image_tokens_out
-    from tabed.drafter import BatchedDrafter, build_rows
+    from tabed.engine.drafter import BatchedDrafter, build_rows
+    from tabed.engine.loop import Draft, _keep_image_tokens_out
 
     placeholder = pair.target.config.image_token_id
     prompt = encode(pair.drafter_processor, [Turn("w1 w2", [image])], pair.device, pair.dtype)

@@ -2,13 +2,14 @@
 
 import pytest
 
-from tabed.bench import case_turns, default_suite, load_suite
-from tabed.conversation import Turn
-from tabed.decoding import GenerationConfig, autoregressive_generate, collect, speculative_generate
-from tabed.draft_length import AUTO_CAP, FIRST_MIN_SURVIVAL, MIN_SURVIVAL, DraftLength, parse_gamma
+from tabed.bench.suite import case_turns, default_suite, load_suite
+from tabed.engine.config import GenerationConfig
+from tabed.engine.draft_length import AUTO_CAP, FIRST_MIN_SURVIVAL, MIN_SURVIVAL, DraftLength, parse_gamma
+from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
+from tabed.engine.spec import parse_spec
 from tabed.errors import InputError
-from tabed.render import tree_depth
-from tabed.spec import parse_spec
+from tabed.models.chat import Turn
+from tabed.page.render import tree_depth
 
 
 @pytest.mark.parametrize("text, expected", [("auto", (AUTO_CAP, True)), ("AUTO:8", (8, True)), ("5", (5, False)),

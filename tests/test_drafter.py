@@ -2,9 +2,9 @@
 
 import torch
 
-from tabed.conversation import Turn, encode
-from tabed.decoding import TargetSession
-from tabed.drafter import BatchedDrafter, build_rows, image_runs, splice
+from tabed.engine.drafter import BatchedDrafter, build_rows, image_runs, splice
+from tabed.engine.session import TargetSession
+from tabed.models.chat import Turn, encode
 
 CPU = torch.device("cpu")
 

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from tabed.ensemble import WeightHistory, ensemble, grid_stats_dense, position_stats, simplex_grid
+from tabed.engine.ensemble import WeightHistory, ensemble, grid_stats_dense, position_stats, simplex_grid
+from tabed.engine.weights_graph import GraphedStats, worth_a_graph
 from tabed.errors import InputError
-from tabed.stats_graph import GraphedStats, worth_a_graph
 
 P_A = [0.7, 0.2, 0.1]
 Q_A = [[0.6, 0.3, 0.1], [0.1, 0.2, 0.7]]  # method 1 is close to p, method 2 far

@@ -3,11 +3,12 @@
 import pytest
 import torch
 
-from tabed.conversation import Turn
-from tabed.decoding import GenerationConfig, autoregressive_generate, collect, speculative_generate
+from tabed.engine.config import GenerationConfig
+from tabed.engine.lookup import NgramLookup, ngram_continuation
+from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
+from tabed.engine.spec import parse_spec
 from tabed.errors import InputError
-from tabed.lookup import NgramLookup, ngram_continuation
-from tabed.spec import parse_spec
+from tabed.models.chat import Turn
 
 
 def test_the_longest_suffix_that_occurred_before_gives_the_guess():

@@ -7,11 +7,12 @@ import pytest
 import torch
 
 from conftest import SIZE, make_pair, perturbed, random_llava, sharpen
-from tabed.conversation import Turn
-from tabed.decoding import GenerationConfig, autoregressive_generate, collect, speculative_generate
-from tabed.draft_length import parse_gamma
-from tabed.sampling import verify_greedy, verify_sampling
-from tabed.spec import parse_spec
+from tabed.engine.config import GenerationConfig
+from tabed.engine.draft_length import parse_gamma
+from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
+from tabed.engine.sampling import verify_greedy, verify_sampling
+from tabed.engine.spec import parse_spec
+from tabed.models.chat import Turn
 
 SPECS = ["M", "T", "C", "P", "MT", "MTC", "MTP", "MTCP", "tabed-MT", "tabed-MTC", "tabed-MTP", "tabed-MTCP",
          "tabed-MTN"]
@@ -113,7 +114,7 @@ def _next_probs(model, shared, prefixes: torch.Tensor, temperature: float) -> to
 
 def _exact_marginals(model, processor, turns, steps, temperature):
     """The target's exact distributions of answer tokens 1..steps+1, by enumerating every prefix."""
-    from tabed.conversation import encode
+    from tabed.models.chat import encode
 
     prompt = encode(processor, turns, torch.device("cpu"), torch.float32)
     ids = prompt.input_ids[0]

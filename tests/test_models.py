@@ -6,11 +6,12 @@ from PIL import Image
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from conftest import SIZE, WORDS
-from tabed.conversation import load_image, to_rgb
+from tabed.engine.spec import parse_spec
 from tabed.errors import InputError, ModelLoadError, VocabularyMismatchError
-from tabed.factory import llava_processor, random_llava, word_tokenizer
-from tabed.models import PRESETS, default_preset, load_pair, load_preset
-from tabed.spec import parse_spec
+from tabed.models.chat import load_image, to_rgb
+from tabed.models.factory import llava_processor, random_llava, word_tokenizer
+from tabed.models.loading import load_pair, load_preset
+from tabed.models.presets import PRESETS, default_preset
 
 
 @pytest.fixture(scope="module")

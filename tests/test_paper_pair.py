@@ -23,12 +23,13 @@ from transformers import (
 )
 
 from conftest import perturbed, sharpen
-from tabed.conversation import Turn, encode
-from tabed.decoding import GenerationConfig, autoregressive_generate, collect, speculative_generate
-from tabed.drafter import build_rows
-from tabed.factory import llava_processor
-from tabed.models import load_pair
-from tabed.spec import parse_spec
+from tabed.engine.config import GenerationConfig
+from tabed.engine.drafter import build_rows
+from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
+from tabed.engine.spec import parse_spec
+from tabed.models.chat import Turn, encode
+from tabed.models.factory import llava_processor
+from tabed.models.loading import load_pair
 
 WORDS = [f"w{i}" for i in range(40)]
 IMAGE_ID, PAD_ID, VOCAB = 32000, 32001, 32064

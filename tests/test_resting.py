@@ -5,13 +5,14 @@ from dataclasses import replace
 import pytest
 import torch
 
-from tabed import resting
-from tabed.backends import DynamicBackend
-from tabed.bench import case_turns, default_suite, load_suite
-from tabed.conversation import Turn, encode
-from tabed.decoding import GenerationConfig, autoregressive_generate, collect, speculative_generate
-from tabed.drafter import BatchedDrafter, build_rows
-from tabed.spec import parse_spec
+from tabed.bench.suite import case_turns, default_suite, load_suite
+from tabed.engine import resting
+from tabed.engine.config import GenerationConfig
+from tabed.engine.drafter import BatchedDrafter, build_rows
+from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
+from tabed.engine.spec import parse_spec
+from tabed.models.caches import DynamicBackend
+from tabed.models.chat import Turn, encode
 
 
 def _drafter(pair, image, cache=DynamicBackend) -> BatchedDrafter:

@@ -5,17 +5,17 @@ import json
 import pytest
 import torch
 
-from tabed import teaching, world
-from tabed.conversation import chat_messages
-from tabed.factory import llava_processor
-from tabed.models import load_pair
+from tabed.models.chat import chat_messages
+from tabed.models.factory import llava_processor
+from tabed.models.loading import load_pair
+from tabed.teaching import cli, evaluate, train, world
 
-MICRO = teaching.RECIPES["micro"]
+MICRO = train.RECIPES["micro"]
 
 
 @pytest.fixture(scope="module")
 def world_processor():
-    tokenizer = teaching.build_tokenizer(dialogues=2000)
+    tokenizer = train.build_tokenizer(dialogues=2000)
     return llava_processor(tokenizer, MICRO.size.image_size, MICRO.size.patch_size)
 
 
@@ -33,8 +33,8 @@ def test_encoding_matches_the_processor_and_trains_on_answers_only(world_process
     tokenizer = world_processor.tokenizer
     for index in range(40):
         dialogue = world.training_dialogue(0, index)
-        ids, labels = teaching.encode_dialogue(world_processor, dialogue)
-        turns = teaching.dialogue_turns(dialogue, len(dialogue.exchanges))
+        ids, labels = train.encode_dialogue(world_processor, dialogue)
+        turns = train.dialogue_turns(dialogue, len(dialogue.exchanges))
         text = world_processor.apply_chat_template(chat_messages(turns), tokenize=False)
         images = [image for turn in turns for image in turn.images]
         expected = world_processor(text=text, images=images or None, return_tensors="pt")["input_ids"][0].tolist()
@@ -46,80 +46,80 @@ def test_encoding_matches_the_processor_and_trains_on_answers_only(world_process
 
 def test_scene_attributes_name_what_the_picture_shows():
     chart = world.ChartScene((3, 8), ("blue", "red"), seed=0)
-    labels = teaching.scene_attributes(chart)
+    labels = train.scene_attributes(chart)
     assert labels["kind"] == [2] and labels["bars"] == [0] and labels["value"] == [3, 8, 0, 0]
     shapes = world.ShapesScene((world.Shape("star", "green", "bottom left"),), "dotted", seed=0)
-    labels = teaching.scene_attributes(shapes)
+    labels = train.scene_attributes(shapes)
     assert labels["shape"] == [4, 4, world.SHAPES.index("star"), 4]
     assert labels["colour"][2] == list(world.COLOURS).index("green")
     assert labels["background"] == [world.BACKGROUNDS.index("dotted")]
-    text = teaching.scene_attributes(world.TextScene("17", "red", "grey", seed=0))
-    assert text["kind"] == [1] and teaching.TEXTS[text["text"][0]] == "17"
-    for name, (slots, classes) in teaching.ATTRIBUTES.items():
+    text = train.scene_attributes(world.TextScene("17", "red", "grey", seed=0))
+    assert text["kind"] == [1] and train.TEXTS[text["text"][0]] == "17"
+    for name, (slots, classes) in train.ATTRIBUTES.items():
         for scene in (chart, shapes):
-            assert len(teaching.scene_attributes(scene)[name]) == slots
-            assert all(0 <= c < classes for c in teaching.scene_attributes(scene)[name])
+            assert len(train.scene_attributes(scene)[name]) == slots
+            assert all(0 <= c < classes for c in train.scene_attributes(scene)[name])
 
 
 def test_learning_rate_warms_up_then_decays_to_a_tenth():
-    recipe = teaching.Recipe(MICRO.size, steps=100, batch_size=1, lr=1e-3, warmup=10)
-    assert teaching.learning_rate(recipe, 0) == pytest.approx(1e-4)
-    assert teaching.learning_rate(recipe, 9) == pytest.approx(1e-3)
-    assert teaching.learning_rate(recipe, 99) == pytest.approx(1e-4, rel=0.01)
-    rates = [teaching.learning_rate(recipe, s) for s in range(10, 100)]
+    recipe = train.Recipe(MICRO.size, steps=100, batch_size=1, lr=1e-3, warmup=10)
+    assert train.learning_rate(recipe, 0) == pytest.approx(1e-4)
+    assert train.learning_rate(recipe, 9) == pytest.approx(1e-3)
+    assert train.learning_rate(recipe, 99) == pytest.approx(1e-4, rel=0.01)
+    rates = [train.learning_rate(recipe, s) for s in range(10, 100)]
     assert rates == sorted(rates, reverse=True)
 
 
 def test_training_resumed_from_a_checkpoint_ends_where_one_run_ends(world_processor, tmp_path):
-    straight = teaching.train("drafter", world_processor, tmp_path / "a", MICRO)
+    straight = train.train("drafter", world_processor, tmp_path / "a", MICRO)
     assert (tmp_path / "a" / "drafter-vision.pt").exists()  # the vision pretraining stage, cached
-    teaching.train("drafter", world_processor, tmp_path / "b", MICRO, until=2)
+    train.train("drafter", world_processor, tmp_path / "b", MICRO, until=2)
     assert torch.load(tmp_path / "b" / "drafter.pt", weights_only=False)["step"] == 2
-    resumed = teaching.train("drafter", world_processor, tmp_path / "b", MICRO)
+    resumed = train.train("drafter", world_processor, tmp_path / "b", MICRO)
     for (name, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items(), strict=True):
         assert torch.allclose(a, b, atol=1e-6), name
 
 
 def test_vision_pretraining_is_cached_per_recipe(world_processor, tmp_path, capsys):
-    teaching.train("drafter", world_processor, tmp_path, MICRO, until=1)
+    train.train("drafter", world_processor, tmp_path, MICRO, until=1)
     (tmp_path / "drafter.pt").unlink()
-    teaching.train("drafter", world_processor, tmp_path, MICRO, until=1)
+    train.train("drafter", world_processor, tmp_path, MICRO, until=1)
     assert "another recipe" not in capsys.readouterr().err
     (tmp_path / "drafter.pt").unlink()
-    longer = teaching.Recipe(**{**MICRO.__dict__, "vision_pretrain_steps": 5})
-    teaching.train("drafter", world_processor, tmp_path, longer, until=1)
+    longer = train.Recipe(**{**MICRO.__dict__, "vision_pretrain_steps": 5})
+    train.train("drafter", world_processor, tmp_path, longer, until=1)
     assert "pretraining the vision tower again" in capsys.readouterr().err
 
 
 def test_a_changed_recipe_does_not_resume_silently(world_processor, tmp_path):
-    teaching.train("drafter", world_processor, tmp_path, MICRO)
-    other = teaching.Recipe(**{**MICRO.__dict__, "lr": 5e-4})
+    train.train("drafter", world_processor, tmp_path, MICRO)
+    other = train.Recipe(**{**MICRO.__dict__, "lr": 5e-4})
     with pytest.raises(SystemExit, match="another recipe"):
-        teaching.train("drafter", world_processor, tmp_path, other)
+        train.train("drafter", world_processor, tmp_path, other)
 
 
 def test_train_command_writes_a_pair_the_loader_loads(tmp_path, capsys):
     out = tmp_path / "models"
-    assert teaching.main(["train", "--micro", "--work", str(tmp_path / "work"), "--out", str(out)]) == 0
+    assert cli.main(["train", "--micro", "--work", str(tmp_path / "work"), "--out", str(out)]) == 0
     assert "step 4/4" in capsys.readouterr().err
     pair = load_pair(str(out / "target"), str(out / "drafter"), device="cpu", dtype="float32", name="micro")
     assert pair.target.config.text_config.num_hidden_layers == MICRO.size.text_layers
     assert (out / "target" / "model.safetensors").exists()
     dialogue = world.split("image", 1, 1)[0]
-    assert isinstance(teaching.answer(pair.target, pair.target_processor, dialogue, max_new_tokens=4), str)
+    assert isinstance(evaluate.answer(pair.target, pair.target_processor, dialogue, max_new_tokens=4), str)
 
-    assert teaching.main(["eval", "--models", str(out), "--cases", "3", "--drafting", "M,T"]) == 0
+    assert cli.main(["eval", "--models", str(out), "--cases", "3", "--drafting", "M,T"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert set(report["block_efficiency"]) == set(world.SCENARIOS)
     assert all(set(row) == {"M", "T"} for row in report["block_efficiency"].values())
-    counts = [len(d.scenes) for d in world.split("odd", teaching.EVAL_SEED, 3)]
+    counts = [len(d.scenes) for d in world.split("odd", train.EVAL_SEED, 3)]
     by_pictures = report["odd_by_pictures"]
     assert {int(n): row["cases"] for n, row in by_pictures.items()} == {n: counts.count(n) for n in set(counts)}
     assert all({"target_accuracy", "drafter_accuracy", "block_efficiency"} <= set(row) for row in by_pictures.values())
 
 
 def test_examples_command_writes_pictures_and_prompts(tmp_path):
-    assert teaching.main(["examples", "--out", str(tmp_path), "--size", "96"]) == 0
+    assert cli.main(["examples", "--out", str(tmp_path), "--size", "96"]) == 0
     rows = json.loads((tmp_path / "examples.json").read_text())
     assert {row["scenario"] for row in rows} == {"image", "text", "odd"}
     assert all((tmp_path / name).exists() for row in rows for name in row["images"])
@@ -128,29 +128,29 @@ def test_examples_command_writes_pictures_and_prompts(tmp_path):
 
 def test_a_dropped_picture_is_encoded_as_the_text_only_row_shows_it(world_processor):
     """Image dropout trains the drafter on exactly the prompt its T row gives at inference."""
-    from tabed.conversation import encode
-    from tabed.drafter import build_rows
-    from tabed.factory import random_llava
+    from tabed.engine.drafter import build_rows
+    from tabed.models.chat import encode
+    from tabed.models.factory import random_llava
 
     model = random_llava(MICRO.size, world_processor.tokenizer)
     dialogue = next(d for d in (world.training_dialogue(0, i) for i in range(50)) if d.scene is not None)
-    ids, labels = teaching.encode_dialogue(world_processor, dialogue, image_as_newline=True)
-    prompt = encode(world_processor, teaching.dialogue_turns(dialogue, 0), "cpu", torch.float32)
+    ids, labels = train.encode_dialogue(world_processor, dialogue, image_as_newline=True)
+    prompt = encode(world_processor, train.dialogue_turns(dialogue, 0), "cpu", torch.float32)
     (row,) = build_rows(model, world_processor.tokenizer, prompt, ("T",))
     assert ids[: len(row.input_ids)] == row.input_ids.tolist()
     assert labels[: len(row.input_ids)] == [-100] * len(row.input_ids)
-    batch = teaching.training_batch(world_processor, 0, 0, 8, image_dropout=1.0)
+    batch = train.training_batch(world_processor, 0, 0, 8, image_dropout=1.0)
     assert "pixel_values" not in batch
     assert not (batch["input_ids"] == world_processor.tokenizer.convert_tokens_to_ids("<image>")).any()
 
 
 def test_suite_command_writes_every_picture_of_a_case(tmp_path):
-    from tabed.bench import load_suite
+    from tabed.bench.suite import load_suite
 
-    assert teaching.main(["suite", "--out", str(tmp_path), "--cases", "6", "--size", "32"]) == 0
+    assert cli.main(["suite", "--out", str(tmp_path), "--cases", "6", "--size", "32"]) == 0
     cases = load_suite(tmp_path / "teaching.jsonl")
     assert {c.scenario for c in cases} == set(world.SCENARIOS)
     odd = [c for c in cases if c.scenario == "odd"]
-    expected = [len(d.scenes) for d in world.split("odd", teaching.EVAL_SEED, 6)]
+    expected = [len(d.scenes) for d in world.split("odd", train.EVAL_SEED, 6)]
     assert [len(c.images) for c in odd] == expected and max(expected) > 1
     assert all((tmp_path / image).exists() for c in cases for image in c.images)

@@ -4,11 +4,12 @@ import json
 
 import pytest
 
-from tabed import teaching, world
-from tabed.conversation import Turn, load_image
-from tabed.decoding import GenerationConfig, autoregressive_generate, collect, speculative_generate
-from tabed.models import ASSETS
-from tabed.spec import parse_spec
+from tabed.engine.config import GenerationConfig
+from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
+from tabed.engine.spec import parse_spec
+from tabed.models.chat import Turn, load_image
+from tabed.models.presets import ASSETS
+from tabed.teaching import evaluate, train, world
 
 MODELS = ASSETS / "models"
 EXAMPLES = ASSETS / "examples"
@@ -60,9 +61,9 @@ def test_known_text_example_and_follow_up(teaching_pair):
 
 
 def test_held_out_image_questions_target_right_drafter_weaker(teaching_pair):
-    dialogues = world.split("image", teaching.EVAL_SEED, 20)
-    target = teaching.accuracy(teaching_pair.target, teaching_pair.target_processor, dialogues)
-    drafter = teaching.accuracy(teaching_pair.drafter, teaching_pair.drafter_processor, dialogues)
+    dialogues = world.split("image", train.EVAL_SEED, 20)
+    target = evaluate.accuracy(teaching_pair.target, teaching_pair.target_processor, dialogues)
+    drafter = evaluate.accuracy(teaching_pair.drafter, teaching_pair.drafter_processor, dialogues)
     assert target >= 0.9
     assert 0.3 <= drafter <= target - 0.1  # far above chance, clearly below the target
 
@@ -70,9 +71,9 @@ def test_held_out_image_questions_target_right_drafter_weaker(teaching_pair):
 def test_the_pair_shows_the_papers_scenario_dependence(teaching_pair):
     """M wins on in-world image questions; T wins on sets of odd pictures, where the drafter's reading
     breaks down (the paper: M 1.19 against T 2.05 on out-of-distribution image sets)."""
-    image = world.split("image", teaching.EVAL_SEED, 12)
-    odd = world.split("odd", teaching.EVAL_SEED, 16)
-    be = {(scenario, spec): teaching.block_efficiency(teaching_pair, dialogues, spec)
+    image = world.split("image", train.EVAL_SEED, 12)
+    odd = world.split("odd", train.EVAL_SEED, 16)
+    be = {(scenario, spec): evaluate.block_efficiency(teaching_pair, dialogues, spec)
           for scenario, dialogues in (("image", image), ("odd", odd)) for spec in ("M", "T")}
     assert be["image", "M"] > 1.2 * be["image", "T"]
     assert be["odd", "T"] > 1.1 * be["odd", "M"]

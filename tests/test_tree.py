@@ -6,19 +6,23 @@ import torch
 from test_lossless import SPECS, conversations
 
 from conftest import make_pair, perturbed
-from tabed.backends import DynamicBackend, StaticBackend
-from tabed.bench import bench_spec, case_turns, default_suite, load_suite
-from tabed.chain import Opinions, draft_block
-from tabed.conversation import Turn, encode
-from tabed.decoding import GenerationConfig, TargetSession, autoregressive_generate, collect, speculative_generate
-from tabed.draft_length import DraftLength
-from tabed.drafter import BatchedDrafter, build_rows, image_token_id
+from tabed.bench.runner import bench_spec
+from tabed.bench.suite import case_turns, default_suite, load_suite
+from tabed.engine.chain import draft_block
+from tabed.engine.config import GenerationConfig
+from tabed.engine.draft_length import DraftLength
+from tabed.engine.drafter import BatchedDrafter, build_rows, image_token_id
+from tabed.engine.drafts import Drafting, Opinions
+from tabed.engine.events import TreeNode
+from tabed.engine.lookup import NgramLookup
+from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
+from tabed.engine.session import TargetSession
+from tabed.engine.spec import parse_spec
+from tabed.engine.tree import ROOT, UNSURE, Context, DraftTree, _likeliest_children, _spare, _walk_sampling, draft_tree
 from tabed.errors import InputError
-from tabed.events import TreeNode
-from tabed.lookup import NgramLookup
-from tabed.render import node_depths, tree_depth, tree_lanes, trees_figure
-from tabed.spec import parse_spec
-from tabed.tree import ROOT, UNSURE, Context, DraftTree, _likeliest_children, _spare, _walk_sampling, draft_tree
+from tabed.models.caches import DynamicBackend, StaticBackend
+from tabed.models.chat import Turn, encode
+from tabed.page.render import node_depths, tree_depth, tree_lanes, trees_figure
 
 CPU = torch.device("cpu")
 #        0      1     2      3      4     5      (node)
@@ -264,13 +268,12 @@ def test_an_unsure_tree_grown_on_from_its_chain_is_the_tree_drafted_whole(teachi
     for grow_on in (False, True):
         rows = build_rows(teaching_pair.drafter, teaching_pair.drafter_processor.tokenizer, prompt, ("M", "T"))
         drafter = BatchedDrafter(teaching_pair.drafter, rows, teaching_pair.backend("drafter", 2))
-        common = {"start": drafter.prefill(), "banned": banned, "ends": frozenset(teaching_pair.eos_token_ids)}
         generator, length = torch.Generator().manual_seed(3), DraftLength(20, adaptive=True)
-        chain = draft_block(drafter, [], 20, weights, 2, config, generator, length, fork_below=UNSURE,
-                            **common) if grow_on else None
+        drafting = Drafting(drafter, [], weights, 2, config, generator, length, start=drafter.prefill(),
+                            banned=banned, ends=frozenset(teaching_pair.eos_token_ids))
+        chain = draft_block(drafting, 20, fork_below=UNSURE) if grow_on else None
         drafts.append(chain if chain is not None and chain.stop != "fork" else
-                      draft_tree(drafter, [], 20, 2, weights, 2, config, generator, length, policy="unsure",
-                                 chain=chain, **common))
+                      draft_tree(drafting, 20, 2, policy="unsure", chain=chain))
     whole, grown = drafts
     if isinstance(grown, DraftTree):
         assert (grown.tokens, grown.parents, grown.fed, grown.stop) == (whole.tokens, whole.parents, whole.fed,

@@ -7,12 +7,14 @@ import torch
 from transformers import AutoModelForImageTextToText
 
 from tabed import cli
-from tabed.conversation import Turn, encode, load_image
-from tabed.decoding import GenerationConfig, autoregressive_generate, collect, speculative_generate
+from tabed.engine.config import GenerationConfig
+from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
+from tabed.engine.spec import parse_spec
 from tabed.errors import InputError, ModelLoadError
-from tabed.models import ASSETS, PRESETS, load_pair, load_preset
-from tabed.spec import parse_spec
-from tabed.widen import LLAVA_7B, LVLM_68M, Shape, query_rows, widen
+from tabed.models.chat import Turn, encode, load_image
+from tabed.models.loading import load_pair, load_preset
+from tabed.models.presets import ASSETS, PRESETS
+from tabed.models.widen import LLAVA_7B, LVLM_68M, Shape, query_rows, widen
 
 TARGET, DRAFTER = ASSETS / "models" / "target", ASSETS / "models" / "drafter"
 CHART = ASSETS / "examples" / "chart.png"

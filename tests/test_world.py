@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from tabed import world
+from tabed.teaching import world
 
 
 def test_training_stream_is_deterministic_per_seed():

@@ -6,11 +6,11 @@ import statistics
 
 import torch
 
-from .conversation import Turn, encode
-from .decoding import Clock, TargetSession
-from .drafter import BatchedDrafter, build_rows
-from .models import ModelPair
-from .tree import NODE_BUDGET, ROOT, DraftTree
+from ..engine.drafter import BatchedDrafter, build_rows
+from ..engine.session import Clock, TargetSession
+from ..engine.tree import NODE_BUDGET, ROOT, DraftTree
+from ..models.chat import Turn, encode
+from ..models.pair import ModelPair
 
 ROW_SETS = {1: ("M",), 2: ("M", "T"), 4: ("M", "T", "C", "P")}
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
-from .events import BlockEvent, GenerationResult, Metrics, TokenEvent, TreeNode
+from ..engine.events import BlockEvent, GenerationResult, Metrics, TokenEvent, TreeNode
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 from transformers import LlavaConfig, LlavaForConditionalGeneration
 
-from .errors import InputError
+from ..errors import InputError
 
 
 @dataclass(frozen=True)

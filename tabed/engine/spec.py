@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import InputError
+from ..errors import InputError
 
 METHODS = ("M", "T", "C", "P", "N")
 METHOD_NAMES = {

@@ -3,127 +3,38 @@
 Both are generators of events (see `events.py`); closing the generator or setting `stop` ends the
 run between blocks (or tokens) with a final `Finished` event. Each block drafts (a chain, `chain.py`,
 or a token tree, `tree.py`), verifies in one target forward, and records; the first block's drafts
-ride on the target's pass over the prompt, which also gives the answer's first token.
+ride on the target's pass over the prompt, which also gives the answer's first token. The run's state
+between blocks is one `SpeculativeRun`; each step of a block (weigh, draft, verify, learn, record)
+takes it.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
 
-from . import conversation
-from .backends import TREE_GRAPH_TOKENS, TREE_VERIFY_BUCKETS, StaticBackend, TreeLayout
-from .captioning import Captioner, captioner_for
-from .chain import ChainVerifier, Draft, Verdict, cut_draft, draft_block
+from ..errors import InputError
+from ..models import chat
+from ..models.caches import TREE_GRAPH_TOKENS, TREE_VERIFY_BUCKETS, StaticBackend
+from ..models.captioning import Captioner, captioner_for
+from ..models.pair import ModelPair
+from .chain import ChainVerifier, cut_draft, draft_block
+from .config import GenerationConfig
 from .draft_length import AUTO_CAP, DraftLength
 from .drafter import BatchedDrafter, build_rows, image_token_id
+from .drafts import Draft, Drafting, Verdict
 from .ensemble import WeightHistory, uniform_weights
-from .errors import InputError
 from .events import BlockEvent, Event, Finished, GenerationResult, Metrics, Started, TokenEvent
 from .lookup import NgramLookup
-from .models import ModelPair
 from .resting import Resting
 from .sampling import choose_token, logits_to_probs
-from .spec import RULES, DraftingSpec
-from .tree import HEDGE_WIDTH, TREE_BLOCKS, TREE_POLICIES, UNSURE, DraftTree, TreeVerifier, draft_tree
-
-
-@dataclass
-class GenerationConfig:
-    """Decoding settings shared by speculative and autoregressive decoding."""
-
-    max_new_tokens: int = 128
-    temperature: float = 0.0  # 0 = greedy
-    top_p: float = 1.0
-    seed: int = 0
-    gamma: int = AUTO_CAP  # draft tokens per block: the cap when adaptive, else the fixed length
-    adaptive: bool = True  # stop a block's draft early when the ensemble is unsure (see draft_length.py)
-    rule: str = "w-grid"  # TABED weight rule: w-grid, kld, tvd or hedge
-    window: int = 0  # TABED history window in positions, 0 = all
-    tree_width: int = 1  # 1: a chain of drafts; D > 1: token trees, D nodes expanded per depth (see tree.py)
-    tree_policy: str = "ensemble"  # how a tree node's children are chosen: "ensemble", "methods" or "unsure"
-    tree_blocks: str = "all"  # which blocks draft trees: "all", or "first" (the one drafted with no weights learned)
-    hedge_first: bool = True  # with chains: TABED's first block forks where it is unsure (`hedged_first`)
-    resting: bool = True  # a method at weight 0 for a while leaves the draft steps (see resting.py)
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.max_new_tokens <= 4096:
-            raise InputError(f"max new tokens must be between 1 and 4096, got {self.max_new_tokens}")
-        if not 1 <= self.gamma <= 64:
-            raise InputError(f"gamma (draft length) must be between 1 and 64, got {self.gamma}")
-        if not 0.0 <= self.temperature <= 10.0:
-            raise InputError(f"temperature must be between 0 and 10, got {self.temperature}")
-        if not 0.0 < self.top_p <= 1.0:
-            raise InputError(f"top-p must be in (0, 1], got {self.top_p}")
-        if self.rule not in RULES:
-            raise InputError(f"unknown weight rule {self.rule!r}: choose one of {', '.join(RULES)}")
-        if not 1 <= self.tree_width <= 4:
-            raise InputError(f"tree width must be between 1 (a chain) and 4, got {self.tree_width}")
-        if self.tree_policy not in TREE_POLICIES:
-            raise InputError(f"unknown tree policy {self.tree_policy!r}: choose one of {', '.join(TREE_POLICIES)}")
-        if self.tree_blocks not in TREE_BLOCKS:
-            raise InputError(f"unknown tree blocks {self.tree_blocks!r}: choose one of {', '.join(TREE_BLOCKS)}")
-        if self.window < 0:
-            raise InputError(f"history window must be >= 0 (0 keeps all), got {self.window}")
-
-
-class Clock:
-    """Wall time that waits for queued GPU work, so each phase is charged what it really cost; and the
-    process's CPU time, which tells a run that had its cores from one that shared them."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.cuda = device.type == "cuda"
-        self.start = self.now()
-        self.cpu_start = time.process_time()
-
-    def cpu_share(self) -> float:
-        """CPU seconds this process got per second of wall time since the start: about its number of
-        busy threads on an idle CPU, a fraction of that when other processes were using the cores."""
-        wall = self.now() - self.start
-        return (time.process_time() - self.cpu_start) / wall if wall > 0 else 0.0
-
-    def now(self) -> float:
-        if self.cuda:
-            torch.cuda.synchronize()
-        return time.perf_counter()
-
-    def elapsed(self) -> float:
-        return self.now() - self.start
-
-
-class TargetSession:
-    """The target with its cache backend: prefill, score new tokens, roll back rejected ones."""
-
-    def __init__(self, backend) -> None:
-        self.backend = backend
-
-    def prefill(self, prompt: conversation.EncodedPrompt, drafts: list[int] = (),
-                layout: TreeLayout | None = None) -> torch.Tensor:
-        """The prompt's pass, with any draft tokens after it (a chain, or a tree laid out by `layout`):
-        logits (len(drafts) + 1, V), the first scoring the answer's first token."""
-        ids = prompt.input_ids
-        if drafts:
-            ids = torch.cat([ids, torch.tensor([list(drafts)], dtype=ids.dtype, device=ids.device)], dim=1)
-        mask = torch.ones_like(ids)
-        return self.backend.prefill(mask, keep=len(drafts) + 1, layout=layout, input_ids=ids,
-                                    **prompt.image_inputs)[0]
-
-    def forward(self, tokens: list[int], layout: TreeLayout | None = None) -> torch.Tensor:
-        """Logits (len(tokens), V): position i scores the token after tokens[i] (after token i of a tree
-        laid out by `layout`)."""
-        device = self.backend.model.device
-        return self.backend.forward(torch.tensor([tokens], dtype=torch.long, device=device), layout)[0]
-
-    def rollback(self, count: int) -> None:
-        self.backend.rewind(count)
-
-    def keep(self, count: int, offsets: list[int]) -> None:
-        """Of the last `count` tokens (a tree), keep the path at `offsets`."""
-        self.backend.keep(count, offsets)
+from .session import Clock, TargetSession
+from .spec import DraftingSpec
+from .tree import HEDGE_WIDTH, UNSURE, DraftTree, TreeVerifier, draft_tree
+from .weights_graph import graphed_stats
 
 
 def _check_context(length: int, config: GenerationConfig, limit: int, what: str) -> None:
@@ -154,12 +65,12 @@ def _new_generator(pair: ModelPair, seed: int) -> torch.Generator:
 
 def autoregressive_generate(
     pair: ModelPair,
-    turns: list[conversation.Turn],
+    turns: list[chat.Turn],
     config: GenerationConfig,
     stop: threading.Event | None = None,
 ) -> Iterator[Event]:
     """Plain decoding with the target alone: one forward per token, same cache and stopping rules."""
-    prompt = conversation.encode(pair.target_processor, turns, pair.device, pair.dtype)
+    prompt = chat.encode(pair.target_processor, turns, pair.device, pair.dtype)
     _check_context(prompt.length, config, pair.context_length, "prompt")
     yield Started(mode="autoregressive", prompt_tokens=prompt.length)
     generator = _new_generator(pair, config.seed)
@@ -218,15 +129,21 @@ def _leading_matches(guesses: list[int], truth: list[int]) -> int:
 
 @dataclass
 class SpeculativeRun:
-    """The state of one speculative generation between blocks."""
+    """One speculative generation between blocks: what it runs on and with, and what it has learned."""
 
+    pair: ModelPair
+    config: GenerationConfig
     methods: tuple[str, ...]
-    out: list[int]
-    pending: list[int]  # committed tokens the drafter has not seen yet
-    history: WeightHistory | None
+    clock: Clock
+    session: TargetSession
+    generator: torch.Generator
+    history: WeightHistory | None  # TABED's (None for a static ensemble or a single method)
     length: DraftLength
+    drafter: BatchedDrafter | None = None  # None when one token is all there is to decode
     lookup: NgramLookup | None = None  # the model-free method N, when the spec has it
     resting: Resting | None = None  # which drafter rows rest, when rows may
+    out: list[int] = field(default_factory=list)
+    pending: list[int] = field(default_factory=list)  # committed tokens the drafter has not seen yet
     blocks: list[BlockEvent] = field(default_factory=list)
 
     @property
@@ -272,20 +189,20 @@ def record_block(run: SpeculativeRun, draft: Draft, verdict: Verdict, weights: t
 
 def speculative_generate(
     pair: ModelPair,
-    turns: list[conversation.Turn],
+    turns: list[chat.Turn],
     spec: DraftingSpec,
     config: GenerationConfig,
     captioner: Captioner | None = None,
     stop: threading.Event | None = None,
 ) -> Iterator[Event]:
     """TABED speculative decoding: batched multi-method drafts, ensembled, verified losslessly."""
-    images = conversation.images_of(turns)
-    prompt = conversation.encode(pair.target_processor, turns, pair.device, pair.dtype)
+    images = chat.images_of(turns)
+    prompt = chat.encode(pair.target_processor, turns, pair.device, pair.dtype)
     _check_context(prompt.length, config, pair.context_length, "prompt")
     caption_clock = Clock(pair.device)
     captions = (captioner or captioner_for(pair)).caption(images) if "C" in spec.methods and images else []
     caption_s = caption_clock.elapsed()
-    draft_prompt = conversation.encode(pair.drafter_processor, turns, pair.device, pair.dtype)
+    draft_prompt = chat.encode(pair.drafter_processor, turns, pair.device, pair.dtype)
     _check_context(draft_prompt.length, config, pair.context_length, "drafter's prompt")
     notes = list(pair.notes)
     if not images and set(spec.methods) & {"M", "C", "P"}:
@@ -293,67 +210,75 @@ def speculative_generate(
     yield Started(mode="speculative", prompt_tokens=prompt.length, methods=list(spec.methods),
                   captions=captions, notes=notes)
 
-    generator = _new_generator(pair, config.seed)
-    clock = Clock(pair.device)
-    session = TargetSession(pair.backend("target"))
-    history = (WeightHistory(len(spec.methods), config.rule, config.window, horizon=config.max_new_tokens,
-                             summed=None if config.window else pair.weight_stats(config.rule, len(spec.methods)))
-               if spec.dynamic else None)
-    out: list[int] = []
-    lookup = NgramLookup(prompt.input_ids[0].tolist(), out) if "N" in spec.methods else None
-    run = SpeculativeRun(spec.methods, out, [], history, DraftLength(config.gamma, config.adaptive), lookup)
-    drafter = start = None
-    if config.max_new_tokens > 1:  # the drafter's image features and prefill come first: its drafts ride
-        drafter = _start_drafter(pair, draft_prompt, spec.model_methods if images else ("T",), captions, config)
-        start = drafter.prefill()  # on the target's prefill
-        if history is not None and config.resting and drafter.can_rest:
-            run.resting = Resting(history, len(spec.model_methods))
+    run = _start_run(pair, spec, config, prompt)
+    start = _start_drafter(run, draft_prompt, spec.model_methods if images else ("T",), captions)
     done = stopped = False
     while not done:
         if run.blocks and stop is not None and stop.is_set():  # the first block is the prompt's own pass
             stopped = True
             break
-        event, done = _block(pair, run, drafter, session, config, generator, clock,
-                             prompt if not run.blocks else None, start)
+        event, done = _block(run, prompt if not run.blocks else None, start)
         run.blocks.append(event)
         yield event
 
-    walltime = clock.elapsed()
-    metrics = _speculative_metrics(run, walltime, caption_s)
-    metrics.cpu_share = clock.cpu_share()
+    metrics = _speculative_metrics(run, run.clock.elapsed(), caption_s)
+    metrics.cpu_share = run.clock.cpu_share()
     yield Finished(GenerationResult(mode="speculative", spec=spec.name, token_ids=run.out,
                                     text=_text(pair, run.out), metrics=metrics, blocks=run.blocks,
                                     captions=captions, notes=notes, stopped=stopped))
 
 
-def _start_drafter(pair: ModelPair, prompt: conversation.EncodedPrompt, methods: tuple[str, ...],
-                   captions: list[str], config: GenerationConfig) -> BatchedDrafter:
-    """The drafting rows, prefilled. Without an image every row is the same text: it is drafted once."""
+def _start_run(pair: ModelPair, spec: DraftingSpec, config: GenerationConfig,
+               prompt: chat.EncodedPrompt) -> SpeculativeRun:
+    generator = _new_generator(pair, config.seed)
+    clock = Clock(pair.device)
+    session = TargetSession(pair.backend("target"))
+    history = (WeightHistory(len(spec.methods), config.rule, config.window, horizon=config.max_new_tokens,
+                             summed=None if config.window else graphed_stats(pair, config.rule, len(spec.methods)))
+               if spec.dynamic else None)
+    run = SpeculativeRun(pair, config, spec.methods, clock, session, generator, history,
+                         DraftLength(config.gamma, config.adaptive))
+    if "N" in spec.methods:
+        run.lookup = NgramLookup(prompt.input_ids[0].tolist(), run.out)
+    return run
+
+
+def _start_drafter(run: SpeculativeRun, prompt: chat.EncodedPrompt, methods: tuple[str, ...],
+                   captions: list[str]) -> torch.Tensor | None:
+    """The drafting rows, prefilled (first, so that the first block's drafts ride on the target's prefill):
+    their logits after the prompt; none when one token is all there is to decode. Without an image every
+    row is the same text: it is drafted once."""
+    pair, config = run.pair, run.config
+    if config.max_new_tokens <= 1:
+        return None
     with torch.inference_mode():
         rows = build_rows(pair.drafter, pair.drafter_processor.tokenizer, prompt, methods, captions)
     for row in rows:
         _check_context(int(row.input_ids.shape[0]), config, pair.context_length, f"{row.method} row")
-    return BatchedDrafter(pair.drafter, rows, pair.backend("drafter", len(rows)))
+    run.drafter = BatchedDrafter(pair.drafter, rows, pair.backend("drafter", len(rows)))
+    start = run.drafter.prefill()
+    if run.history is not None and config.resting and run.drafter.can_rest:
+        run.resting = Resting(run.history, sum(method != "N" for method in run.methods))
+    return start
 
 
-def _block(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter | None, session: TargetSession,
-           config: GenerationConfig, generator: torch.Generator, clock: Clock,
-           prompt: conversation.EncodedPrompt | None = None, start: torch.Tensor | None = None,
+def _block(run: SpeculativeRun, prompt: chat.EncodedPrompt | None, start: torch.Tensor | None,
            ) -> tuple[BlockEvent, bool]:
-    """One block: draft -> verify -> record. Returns its event and whether decoding is done. The first
-    block (`prompt` given) drafts from the drafter's prefill logits (`start`) and is verified by the
-    target's pass over the prompt. With a tree width over 1 every block drafts a tree."""
+    """One block: draft -> verify -> learn -> record. Returns its event and whether decoding is done. The
+    first block (`prompt` given) drafts from the drafter's prefill logits (`start`) and is verified by the
+    target's pass over the prompt."""
+    clock, config = run.clock, run.config
     block_start = clock.now()
-    weights, weights_s, resting = _weigh(pair, run, drafter, config, clock)
+    weights, weights_s, resting = _weigh(run)
     gamma = min(config.gamma, config.max_new_tokens - len(run.out) - 1)
-    candidate = _draft(pair, run, drafter, gamma, weights, config, generator, prompt, start)
+    candidate = _draft(run, gamma, weights, prompt, start)
     verify_start = clock.now()
-    verdict, draft = _verify(run, drafter, session, candidate, config, generator, prompt)
+    verdict, draft = _verify(run, candidate, prompt)
     truth = draft.tokens[:verdict.accepted] + [verdict.target_token]
-    emitted, done = _cut(truth, config.max_new_tokens - len(run.out), pair.eos_token_ids)
+    emitted, done = _cut(truth, config.max_new_tokens - len(run.out), run.pair.eos_token_ids)
     verify_end = clock.now()
     if not done and run.history is not None:  # the last block's verification would teach no block
-        _learn(run, drafter, draft, verdict)
+        _learn(run, draft, verdict)
         weights_s += clock.now() - verify_end
     run.out.extend(emitted)
     times = {"draft_s": verify_start - block_start, "verify_s": verify_end - verify_start,
@@ -364,23 +289,23 @@ def _block(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter | None,
     return event, done
 
 
-def _weigh(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter | None, config: GenerationConfig,
-           clock: Clock) -> tuple[torch.Tensor, float, list[str]]:
+def _weigh(run: SpeculativeRun) -> tuple[torch.Tensor, float, list[str]]:
     """The block's weights, the seconds they took, and the methods whose rows rest in it (rows due to
     catch up do so first, so that the weights see the history they owed)."""
     fed = len(run.out) - len(run.pending)  # answer tokens the drafter's batch has seen
     if run.resting is not None:
-        run.resting.before_block(drafter, run.out, fed, config)
+        run.resting.before_block(run.drafter, run.out, fed, run.config)
     learned = run.learned  # timed only then: on a GPU every reading of the clock waits for the device
-    start = clock.now() if learned else 0.0
-    weights = run.weights().to(pair.device)  # once per block, not at every draft step
-    seconds = clock.now() - start if learned else 0.0
+    start = run.clock.now() if learned else 0.0
+    weights = run.weights().to(run.pair.device)  # once per block, not at every draft step
+    seconds = run.clock.now() - start if learned else 0.0
     if run.resting is not None:
-        run.resting.choose(drafter, weights, fed)
-    return weights, seconds, [run.methods[row] for row in drafter.resting_rows] if drafter is not None else []
+        run.resting.choose(run.drafter, weights, fed)
+    resting = [run.methods[row] for row in run.drafter.resting_rows] if run.drafter is not None else []
+    return weights, seconds, resting
 
 
-def _learn(run: SpeculativeRun, drafter: BatchedDrafter | None, draft: Draft, verdict: Verdict) -> None:
+def _learn(run: SpeculativeRun, draft: Draft, verdict: Verdict) -> None:
     """The target's distributions at the verified positions (the accepted drafts and the first rejected
     one) are past ground truth for the weights (of a run that has a history)."""
     verified = min(verdict.accepted + 1, len(draft.tokens))
@@ -389,47 +314,41 @@ def _learn(run: SpeculativeRun, drafter: BatchedDrafter | None, draft: Draft, ve
     log_q = torch.stack(draft.row_log_probs[:verified]) if draft.row_log_probs else None
     p, q = verdict.target_probs[:verified], torch.stack(draft.row_probs[:verified])
     if run.resting is not None:
-        run.resting.record(drafter, len(run.out), p, q, log_q)
+        run.resting.record(run.drafter, len(run.out), p, q, log_q)
     else:
         run.history.add(p, q, log_q)
 
 
-def _draft(pair: ModelPair, run: SpeculativeRun, drafter: BatchedDrafter | None, gamma: int, weights: torch.Tensor,
-           config: GenerationConfig, generator: torch.Generator, prompt: conversation.EncodedPrompt | None,
+def _draft(run: SpeculativeRun, gamma: int, weights: torch.Tensor, prompt: chat.EncodedPrompt | None,
            start: torch.Tensor | None) -> Draft | DraftTree:
     """A chain or a tree (`_tree_shape`); the first block's from the drafter's prefill logits (`start`)."""
-    drafting = {"log_probs": run.history is not None and run.history.needs_log_q, "lookup": run.lookup,
-                "ends": frozenset(pair.eos_token_ids)}
-    start = start if prompt is not None else None
-    shape = _tree_shape(run, drafter, config, first=prompt is not None)
-    if shape is not None and gamma > 0:
-        width, policy = shape
-        banned = image_token_id(pair.target) if prompt is not None else None
-        candidate = None
-        if policy == "unsure":  # a chain while the ensemble is sure, a tree from its first doubt
-            candidate = draft_block(drafter, run.pending, gamma, weights, len(run.methods), config, generator,
-                                    run.length, start=start, fork_below=UNSURE, banned=banned, **drafting)
-        if candidate is None or candidate.stop == "fork":
-            candidate = draft_tree(drafter, run.pending, gamma, width, weights, len(run.methods), config, generator,
-                                   run.length, policy=policy, start=start, banned=banned, chain=candidate,
-                                   **drafting)
+    first = prompt is not None
+    drafting = Drafting(run.drafter, run.pending, weights, len(run.methods), run.config, run.generator, run.length,
+                        log_probs=run.history is not None and run.history.needs_log_q, lookup=run.lookup,
+                        ends=frozenset(run.pair.eos_token_ids), start=start if first else None)
+    shape = _tree_shape(run, first)
+    if shape is None or gamma <= 0:
+        candidate = draft_block(drafting, gamma)
+        if first:
+            _keep_image_tokens_out(run.pair, run.drafter, candidate)
     else:
-        candidate = draft_block(drafter, run.pending, gamma, weights, len(run.methods), config, generator,
-                                run.length, start=start, **drafting)
-        if prompt is not None:
-            _keep_image_tokens_out(pair, drafter, candidate)
-    if gamma < config.gamma and candidate.stop not in ("unsure", "image", "eos"):
+        width, policy = shape
+        drafting.banned = image_token_id(run.pair.target) if first else None
+        candidate = draft_block(drafting, gamma, fork_below=UNSURE) if policy == "unsure" else None
+        if candidate is None or candidate.stop == "fork":  # unsure: a chain while the ensemble is sure
+            candidate = draft_tree(drafting, gamma, width, policy, chain=candidate)
+    if gamma < run.config.gamma and candidate.stop not in ("unsure", "image", "eos"):
         candidate.stop = "budget"
     return candidate
 
 
-def _tree_shape(run: SpeculativeRun, drafter: BatchedDrafter | None, config: GenerationConfig,
-                first: bool) -> tuple[int, str] | None:
+def _tree_shape(run: SpeculativeRun, first: bool) -> tuple[int, str] | None:
     """A block's tree as (width, policy), or None for a chain: the configured trees, else the hedged first
     block (`hedged_first`)."""
+    config = run.config
     if config.tree_width > 1:
         return (config.tree_width, config.tree_policy) if first or config.tree_blocks == "all" else None
-    if first and hedged_first(config, run.history is not None, len(drafter.rows) if drafter is not None else 0):
+    if first and hedged_first(config, run.history is not None, len(run.drafter.rows) if run.drafter else 0):
         return HEDGE_WIDTH, "unsure"
     return None
 
@@ -444,19 +363,19 @@ def hedged_first(config: GenerationConfig, dynamic: bool, rows: int) -> bool:
     return config.hedge_first and config.tree_width == 1 and dynamic and rows > 1
 
 
-def _verify(run: SpeculativeRun, drafter: BatchedDrafter | None, session: TargetSession, candidate: Draft | DraftTree,
-            config: GenerationConfig, generator: torch.Generator, prompt: conversation.EncodedPrompt | None,
+def _verify(run: SpeculativeRun, candidate: Draft | DraftTree, prompt: chat.EncodedPrompt | None,
             ) -> tuple[Verdict, Draft]:
     """Verify the drafts and roll both caches to what was kept: the verdict, and the drafts it judged as
     a chain (a tree's accepted path and the best drafts below it)."""
+    last = run.out[-1] if run.out else None
     if isinstance(candidate, DraftTree):
         tree = TreeVerifier(run.methods)
-        verdict = tree.verify(session, run.out[-1] if run.out else None, candidate, config, generator, prompt)
-        run.pending = tree.commit(session, drafter, candidate, verdict, run.pending)
+        verdict = tree.verify(run.session, last, candidate, run.config, run.generator, prompt)
+        run.pending = tree.commit(run.session, run.drafter, candidate, verdict, run.pending)
         return verdict, verdict.path
     chain = ChainVerifier()
-    verdict = chain.verify(session, run.out[-1] if run.out else None, candidate, config, generator, prompt)
-    run.pending = chain.commit(session, drafter, candidate, verdict, run.pending)
+    verdict = chain.verify(run.session, last, candidate, run.config, run.generator, prompt)
+    run.pending = chain.commit(run.session, run.drafter, candidate, verdict, run.pending)
     return verdict, candidate
 
 
@@ -532,7 +451,7 @@ def warm_up(pair: ModelPair, gamma: int = AUTO_CAP, rows: tuple[int, ...] = (1, 
         if isinstance(backend, StaticBackend) and backend.graphs:  # a fresh prefill: room for the trees' graphs
             backend.prefill(torch.ones_like(ids).expand(batch, -1), input_ids=ids.expand(batch, -1))
             backend.capture_trees(int(ids[0, 0]), TREE_STEPS + (TREE_VERIFY_BUCKETS if role == "target" else ()))
-    turns = [conversation.Turn("Describe the picture.", [Image.new("RGB", (64, 64), (128, 128, 128))])]
+    turns = [chat.Turn("Describe the picture.", [Image.new("RGB", (64, 64), (128, 128, 128))])]
     config = GenerationConfig(max_new_tokens=2 * gamma + 2, gamma=gamma)
     collect(speculative_generate(pair, turns, DraftingSpec(("M", "T"), dynamic=True), config))
     collect(autoregressive_generate(pair, turns, config))  # its backend call records why graphs are off, if they are

@@ -25,12 +25,13 @@ from dataclasses import dataclass
 
 import torch
 
-from .conversation import Turn
-from .decoding import GenerationConfig, autoregressive_generate, speculative_generate
-from .errors import TabedError
-from .events import Event
-from .models import ModelPair
-from .spec import DraftingSpec
+from ..engine.config import GenerationConfig
+from ..engine.events import Event
+from ..engine.loop import autoregressive_generate, speculative_generate
+from ..engine.spec import DraftingSpec
+from ..errors import TabedError
+from ..models.chat import Turn
+from ..models.pair import ModelPair
 
 SPECULATIVE, AUTOREGRESSIVE = "speculative", "autoregressive"
 WORKER_THREAD = "tabed-worker"  # the name of every worker thread

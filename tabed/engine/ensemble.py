@@ -12,15 +12,12 @@ from __future__ import annotations
 import itertools
 import math
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
-from .errors import InputError
+from ..errors import InputError
 from .spec import RULES
-
-if TYPE_CHECKING:
-    from .stats_graph import GraphedStats
 
 _EPS = 1e-12
 LOG_FLOOR = -1e4  # log-probabilities below this (-inf: suppressed tokens) count as this in products with p
@@ -71,16 +68,27 @@ def uniform_weights(k: int) -> torch.Tensor:
     return torch.full((k,), 1.0 / k)
 
 
+class SummedStats(Protocol):
+    """A running sum of `position_stats` kept elsewhere (`weights_graph.GraphedStats`: a replayed CUDA graph)."""
+
+    total: torch.Tensor
+    weights: torch.Tensor
+
+    def start(self, rate: float) -> None: ...
+
+    def add(self, p: torch.Tensor, q: torch.Tensor, log_q: torch.Tensor | None = None) -> None: ...
+
+
 class WeightHistory:
     """Past (p, q_1..q_K) statistics over a window of verified positions, and the weights they give.
 
     `window` = h positions kept (0 keeps all). Before any history the weights are uniform.
-    `summed`, where given and everything is kept (no window), is a `GraphedStats` made for this rule and
+    `summed`, where given and everything is kept (no window), is a `SummedStats` made for this rule and
     method count: it keeps the sum and the weights on the device, one replayed CUDA graph a block.
     """
 
     def __init__(self, num_methods: int, rule: str = "w-grid", window: int = 0, horizon: int = 128,
-                 summed: GraphedStats | None = None) -> None:
+                 summed: SummedStats | None = None) -> None:
         if rule not in RULES:
             raise InputError(f"unknown weight rule {rule!r}: choose one of {', '.join(RULES)}")
         if window < 0:

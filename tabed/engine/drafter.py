@@ -18,14 +18,14 @@ import torch
 import torch.nn.functional as F
 from transformers import LlavaForConditionalGeneration
 
-from .backends import DynamicBackend
-from .conversation import EncodedPrompt
-from .errors import InputError
+from ..errors import InputError
+from ..models.caches import DynamicBackend
+from ..models.chat import EncodedPrompt
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from .backends import TreeLayout
+    from ..models.caches import TreeLayout
 
 
 @dataclass

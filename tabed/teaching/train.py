@@ -1,9 +1,4 @@
-"""Training the bundled teaching pair on the procedural world of `tabed.world`.
-
-    python -m tabed.teaching train      # tokenizer, target, drafter -> assets/models (resumable)
-    python -m tabed.teaching eval       # accuracy and block efficiency on held-out splits
-    python -m tabed.teaching examples   # the app's example pictures and prompts -> assets/examples
-    python -m tabed.teaching suite      # the benchmark suite of held-out cases -> assets/bench
+"""Training the bundled teaching pair on the procedural world of `world.py` (`python -m tabed.teaching train`).
 
 Both models are LLaVA (CLIP vision tower, projector, Llama) sharing one BPE tokenizer, saved with
 `save_pretrained` so that the loader for `llava-hf/llava-1.5-7b-hf` loads them unchanged. Training
@@ -14,7 +9,6 @@ from a checkpoint continues exactly where it stopped.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import random
 import sys
@@ -25,11 +19,11 @@ from pathlib import Path
 import torch
 from transformers import LlavaForConditionalGeneration, LlavaProcessor, PreTrainedTokenizerFast
 
-from . import bench, world
-from .conversation import Turn, chat_messages, encode
-from .drafter import newline_ids
-from .factory import LlavaSize, bpe_tokenizer, llava_processor, random_llava
-from .models import ModelPair, load_pair, resolve_device
+from ..engine.drafter import newline_ids
+from ..models.chat import Turn, chat_messages
+from ..models.factory import LlavaSize, bpe_tokenizer, llava_processor, random_llava
+from ..models.pair import resolve_device
+from . import world
 
 TOKENIZER_SEED = 0  # the tokenizer is trained on the first dialogues of the training stream
 TOKENIZER_DIALOGUES = 20_000
@@ -400,208 +394,3 @@ def train_command(args: argparse.Namespace) -> int:
         export(model, processor, out / role)
         log(f"[{role}] saved to {out / role} ({(time.perf_counter() - started) / 60:.1f} min)")
     return 0
-
-
-# ---------------------------------------------------------------- evaluation
-
-
-def answer(model: LlavaForConditionalGeneration, processor: LlavaProcessor, dialogue: world.Dialogue,
-           max_new_tokens: int = 80) -> str:
-    """Greedy answer of one model alone to the last question of a dialogue."""
-    turns = dialogue_turns(dialogue, len(dialogue.exchanges) - 1)
-    prompt = encode(processor, turns, model.device, model.dtype)
-    with torch.inference_mode():
-        out = model.generate(input_ids=prompt.input_ids, **prompt.image_inputs, max_new_tokens=max_new_tokens,
-                             do_sample=False, pad_token_id=processor.tokenizer.pad_token_id)
-    return processor.tokenizer.decode(out[0, prompt.length:], skip_special_tokens=True).strip()
-
-
-def answers_right(model: LlavaForConditionalGeneration, processor: LlavaProcessor,
-                  dialogues: list[world.Dialogue]) -> list[bool | None]:
-    """Per dialogue: is the last answer exactly the world's answer (None where nothing is right)?"""
-    return [None if d.exchanges[-1].answer is None else answer(model, processor, d) == d.exchanges[-1].answer
-            for d in dialogues]
-
-
-def share_right(right: list[bool | None]) -> float:
-    scored = [r for r in right if r is not None]
-    return sum(scored) / len(scored) if scored else float("nan")
-
-
-def accuracy(model: LlavaForConditionalGeneration, processor: LlavaProcessor, dialogues: list[world.Dialogue]) -> float:
-    """Share of dialogues whose last answer is exactly the world's answer."""
-    return share_right(answers_right(model, processor, dialogues))
-
-
-def block_counts(pair: ModelPair, dialogues: list[world.Dialogue], spec_name: str, gamma: int = 5,
-                 max_new_tokens: int = 80) -> list[tuple[int, int]]:
-    """(decode-phase tokens, target forwards) of each dialogue, greedy, with the engine's speculative loop."""
-    from .decoding import GenerationConfig, collect, speculative_generate
-    from .spec import parse_spec
-
-    spec, config = parse_spec(spec_name), GenerationConfig(max_new_tokens=max_new_tokens, gamma=gamma)
-    counts = []
-    for dialogue in dialogues:
-        turns = dialogue_turns(dialogue, len(dialogue.exchanges) - 1)
-        metrics = collect(speculative_generate(pair, turns, spec, config)).metrics
-        counts.append((metrics.new_tokens - 1, metrics.target_forwards))
-    return counts
-
-
-def pooled(counts: list[tuple[int, int]]) -> float:
-    """Block efficiency over several generations: all their tokens over all their target forwards."""
-    return bench.pooled((tokens for tokens, _ in counts), (forwards for _, forwards in counts))
-
-
-def block_efficiency(pair: ModelPair, dialogues: list[world.Dialogue], spec_name: str, gamma: int = 5,
-                     max_new_tokens: int = 80) -> float:
-    """Tokens per target forward over a split (pooled), greedy, with the engine's speculative loop."""
-    return pooled(block_counts(pair, dialogues, spec_name, gamma, max_new_tokens))
-
-
-def step_costs(pair: ModelPair, steps: int = 24, rounds: int = 3) -> dict[str, float]:
-    """Milliseconds of one decoding step: the target alone, the drafter with 1 (M) and 2 (M, T) rows."""
-    import statistics
-
-    from .overhead import draft_step_seconds, target_step_seconds
-
-    turns = dialogue_turns(world.split("image", EVAL_SEED, 1)[0], 0)
-    samples: dict[str, list[float]] = {"target_ms": [], "drafter_ms": [], "drafter_k2_ms": []}
-    for _ in range(rounds):
-        samples["target_ms"].append(target_step_seconds(pair, turns, 1, steps) * 1e3)
-        samples["drafter_ms"].append(draft_step_seconds(pair, turns, ("M",), steps) * 1e3)
-        samples["drafter_k2_ms"].append(draft_step_seconds(pair, turns, ("M", "T"), steps) * 1e3)
-    return {name: statistics.median(values) for name, values in samples.items()}
-
-
-def eval_command(args: argparse.Namespace) -> int:
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    folder = Path(args.models)
-    pair = load_pair(str(folder / "target"), str(folder / "drafter"), device=args.device, dtype="float32",
-                     name="teaching")
-    splits = {s: world.split(s, EVAL_SEED, args.cases) for s in world.SCENARIOS}
-    report: dict = {"cases_per_scenario": args.cases, "threads": torch.get_num_threads(),
-                    "step_costs": step_costs(pair), "accuracy": {}, "block_efficiency": {}}
-    log(f"cost per step: {report['step_costs']}")
-    right = {role: {s: answers_right(model, processor, d) for s, d in splits.items()}
-             for role, model, processor in (("target", pair.target, pair.target_processor),
-                                            ("drafter", pair.drafter, pair.drafter_processor))}
-    for role, per_scenario in right.items():  # on odd pictures only the text questions have a right answer
-        report["accuracy"][role] = {s: share_right(r) for s, r in per_scenario.items()}
-        log(f"accuracy of the {role}: {report['accuracy'][role]}")
-    counts = {}
-    for scenario, dialogues in splits.items():
-        counts[scenario] = {spec: block_counts(pair, dialogues, spec) for spec in args.drafting.split(",")}
-        report["block_efficiency"][scenario] = {spec: pooled(c) for spec, c in counts[scenario].items()}
-        log(f"block efficiency, {scenario}: "
-            + ", ".join(f"{k} {v:.2f}" for k, v in report["block_efficiency"][scenario].items()))
-    # The drafter's reading breaks down as odd pictures add up: the odd split by number of pictures.
-    report["odd_by_pictures"] = {}
-    for n in sorted({len(d.scenes) for d in splits["odd"]}):
-        chosen = [i for i, d in enumerate(splits["odd"]) if len(d.scenes) == n]
-        report["odd_by_pictures"][n] = {
-            "cases": len(chosen),
-            **{f"{role}_accuracy": share_right([right[role]["odd"][i] for i in chosen]) for role in right},
-            "block_efficiency": {spec: pooled([c[i] for i in chosen]) for spec, c in counts["odd"].items()},
-        }
-    log(f"odd, by number of pictures: {report['odd_by_pictures']}")
-    print(json.dumps(report, indent=2))
-    return 0
-
-
-# Pictures and prompts for the app's examples and the tests: one per scenario, all in-world but the odd set.
-EXAMPLE_PICTURES = {
-    "chart.png": world.ChartScene((3, 8, 5), ("blue", "orange", "green"), seed=7),
-    "shapes.png": world.ShapesScene((world.Shape("star", "red", "top left"),
-                                     world.Shape("circle", "blue", "bottom right")), "white", seed=3),
-    "text.png": world.TextScene("tiger", "blue", "white", seed=5),
-    "texture.png": world.OddScene("texture", seed=11),
-    "noise.png": world.OddScene("noise", seed=12),
-    "inverted.png": world.OddScene("inverted", seed=13, base=world.ChartScene((6, 2, 4), ("red", "green", "blue"),
-                                                                              seed=14)),
-    "blur.png": world.OddScene("texture", seed=15),
-}
-EXAMPLES = (  # (pictures, prompt, follow-up, scenario)
-    (("chart.png",), "Which bar is the highest?", "Add 5 to that number.", "image"),
-    (("shapes.png",), "Describe the image.", "How many shapes are there?", "image"),
-    (("text.png",), "What does the text say?", "How do you spell tiger?", "image"),
-    (("shapes.png",), "What is the capital of Japan?", "Summarise your answer in a few words.", "text"),
-    ((), "Continue the list: Monday, Tuesday, Wednesday.", "What is 7 plus 5?", "text"),
-    (("texture.png", "noise.png", "inverted.png", "blur.png"), "What is the capital of Peru?",
-     "How many legs does a dog have?", "odd"),
-)
-
-
-def examples_command(args: argparse.Namespace) -> int:
-    """Write the example pictures and `examples.json` (pictures, prompt, follow-up, scenario)."""
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, scene in EXAMPLE_PICTURES.items():
-        world.render(scene, args.size).save(out / name)
-    rows = [{"images": list(images), "prompt": prompt, "follow_up": follow_up, "scenario": scenario}
-            for images, prompt, follow_up, scenario in EXAMPLES]
-    (out / "examples.json").write_text(json.dumps(rows, indent=2) + "\n")
-    log(f"wrote {len(rows)} examples to {out}")
-    return 0
-
-
-def suite_command(args: argparse.Namespace) -> int:
-    """Write the benchmark suite of the teaching pair: held-out dialogues of every scenario, as JSONL."""
-    out = Path(args.out)
-    (out / "images").mkdir(parents=True, exist_ok=True)
-    lines = []
-    for scenario in world.SCENARIOS:
-        for i, dialogue in enumerate(world.split(scenario, EVAL_SEED, args.cases)):
-            case_id = f"{scenario}-{i:02d}"
-            images = [f"images/{case_id}.png" if len(dialogue.scenes) == 1 else f"images/{case_id}-{j}.png"
-                      for j in range(len(dialogue.scenes))]
-            for name, picture in zip(images, dialogue.images(args.size), strict=True):
-                picture.save(out / name)
-            turns = [{"prompt": e.question, "answer": e.answer} for e in dialogue.exchanges[:-1]]
-            turns.append({"prompt": dialogue.exchanges[-1].question})
-            lines.append(json.dumps({"id": case_id, "scenario": scenario, "images": images, "turns": turns}))
-    (out / "teaching.jsonl").write_text("\n".join(lines) + "\n")
-    log(f"wrote {len(lines)} cases to {out / 'teaching.jsonl'}")
-    return 0
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m tabed.teaching", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    t = sub.add_parser("train", help="train the tokenizer, the target and the drafter")
-    t.add_argument("--role", choices=["both", "target", "drafter"], default="both")
-    t.add_argument("--work", default="runs/teaching", help="checkpoints and tokenizer (default: runs/teaching)")
-    t.add_argument("--out", default="assets/models", help="where the trained models go (default: assets/models)")
-    t.add_argument("--steps", type=int, help="override the recipe's number of steps")
-    t.add_argument("--restart", action="store_true", help="ignore an existing checkpoint")
-    t.add_argument("--until", type=int, help="stop at this step, keeping the checkpoint (resume later)")
-    t.add_argument("--micro", action="store_true", help="a tiny recipe that runs in seconds (smoke test)")
-    t.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
-    t.add_argument("--device", help="cpu or cuda (default: cuda where there is one)")
-    t.add_argument("--workers", type=int, help="processes drawing batches (default: 0 on a CPU, 4 beside a GPU)")
-    e = sub.add_parser("eval", help="accuracy and block efficiency on held-out splits")
-    e.add_argument("--models", default="assets/models")
-    e.add_argument("--cases", type=int, default=50, help="dialogues per scenario (default: 50)")
-    e.add_argument("--drafting", default="M,T,MT,tabed-MT")
-    e.add_argument("--threads", type=int)
-    e.add_argument("--device", default="cpu", help="where to measure (default: cpu, the pair's home)")
-    x = sub.add_parser("examples", help="write the example pictures and prompts used by the app")
-    x.add_argument("--out", default="assets/examples")
-    x.add_argument("--size", type=int, default=256, help="picture size in pixels (default: 256)")
-    b = sub.add_parser("suite", help="write the benchmark suite (held-out cases of every scenario)")
-    b.add_argument("--out", default="assets/bench")
-    b.add_argument("--cases", type=int, default=24, help="cases per scenario (default: 24)")
-    b.add_argument("--size", type=int, default=96, help="picture size in pixels (default: 96)")
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    commands = {"train": train_command, "eval": eval_command, "examples": examples_command, "suite": suite_command}
-    return commands[args.command](args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import torch
 from PIL import Image, UnidentifiedImageError
 
-from .errors import InputError
+from ..errors import InputError
 
 if TYPE_CHECKING:
     from transformers import ProcessorMixin

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import torch
 
-from .backends import capture_graph
+from ..models.caches import capture_graph
+from ..models.pair import ModelPair
+from .draft_length import AUTO_CAP
 from .ensemble import position_stats, safe_log, simplex_grid, weights_from
 
 GRAPH_LIMIT = 1 << 24  # padded positions x statistics columns x vocabulary worth a graph (K = 2 w-grid: 7.4M)
@@ -79,3 +81,23 @@ class GraphedStats:
             self._step()
         else:
             self.graph.replay()
+
+
+def graphed_stats(pair: ModelPair, rule: str, methods: int) -> GraphedStats | None:
+    """The weight history's block statistics as a replayed CUDA graph, made once per pair, rule and method
+    count, for static caches on a GPU where the padded computation stays small; None elsewhere (the
+    history sums them eagerly)."""
+    if pair.cache != "static" or pair.device.type != "cuda":
+        return None
+    return pair.reused(("stats", rule, methods), lambda: _made(pair, rule, methods))
+
+
+def _made(pair: ModelPair, rule: str, methods: int) -> GraphedStats | None:
+    positions = AUTO_CAP + 1  # a default block's verified positions; a longer one is summed eagerly
+    if not worth_a_graph(rule, methods, pair.vocab_size, positions):
+        return None
+    try:
+        return GraphedStats(rule, methods, pair.vocab_size, positions, pair.device)
+    except RuntimeError as exc:  # a place without graphs: the eager sum
+        pair.notes.append(f"CUDA graph of the weight statistics failed ({str(exc).splitlines()[0]})")
+        return None

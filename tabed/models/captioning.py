@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Protocol
 import torch
 from PIL import Image
 
-from . import conversation
-from .errors import ModelLoadError
+from ..errors import ModelLoadError
+from . import chat
 
 if TYPE_CHECKING:
-    from .models import ModelPair
+    from .pair import ModelPair
 
 CAPTION_PROMPT = "Describe the image in one sentence."
 CAPTION_TOKENS = 32
@@ -35,8 +35,8 @@ class DrafterCaptioner:
     def caption(self, images: list[Image.Image]) -> list[str]:
         captions = []
         for image in images:
-            turns = [conversation.Turn(CAPTION_PROMPT, [image])]
-            prompt = conversation.encode(self.processor, turns, self.device, self.dtype)
+            turns = [chat.Turn(CAPTION_PROMPT, [image])]
+            prompt = chat.encode(self.processor, turns, self.device, self.dtype)
             output = self.model.generate(
                 input_ids=prompt.input_ids,
                 **prompt.image_inputs,

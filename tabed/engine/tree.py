@@ -31,27 +31,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import TYPE_CHECKING
 
 import torch
 
-from .backends import TreeLayout
-from .chain import Draft, Opinions, Verdict
+from ..models.caches import TreeLayout
+from ..models.chat import EncodedPrompt
+from .config import GenerationConfig
 from .draft_length import DraftLength
 from .drafter import BatchedDrafter
+from .drafts import Draft, Drafting, Opinions, Verdict
 from .events import TreeNode
-from .lookup import NgramLookup
 from .sampling import is_greedy, logits_to_probs
+from .session import TargetSession
 
-if TYPE_CHECKING:
-    from .conversation import EncodedPrompt
-    from .decoding import GenerationConfig, TargetSession
-
-TREE_POLICIES = ("ensemble", "methods", "unsure")
-TREE_BLOCKS = ("all", "first")  # trees in every block, or in the first only (drafted before any weight is learned)
 BRANCH_MIN = 0.05  # greedy "ensemble" trees: the least ensemble probability of a token beyond the top one
 UNSURE = 0.5  # "unsure" trees branch only below this ensemble probability of the top token
-HEDGE_WIDTH = 2  # the hedged first block's tree width (`decoding.hedged_first`)
+HEDGE_WIDTH = 2  # the hedged first block's tree width (`loop.hedged_first`)
 NODE_BUDGET = 4  # a block's tree holds at most this many nodes per draft position of its cap (4·γ in all)
 ROOT = -1  # the last committed token, which every tree hangs from
 
@@ -150,68 +145,84 @@ class DraftTree:
                      stop=self.stop)
 
 
-def draft_tree(drafter: BatchedDrafter, feed: list[int], gamma: int, width: int, weights: torch.Tensor,
-               methods: int, config: GenerationConfig, generator: torch.Generator,
-               length: DraftLength | None = None, log_probs: bool = False, lookup: NgramLookup | None = None,
-               policy: str = "ensemble", start: torch.Tensor | None = None, banned: int | None = None,
-               ends: frozenset[int] = frozenset(), chain: Draft | None = None) -> DraftTree:
+def draft_tree(drafting: Drafting, gamma: int, width: int, policy: str = "ensemble",
+               chain: Draft | None = None) -> DraftTree:
     """A tree at most γ deep: one drafter forward per depth, over that depth's frontier (the nodes most
-    likely to be accepted, by `length`'s calibration; greedy "ensemble" trees fill the slots a depth
-    leaves empty from the nodes earlier depths left unexpanded). With adaptive drafting it stops deepening once
-    the target is unlikely to accept any of the newest depth's nodes (at most one of them can be: the
-    chances add up), which is the chain's rule when a depth has one node.
-    `start`: the rows' logits after the prompt, for the first block, which has nothing to feed; its tree
-    rides on the prompt's pass, where the image placeholder token (`banned`) must not be drafted. An end
-    token (`ends`) is a leaf: nothing after it could be emitted. `chain`: this block's drafts so far, a
-    chain that stopped where the ensemble was first unsure (`draft_block`'s fork), which the tree
-    grows on from."""
-    adaptive = length is not None and length.adaptive
-    tree = DraftTree(stop="cap" if adaptive else "fixed", after_prompt=start is not None,
-                     resting=list(drafter.resting_rows))
+    likely to be accepted, by the draft length's calibration; greedy "ensemble" trees fill the slots a
+    depth leaves empty from the nodes earlier depths left unexpanded). With adaptive drafting it stops
+    deepening once the target is unlikely to accept any of the newest depth's nodes (at most one of them
+    can be: the chances add up), which is the chain's rule when a depth has one node. The first block's
+    tree rides on the prompt's pass, where the image placeholder (`drafting.banned`) must not be drafted.
+    An end token is a leaf: nothing after it could be emitted. `chain`: this block's drafts so far, a
+    chain that stopped where the ensemble was first unsure (`draft_block`'s fork), which the tree grows
+    on from."""
+    tree = DraftTree(stop="cap" if drafting.adaptive else "fixed", after_prompt=drafting.start is not None,
+                     resting=list(drafting.drafter.resting_rows))
     if chain is not None:  # its block has begun: the drafter has been fed all of it
-        frontier, logits = [_graft(tree, chain, length, config)], chain.fork_logits[:, None]
+        frontier, logits = [_graft(tree, chain, drafting.length, drafting.config)], chain.fork_logits[:, None]
     else:
-        if adaptive:
-            length.start_block(after_prompt=start is not None)
-        frontier, logits = [ROOT], (start if start is not None else drafter.step(feed))[:, None]
-    opinions = Opinions(methods, weights, config, log_probs, lookup, banned, drafter.placed)
-    order = weights.argsort(descending=True).tolist()  # the methods by weight, for the "methods" policy
-    budget = NODE_BUDGET * gamma
-    greedy = is_greedy(config.temperature)
-    pooled = greedy and policy == "ensemble"  # a depth's children chosen together (`_likeliest_children`)
-    ranked = (width * width if pooled else width) if greedy and policy in ("ensemble", "unsure") else 0
+        if drafting.adaptive:
+            drafting.length.start_block(after_prompt=drafting.start is not None)
+        frontier, logits = [ROOT], drafting.first_logits()[:, None]
+    grower = _Grower(drafting, tree, gamma, width, policy)
     for depth in range(len(tree.tokens) + 1, gamma + 1):
-        born = []
-        contexts = _contexts(opinions, logits, tree, frontier, ranked)
-        children = (_likeliest_children(tree, frontier, contexts, min(ranked, budget - len(tree.tokens)), length)
-                    if pooled else None)
-        for column, (parent, context) in enumerate(zip(frontier, contexts, strict=True)):
-            tree.contexts[parent] = context
-            draws = children[column] if children is not None else _draws(
-                context, min(width, budget - len(tree.tokens)), policy, order, config, generator)
-            for token, proposal, prob in draws:
-                node, new = tree.add(parent, token, prob, _chance(length, prob))
-                context.draws.append((node, proposal))
-                born += [node] if new else []
-        if adaptive and not length.keep_growing(sum(tree.scores[node] for node in born)) and depth < gamma:
+        born = grower.depth(frontier, logits)
+        if drafting.adaptive and not drafting.length.keep_growing(sum(tree.scores[n] for n in born)) and depth < gamma:
             tree.stop = "unsure"
             break
-        if len(tree.tokens) >= budget and depth < gamma:
+        if len(tree.tokens) >= grower.budget and depth < gamma:
             tree.stop = "nodes"
             break
         if depth == gamma:
             break
-        frontier = _likeliest([node for node in born if tree.tokens[node] not in ends], tree, width)
-        if pooled and len(frontier) < width:  # slots this depth leaves empty
-            frontier += _likeliest(_spare(tree, frontier, gamma, ends, length.threshold if adaptive else 0.0), tree,
-                                   width - len(frontier))
+        frontier = grower.frontier(born)
         if not frontier:
             tree.stop = "eos"
             break
         layout = tree.layout(frontier, tree.fed + frontier, shift=-1)  # the tree starts after the feed
-        logits = drafter.step_tree([tree.tokens[n] for n in frontier], layout)
+        logits = drafting.drafter.step_tree([tree.tokens[n] for n in frontier], layout)
         tree.fed += frontier
     return tree
+
+
+class _Grower:
+    """How `draft_tree` grows a tree's depths: each frontier node's children, and the next frontier."""
+
+    def __init__(self, drafting: Drafting, tree: DraftTree, gamma: int, width: int, policy: str) -> None:
+        self.drafting, self.tree, self.gamma, self.width, self.policy = drafting, tree, gamma, width, policy
+        self.opinions = drafting.opinions()
+        self.order = drafting.weights.argsort(descending=True).tolist()  # the methods by weight ("methods")
+        self.budget = NODE_BUDGET * gamma
+        greedy = is_greedy(drafting.config.temperature)
+        self.pooled = greedy and policy == "ensemble"  # a depth's children chosen together (`_likeliest_children`)
+        self.ranked = (width * width if self.pooled else width) if greedy and policy in ("ensemble", "unsure") else 0
+
+    def depth(self, frontier: list[int], logits: torch.Tensor) -> list[int]:
+        """The children of every frontier node, drafted from the rows' logits after them; returns the new nodes."""
+        tree, born = self.tree, []
+        contexts = _contexts(self.opinions, logits, tree, frontier, self.ranked)
+        children = (_likeliest_children(tree, frontier, contexts, min(self.ranked, self.budget - len(tree.tokens)),
+                                        self.drafting.length) if self.pooled else None)
+        for column, (parent, context) in enumerate(zip(frontier, contexts, strict=True)):
+            tree.contexts[parent] = context
+            draws = children[column] if children is not None else _draws(
+                context, min(self.width, self.budget - len(tree.tokens)), self.policy, self.order,
+                self.drafting.config, self.drafting.generator)
+            for token, proposal, prob in draws:
+                node, new = tree.add(parent, token, prob, _chance(self.drafting.length, prob))
+                context.draws.append((node, proposal))
+                born += [node] if new else []
+        return born
+
+    def frontier(self, born: list[int]) -> list[int]:
+        """The next depth's frontier: the likeliest new nodes that are not end tokens, and for greedy "ensemble"
+        trees the slots they leave empty filled from nodes earlier depths left unexpanded (`_spare`)."""
+        ends, tree = self.drafting.ends, self.tree
+        frontier = _likeliest([node for node in born if tree.tokens[node] not in ends], tree, self.width)
+        if self.pooled and len(frontier) < self.width:
+            floor = self.drafting.length.threshold if self.drafting.adaptive else 0.0
+            frontier += _likeliest(_spare(tree, frontier, self.gamma, ends, floor), tree, self.width - len(frontier))
+        return frontier
 
 
 def _likeliest(nodes: list[int], tree: DraftTree, count: int) -> list[int]:

@@ -24,7 +24,7 @@ from .ensemble import WeightHistory
 from .sampling import logits_to_log_probs, logits_to_probs
 
 if TYPE_CHECKING:
-    from .decoding import GenerationConfig
+    from .config import GenerationConfig
 
 REST_AFTER = 2  # blocks in a row with a zero weight before a method's row rests
 PROBE_EVERY = 3  # blocks a row rests before it catches up and the weights are computed with it

@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
-from .errors import InputError
+from ..errors import InputError
 
 AUTO_CAP = 20  # adaptive blocks draft at most this many tokens (transformers drafts up to 20 too)
 MIN_SURVIVAL = 0.2  # stop once the block's estimated chance of being accepted whole falls below this

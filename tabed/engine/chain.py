@@ -1,0 +1,105 @@
+"""A chain of drafts: drafting it with the batched drafter and the ensemble, verifying it in one target
+forward, and rolling both caches back to what the target kept (the paper's setting; `tree.py` drafts
+several paths at once)."""
+
+from __future__ import annotations
+
+import torch
+
+from ..models.chat import EncodedPrompt
+from .config import GenerationConfig
+from .drafter import BatchedDrafter
+from .drafts import Draft, Drafting, Verdict
+from .sampling import is_greedy, logits_to_probs, verify_greedy, verify_sampling
+from .session import TargetSession
+
+
+def draft_block(drafting: Drafting, gamma: int, fork_below: float | None = None) -> Draft:
+    """Up to γ batched drafter steps; every row is extended with the ensemble's token.
+
+    Each token stays on the device and feeds the next step directly. With a fixed length the steps are
+    queued without waiting for one another and the tokens are read back once, at the end; adaptive
+    drafting reads each token's confidence to decide whether to go on. The first block drafts from the
+    drafter's prefill (`drafting.start`), having nothing to feed. A drafted end token ends the draft:
+    nothing after it could be emitted. `fork_below`: stop before a position where the ensemble's top
+    token has less than this probability, with every draft fed to the drafter, for a token tree to
+    branch there (`tree.py`): the chain is the cheap way to grow a tree while it is sure."""
+    adaptive, length, config = drafting.adaptive, drafting.length, drafting.config
+    draft = Draft([], [], [], stop="cap" if adaptive else "fixed")
+    if adaptive:
+        length.start_block(after_prompt=drafting.start is not None)
+    if gamma <= 0:  # nothing to draft (one token left to emit): there may be no drafter at all
+        return draft
+    tokens, drafted = [], []
+    opinions = drafting.opinions()
+    for _ in range(gamma):
+        logits = drafting.drafter.step(tokens[-1]) if tokens else drafting.first_logits()
+        q_rows, q, log_q = opinions(logits, drafted)
+        if fork_below is not None and float(q.max()) < fork_below:
+            draft.stop, draft.fork_logits = "fork", logits
+            break
+        if drafting.log_probs:
+            draft.row_log_probs.append(log_q)
+        token = q.argmax().view(1) if is_greedy(config.temperature) else torch.multinomial(
+            q, 1, generator=drafting.generator)
+        tokens.append(token)
+        if drafting.lookup is not None:
+            drafted.append(int(token))  # N looks its next guess up in what was drafted too
+        draft.row_probs.append(q_rows)
+        draft.mixed_probs.append(q)
+        if (adaptive or fork_below is not None) and int(token) in drafting.ends and len(tokens) < gamma:
+            draft.stop = "eos"
+            break
+        if adaptive and not length.keep_drafting(float(q[token])) and len(tokens) < gamma:
+            draft.stop = "unsure"
+            break
+    draft.tokens = torch.cat(tokens).tolist() if tokens else []
+    _end_at_eos(drafting.drafter, draft, drafting.ends)
+    return draft
+
+
+def _end_at_eos(drafter: BatchedDrafter, draft: Draft, ends: frozenset[int]) -> None:
+    """A fixed-length draft is read back once, at its end: cut it after its first end token."""
+    end = next((i for i, token in enumerate(draft.tokens[:-1]) if token in ends), None)
+    if end is not None:
+        cut_draft(drafter, draft, end + 1, "eos")
+
+
+def cut_draft(drafter: BatchedDrafter, draft: Draft, keep: int, why: str) -> None:
+    """Keep the first `keep` drafts, and forget the others in the drafter too, which was fed every draft
+    but the last."""
+    drafter.rollback(len(draft.tokens) - max(keep, 1))
+    draft.truncate(keep, why)
+
+
+class ChainVerifier:
+    """Verifies one chain of drafts in one target forward and rolls both caches back to what was kept."""
+
+    def verify(self, session: TargetSession, last: int | None, draft: Draft, config: GenerationConfig,
+               generator: torch.Generator, prompt: EncodedPrompt | None = None) -> Verdict:
+        """One target forward over the last committed token and the drafts; for the first block, the
+        prompt's own pass (as transformers' assisted generation does: no forward of its own)."""
+        if prompt is not None:
+            target_logits = session.prefill(prompt, draft.tokens)
+        else:
+            target_logits = session.forward([last] + draft.tokens)
+        target_probs = logits_to_probs(target_logits, config.temperature, config.top_p)
+        tokens = torch.tensor(draft.tokens, dtype=torch.long, device=target_logits.device)
+        if is_greedy(config.temperature):
+            accepted, target_token = verify_greedy(tokens, target_logits)
+        else:
+            q = torch.stack(draft.mixed_probs) if draft.tokens else target_probs[:0]
+            accepted, target_token = verify_sampling(tokens, q, target_probs, generator)
+        return Verdict(accepted, target_token, target_probs)
+
+    def commit(self, session: TargetSession, drafter: BatchedDrafter, draft: Draft, verdict: Verdict,
+               pending: list[int]) -> list[int]:
+        """Roll back the rejected drafts; returns the committed tokens the drafter has not seen yet."""
+        gamma, accepted = len(draft.tokens), verdict.accepted
+        session.rollback(gamma - accepted)
+        if gamma == 0:
+            return pending + [verdict.target_token]
+        if accepted == gamma:
+            return [draft.tokens[-1], verdict.target_token]
+        drafter.rollback(gamma - 1 - accepted)
+        return [verdict.target_token]

@@ -1,0 +1,123 @@
+"""What a block drafts with and what it drafts: the drafting context, every method's opinion and the
+ensemble's at a position, the drafts, and the target's verdict on them. Chains (`chain.py`) and trees
+(`tree.py`) share these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .config import GenerationConfig
+from .draft_length import DraftLength
+from .drafter import BatchedDrafter
+from .ensemble import ensemble
+from .events import TreeNode
+from .lookup import NgramLookup
+from .sampling import logits_to_log_probs, logits_to_probs
+
+
+@dataclass
+class Draft:
+    """One block's drafts: the ensemble's tokens and the distributions they were drawn from."""
+
+    tokens: list[int]
+    row_probs: list[torch.Tensor]  # per position: each method's distribution (K, V)
+    mixed_probs: list[torch.Tensor]  # per position: the ensemble's distribution (V,)
+    row_log_probs: list[torch.Tensor] = field(default_factory=list)  # per position (K, V), for log-loss rules
+    stop: str = "fixed"  # why drafting stopped (see BlockEvent.stop); "fork": where a tree takes over
+    fork_logits: torch.Tensor | None = None  # with "fork": the rows' logits (rows, V) after the last draft
+
+    def truncate(self, count: int, why: str) -> None:
+        self.tokens, self.stop = self.tokens[:count], why
+        self.row_probs, self.mixed_probs = self.row_probs[:count], self.mixed_probs[:count]
+        self.row_log_probs = self.row_log_probs[:count]
+
+
+@dataclass
+class Verdict:
+    """What the target made of a block: accepted drafts, its own next token, its distributions."""
+
+    accepted: int
+    target_token: int
+    target_probs: torch.Tensor  # (γ + 1, V)
+    path: Draft | None = None  # a tree's verdict: the accepted path and the best drafts after it, as a chain
+    nodes: list[TreeNode] = field(default_factory=list)  # a tree's verdict: every node, as the block reports it
+
+
+@dataclass
+class Drafting:
+    """One block's drafting context: the drafter and what it has not been fed yet, the ensemble's
+    weights over the `methods`, and the run's settings and state that drafting reads."""
+
+    drafter: BatchedDrafter
+    feed: list[int]  # committed tokens the drafter has not seen yet
+    weights: torch.Tensor  # (K,): the block's ensemble weights
+    methods: int  # K, the model methods' rows and N (when `lookup` is given, the last)
+    config: GenerationConfig
+    generator: torch.Generator
+    length: DraftLength | None = None  # the adaptive draft length (None: always γ)
+    log_probs: bool = False  # keep each row's log-softmax too (the kld and hedge rules need them)
+    lookup: NgramLookup | None = None  # the model-free method N
+    ends: frozenset[int] = frozenset()  # end tokens: a drafted one ends its path (nothing after it is emitted)
+    start: torch.Tensor | None = None  # the first block's: the rows' logits after the prompt (the drafter's prefill)
+    banned: int | None = None  # a token no method may draft (the image placeholder, where drafts ride on the prompt)
+
+    @property
+    def adaptive(self) -> bool:
+        return self.length is not None and self.length.adaptive
+
+    def opinions(self) -> Opinions:
+        return Opinions(self.methods, self.weights, self.config, self.log_probs, self.lookup, self.banned,
+                        self.drafter.placed)
+
+    def first_logits(self) -> torch.Tensor:
+        """The rows' logits (rows, V) at the block's first draft position: the prefill's, or a step over the feed."""
+        return self.start if self.start is not None else self.drafter.step(self.feed)
+
+
+class Opinions:
+    """Every method's distribution at a draft position, and the ensemble's."""
+
+    def __init__(self, methods: int, weights: torch.Tensor, config: GenerationConfig, log_probs: bool,
+                 lookup: NgramLookup | None, banned: int | None = None, placed: list[int] | None = None) -> None:
+        self.models = methods - (lookup is not None)
+        self.placed = placed  # while rows rest: the method of each row in the batch (a resting one has
+        # weight 0: its distribution, all zeros here, adds nothing to the ensemble)
+        self.weights, self.config, self.log_probs, self.lookup = weights, config, log_probs, lookup
+        self.banned = banned  # a token no method may draft here (its probability goes to the others)
+        self.banned_ids = torch.tensor([banned], device=weights.device) if banned is not None else None
+        self.model_weights = _renormalized(weights[:self.models]) if lookup is not None else None  # N's "no opinion"
+
+    def __call__(self, logits: torch.Tensor, drafted: list[int]):
+        """From the rows' logits (rows, V) after `drafted` (this block's drafts so far, which N looks
+        its guess up in too): each method's distribution (K, V), the ensemble's (V,), and each
+        method's log-distribution (K, V) when the weight rule needs it. Without N, logits (rows, F, V)
+        after F tree nodes give them for all F at once: (K, F, V), (F, V), (K, F, V)."""
+        temperature = self.config.temperature
+        if self.banned is not None:
+            logits = logits.index_fill(-1, self.banned_ids, float("-inf"))
+        q_rows = self._per_method(logits_to_probs(logits, temperature, self.config.top_p))
+        log_q = self._per_method(logits_to_log_probs(logits, temperature)) if self.log_probs else None
+        if self.lookup is not None:
+            mixture = ensemble(q_rows, self.model_weights)
+            q_n = self.lookup.distribution(drafted, mixture)
+            if self.banned is not None and float(q_n[self.banned]) > 0:  # looked up among the prompt's placeholders
+                q_n = q_n.index_fill(0, self.banned_ids, 0.0)
+                q_n = q_n / q_n.sum() if float(q_n.sum()) > 0 else mixture
+            q_rows = torch.cat([q_rows, q_n[None]])
+            log_q = torch.cat([log_q, q_n.clamp_min(1e-12).log()[None]]) if self.log_probs else None
+        return q_rows, ensemble(q_rows, self.weights), log_q
+
+    def _per_method(self, rows: torch.Tensor) -> torch.Tensor:
+        """The rows' (rows, ...) as one per model method (K, ...)."""
+        if self.placed is not None:
+            every = rows.new_zeros(self.models, *rows.shape[1:])
+            every[self.placed] = rows
+            return every
+        return rows.expand(self.models, *rows.shape[1:]) if rows.shape[0] < self.models else rows  # one text row
+
+
+def _renormalized(weights: torch.Tensor) -> torch.Tensor:
+    total = weights.sum()
+    return weights / total if float(total) > 0 else torch.full_like(weights, 1.0 / weights.shape[0])

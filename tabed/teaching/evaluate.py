@@ -1,0 +1,121 @@
+"""The teaching pair on held-out dialogues: each model's accuracy, block efficiency, step costs
+(`python -m tabed.teaching eval`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+import torch
+from transformers import LlavaForConditionalGeneration, LlavaProcessor
+
+from ..bench.overhead import draft_step_seconds, target_step_seconds
+from ..engine.config import GenerationConfig
+from ..engine.loop import collect, speculative_generate
+from ..engine.spec import parse_spec
+from ..models.chat import encode
+from ..models.loading import load_pair
+from ..models.pair import ModelPair
+from . import world
+from .train import EVAL_SEED, dialogue_turns, log
+
+
+def answer(model: LlavaForConditionalGeneration, processor: LlavaProcessor, dialogue: world.Dialogue,
+           max_new_tokens: int = 80) -> str:
+    """Greedy answer of one model alone to the last question of a dialogue."""
+    turns = dialogue_turns(dialogue, len(dialogue.exchanges) - 1)
+    prompt = encode(processor, turns, model.device, model.dtype)
+    with torch.inference_mode():
+        out = model.generate(input_ids=prompt.input_ids, **prompt.image_inputs, max_new_tokens=max_new_tokens,
+                             do_sample=False, pad_token_id=processor.tokenizer.pad_token_id)
+    return processor.tokenizer.decode(out[0, prompt.length:], skip_special_tokens=True).strip()
+
+
+def answers_right(model: LlavaForConditionalGeneration, processor: LlavaProcessor,
+                  dialogues: list[world.Dialogue]) -> list[bool | None]:
+    """Per dialogue: is the last answer exactly the world's answer (None where nothing is right)?"""
+    return [None if d.exchanges[-1].answer is None else answer(model, processor, d) == d.exchanges[-1].answer
+            for d in dialogues]
+
+
+def share_right(right: list[bool | None]) -> float:
+    scored = [r for r in right if r is not None]
+    return sum(scored) / len(scored) if scored else float("nan")
+
+
+def accuracy(model: LlavaForConditionalGeneration, processor: LlavaProcessor, dialogues: list[world.Dialogue]) -> float:
+    """Share of dialogues whose last answer is exactly the world's answer."""
+    return share_right(answers_right(model, processor, dialogues))
+
+
+def block_counts(pair: ModelPair, dialogues: list[world.Dialogue], spec_name: str, gamma: int = 5,
+                 max_new_tokens: int = 80) -> list[tuple[int, int]]:
+    """(decode-phase tokens, target forwards) of each dialogue, greedy, with the engine's speculative loop."""
+    spec, config = parse_spec(spec_name), GenerationConfig(max_new_tokens=max_new_tokens, gamma=gamma)
+    counts = []
+    for dialogue in dialogues:
+        turns = dialogue_turns(dialogue, len(dialogue.exchanges) - 1)
+        metrics = collect(speculative_generate(pair, turns, spec, config)).metrics
+        counts.append((metrics.new_tokens - 1, metrics.target_forwards))
+    return counts
+
+
+def tokens_per_forward(counts: list[tuple[int, int]]) -> float:
+    """Block efficiency over several generations: all their tokens over all their target forwards."""
+    forwards = sum(forwards for _, forwards in counts)
+    return sum(tokens for tokens, _ in counts) / forwards if forwards else 0.0
+
+
+def block_efficiency(pair: ModelPair, dialogues: list[world.Dialogue], spec_name: str, gamma: int = 5,
+                     max_new_tokens: int = 80) -> float:
+    """Tokens per target forward over a split (pooled), greedy, with the engine's speculative loop."""
+    return tokens_per_forward(block_counts(pair, dialogues, spec_name, gamma, max_new_tokens))
+
+
+def step_milliseconds(pair: ModelPair, steps: int = 24, rounds: int = 3) -> dict[str, float]:
+    """Milliseconds of one decoding step: the target alone, the drafter with 1 (M) and 2 (M, T) rows."""
+    turns = dialogue_turns(world.split("image", EVAL_SEED, 1)[0], 0)
+    samples: dict[str, list[float]] = {"target_ms": [], "drafter_ms": [], "drafter_k2_ms": []}
+    for _ in range(rounds):
+        samples["target_ms"].append(target_step_seconds(pair, turns, 1, steps) * 1e3)
+        samples["drafter_ms"].append(draft_step_seconds(pair, turns, ("M",), steps) * 1e3)
+        samples["drafter_k2_ms"].append(draft_step_seconds(pair, turns, ("M", "T"), steps) * 1e3)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def eval_command(args: argparse.Namespace) -> int:
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    folder = Path(args.models)
+    pair = load_pair(str(folder / "target"), str(folder / "drafter"), device=args.device, dtype="float32",
+                     name="teaching")
+    splits = {s: world.split(s, EVAL_SEED, args.cases) for s in world.SCENARIOS}
+    report: dict = {"cases_per_scenario": args.cases, "threads": torch.get_num_threads(),
+                    "step_costs": step_milliseconds(pair), "accuracy": {}, "block_efficiency": {}}
+    log(f"cost per step: {report['step_costs']}")
+    right = {role: {s: answers_right(model, processor, d) for s, d in splits.items()}
+             for role, model, processor in (("target", pair.target, pair.target_processor),
+                                            ("drafter", pair.drafter, pair.drafter_processor))}
+    for role, per_scenario in right.items():  # on odd pictures only the text questions have a right answer
+        report["accuracy"][role] = {s: share_right(r) for s, r in per_scenario.items()}
+        log(f"accuracy of the {role}: {report['accuracy'][role]}")
+    counts = {}
+    for scenario, dialogues in splits.items():
+        counts[scenario] = {spec: block_counts(pair, dialogues, spec) for spec in args.drafting.split(",")}
+        report["block_efficiency"][scenario] = {spec: tokens_per_forward(c) for spec, c in counts[scenario].items()}
+        log(f"block efficiency, {scenario}: "
+            + ", ".join(f"{k} {v:.2f}" for k, v in report["block_efficiency"][scenario].items()))
+    # The drafter's reading breaks down as odd pictures add up: the odd split by number of pictures.
+    report["odd_by_pictures"] = {}
+    for n in sorted({len(d.scenes) for d in splits["odd"]}):
+        chosen = [i for i, d in enumerate(splits["odd"]) if len(d.scenes) == n]
+        report["odd_by_pictures"][n] = {
+            "cases": len(chosen),
+            **{f"{role}_accuracy": share_right([right[role]["odd"][i] for i in chosen]) for role in right},
+            "block_efficiency": {spec: tokens_per_forward([c[i] for i in chosen]) for spec, c in counts["odd"].items()},
+        }
+    log(f"odd, by number of pictures: {report['odd_by_pictures']}")
+    print(json.dumps(report, indent=2))
+    return 0
