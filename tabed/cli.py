@@ -8,10 +8,11 @@ import sys
 
 import torch
 
-from .engine.config import TREE_BLOCKS, TREE_POLICIES, GenerationConfig
-from .engine.draft_length import AUTO_CAP, parse_gamma
+from .engine.config import LIMITS, TREE_BLOCKS, TREE_POLICIES, GenerationConfig
+from .engine.draft_length import AUTO_CAP
 from .engine.loop import autoregressive_generate, collect, compare, speculative_generate, warm_up
-from .engine.spec import DEFAULT_SPEC, RULES, parse_spec
+from .engine.settings import Settings
+from .engine.spec import DEFAULT_SPEC, RULES
 from .errors import TabedError
 from .models.caches import CACHES
 from .models.chat import Turn, load_image, validate
@@ -20,6 +21,7 @@ from .models.presets import PRESETS
 
 BENCH_SPECS = ",".join(dict.fromkeys(["M", "T", "MT", "tabed-MT@5+tree1", DEFAULT_SPEC]))  # always the default spec;
 # the paper's setting is a chain in every block
+DEFAULTS = GenerationConfig()
 GAMMA_HELP = (f"draft tokens per block: 'auto' (default: adaptive, at most {AUTO_CAP}; drafting stops early when "
               "the ensemble is unsure), 'auto:N' (adaptive, at most N) or N (always N, the paper's setting)")
 
@@ -35,26 +37,30 @@ def _add_generate(sub) -> None:
     d = p.add_argument_group("drafting and decoding")
     d.add_argument("--drafting", default=DEFAULT_SPEC,
                    help=f"M, T, C, P, MT, MTCP, tabed-MT, ... (default: {DEFAULT_SPEC})")
-    d.add_argument("--rule", default="w-grid", choices=RULES, help="TABED weight rule (default: w-grid)")
-    d.add_argument("--window", type=int, default=0, help="TABED history window in positions, 0 = all")
-    d.add_argument("--gamma", default="auto", help=GAMMA_HELP)
+    d.add_argument("--rule", default=DEFAULTS.rule, choices=RULES, help=f"TABED weight rule (default: {DEFAULTS.rule})")
+    d.add_argument("--window", type=int, default=DEFAULTS.window, help="TABED history window in positions, 0 = all")
     _add_drafting_arguments(d)
-    d.add_argument("--max-new-tokens", type=int, default=128)
-    d.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
-    d.add_argument("--top-p", type=float, default=1.0)
-    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--top-p", type=float, default=DEFAULTS.top_p)
     p.add_argument("--compare-ar", action="store_true", help="also decode with the target alone and time both")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
 def _add_drafting_arguments(p) -> None:
-    p.add_argument("--tree-width", type=int, default=1,
+    """The settings `generate` and `bench` share, with the config's defaults and bounds."""
+    p.add_argument("--gamma", default="auto", help=GAMMA_HELP)
+    low, high = LIMITS["max_new_tokens"]
+    p.add_argument("--max-new-tokens", type=int, default=DEFAULTS.max_new_tokens,
+                   help=f"{low} to {high} (default: {DEFAULTS.max_new_tokens})")
+    p.add_argument("--temperature", type=float, default=DEFAULTS.temperature,
+                   help=f"0 = greedy (default), up to {LIMITS['temperature'][1]}")
+    p.add_argument("--seed", type=int, default=DEFAULTS.seed)
+    p.add_argument("--tree-width", type=int, default=DEFAULTS.tree_width,
                    help="1 (default): a chain of drafts per block; 2-4: a token tree that expands this many "
                         "nodes per depth, verified in one target forward")
-    p.add_argument("--tree-policy", default="ensemble", choices=TREE_POLICIES,
+    p.add_argument("--tree-policy", default=DEFAULTS.tree_policy, choices=TREE_POLICIES,
                    help="a tree node's children: the ensemble's top tokens (default), each method's own top-1, "
                         "or the top tokens only where the top one has under half the ensemble's probability")
-    p.add_argument("--tree-blocks", default="all", choices=TREE_BLOCKS,
+    p.add_argument("--tree-blocks", default=DEFAULTS.tree_blocks, choices=TREE_BLOCKS,
                    help="which blocks draft trees: every block (default) or the first only, which is drafted "
                         "before any weight is learned")
     p.add_argument("--no-hedge-first", dest="hedge_first", action="store_false",
@@ -66,7 +72,8 @@ def _add_drafting_arguments(p) -> None:
 
 def _drafting(args) -> dict:
     return {"tree_width": args.tree_width, "tree_policy": args.tree_policy, "tree_blocks": args.tree_blocks,
-            "hedge_first": args.hedge_first, "resting": args.resting}
+            "hedge_first": args.hedge_first, "resting": args.resting, "max_new_tokens": args.max_new_tokens,
+            "temperature": args.temperature, "seed": args.seed}
 
 
 def _add_pair_arguments(p) -> None:
@@ -94,11 +101,7 @@ def _add_bench(sub) -> None:
     p = sub.add_parser("bench", help="block efficiency and walltime per scenario and spec, against AR and a peer")
     p.add_argument("--suite", help="JSONL suite of cases (default: assets/bench/teaching.jsonl)")
     p.add_argument("--drafting", default=BENCH_SPECS, help=f"comma-separated specs (default: {BENCH_SPECS})")
-    p.add_argument("--gamma", default="auto", help=GAMMA_HELP)
     _add_drafting_arguments(p)
-    p.add_argument("--max-new-tokens", type=int, default=96)
-    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--limit", type=int, help="at most this many cases per scenario")
     p.add_argument("--repeat", type=int, default=1,
                    help="run each case's specs this many times in turn and take each time's median (default 1): "
@@ -143,17 +146,10 @@ def _load(args, quiet: bool = False):
     return load_preset(args.preset, **options)
 
 
-def _gamma(args) -> dict:
-    gamma, adaptive = parse_gamma(args.gamma)
-    return {"gamma": gamma, "adaptive": adaptive}
-
-
 def generate(args: argparse.Namespace) -> dict:
-    spec = parse_spec(args.drafting)
-    config = GenerationConfig(
-        max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p, seed=args.seed,
-        **_gamma(args), **_drafting(args), rule=args.rule, window=args.window,
-    )
+    settings = Settings.parse(args.drafting, args.gamma, **_drafting(args), top_p=args.top_p, rule=args.rule,
+                              window=args.window)
+    spec, config = settings.spec, settings.config
     images = [load_image(path) for path in args.image or []]
     last = len(args.prompt) - 1  # checked before the models load: earlier turns will have their answers
     validate([Turn(prompt, images if i == 0 else [], None if i == last else "")
@@ -210,8 +206,7 @@ def bench(args: argparse.Namespace) -> dict:
 
     if args.limit is not None and args.limit < 1:
         raise TabedError(f"--limit must be at least 1, got {args.limit}")
-    config = GenerationConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
-                              **_gamma(args), **_drafting(args))
+    config = Settings.parse(gamma=args.gamma, **_drafting(args)).config
     settings = BenchSettings(Path(args.suite) if args.suite else default_suite(),
                              [s.strip() for s in args.drafting.split(",") if s.strip()], config, Path(args.out),
                              peer=args.peer, limit=args.limit, overhead=not args.no_overhead, repeat=args.repeat)

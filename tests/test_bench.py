@@ -9,6 +9,8 @@ from tabed import cli
 from tabed.bench import report as reports
 from tabed.bench import runner, suite
 from tabed.engine.config import GenerationConfig
+from tabed.engine.settings import Settings
+from tabed.engine.spec import parse_spec
 from tabed.errors import InputError
 
 
@@ -63,13 +65,14 @@ def test_goals_report_each_measured_value():
 
 def test_a_bench_row_may_pin_its_rule_and_draft_length():
     config = GenerationConfig(max_new_tokens=9)
-    spec, pinned = runner.bench_spec("tabed-MT/hedge@5", config)
+    row = Settings(config=config).row("tabed-MT/hedge@5")
+    spec, pinned = row.spec, row.config
     assert (spec.name, pinned.rule, pinned.gamma, pinned.adaptive, pinned.max_new_tokens) == (
         "tabed-MT", "hedge", 5, False, 9)
-    assert runner.bench_spec("tabed-MTCP@auto:8", config)[1].gamma == 8
-    assert runner.bench_spec("M", config) == (runner.parse_spec("M"), config)
+    assert Settings(config=config).row("tabed-MTCP@auto:8").config.gamma == 8
+    assert Settings(config=config).row("M") == Settings(parse_spec("M"), config)
     with pytest.raises(InputError, match="unknown weight rule"):
-        runner.bench_spec("tabed-MT/median", config)
+        Settings(config=config).row("tabed-MT/median")
 
 
 def test_a_failing_peer_is_reported_and_left_out_of_the_comparison():

@@ -71,31 +71,31 @@ def test_learning_rate_warms_up_then_decays_to_a_tenth():
 
 
 def test_training_resumed_from_a_checkpoint_ends_where_one_run_ends(world_processor, tmp_path):
-    straight = train.train("drafter", world_processor, tmp_path / "a", MICRO)
+    straight = train.train("drafter", world_processor, train.Sitting(tmp_path / "a"), MICRO)
     assert (tmp_path / "a" / "drafter-vision.pt").exists()  # the vision pretraining stage, cached
-    train.train("drafter", world_processor, tmp_path / "b", MICRO, until=2)
+    train.train("drafter", world_processor, train.Sitting(tmp_path / "b", until=2), MICRO)
     assert torch.load(tmp_path / "b" / "drafter.pt", weights_only=False)["step"] == 2
-    resumed = train.train("drafter", world_processor, tmp_path / "b", MICRO)
+    resumed = train.train("drafter", world_processor, train.Sitting(tmp_path / "b"), MICRO)
     for (name, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items(), strict=True):
         assert torch.allclose(a, b, atol=1e-6), name
 
 
 def test_vision_pretraining_is_cached_per_recipe(world_processor, tmp_path, capsys):
-    train.train("drafter", world_processor, tmp_path, MICRO, until=1)
+    train.train("drafter", world_processor, train.Sitting(tmp_path, until=1), MICRO)
     (tmp_path / "drafter.pt").unlink()
-    train.train("drafter", world_processor, tmp_path, MICRO, until=1)
+    train.train("drafter", world_processor, train.Sitting(tmp_path, until=1), MICRO)
     assert "another recipe" not in capsys.readouterr().err
     (tmp_path / "drafter.pt").unlink()
     longer = train.Recipe(**{**MICRO.__dict__, "vision_pretrain_steps": 5})
-    train.train("drafter", world_processor, tmp_path, longer, until=1)
+    train.train("drafter", world_processor, train.Sitting(tmp_path, until=1), longer)
     assert "pretraining the vision tower again" in capsys.readouterr().err
 
 
 def test_a_changed_recipe_does_not_resume_silently(world_processor, tmp_path):
-    train.train("drafter", world_processor, tmp_path, MICRO)
+    train.train("drafter", world_processor, train.Sitting(tmp_path), MICRO)
     other = train.Recipe(**{**MICRO.__dict__, "lr": 5e-4})
     with pytest.raises(SystemExit, match="another recipe"):
-        train.train("drafter", world_processor, tmp_path, other)
+        train.train("drafter", world_processor, train.Sitting(tmp_path), other)
 
 
 def test_train_command_writes_a_pair_the_loader_loads(tmp_path, capsys):

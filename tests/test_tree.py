@@ -6,7 +6,6 @@ import torch
 from test_lossless import SPECS, conversations
 
 from conftest import make_pair, perturbed
-from tabed.bench.runner import bench_spec
 from tabed.bench.suite import case_turns, default_suite, load_suite
 from tabed.engine.chain import draft_block
 from tabed.engine.config import GenerationConfig
@@ -17,6 +16,7 @@ from tabed.engine.events import TreeNode
 from tabed.engine.lookup import NgramLookup
 from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
 from tabed.engine.session import TargetSession
+from tabed.engine.settings import Settings
 from tabed.engine.spec import parse_spec
 from tabed.engine.tree import ROOT, UNSURE, Context, DraftTree, _likeliest_children, _spare, _walk_sampling, draft_tree
 from tabed.errors import InputError
@@ -29,6 +29,12 @@ CPU = torch.device("cpu")
 TOKENS = [7, 9, 12, 13, 5, 20]
 PARENTS = [ROOT, ROOT, 0, 0, 1, 2]
 PATH = [0, 2, 5]  # the path the tests keep
+
+
+def bench_row(text: str) -> tuple:
+    """A bench row on the default settings, as (spec, config)."""
+    row = Settings().row(text)
+    return row.spec, row.config
 
 
 def small_tree() -> DraftTree:
@@ -50,7 +56,7 @@ def width_2_equal_to_plain(pair, case_id: str):
     """A teaching case decoded greedily with width-2 trees, checked token for token against plain decoding."""
     turns = teaching_turns(case_id)
     plain = collect(autoregressive_generate(pair, turns, GenerationConfig()))
-    tree = collect(speculative_generate(pair, turns, *bench_spec("tabed-MT+tree2", GenerationConfig())))
+    tree = collect(speculative_generate(pair, turns, *bench_row("tabed-MT+tree2")))
     assert tree.token_ids == plain.token_ids, case_id
     return tree
 
@@ -431,15 +437,15 @@ def test_recursive_rejection_over_several_draws_reproduces_the_target():
                                                         ("tabed-MT+tree2:first", 2, "ensemble", "first"),
                                                         ("tabed-MT+tree3:methods:first", 3, "methods", "first")])
 def test_bench_rows_name_their_trees(row, width, policy, blocks):
-    spec, config = bench_spec(row, GenerationConfig())
+    spec, config = bench_row(row)
     assert spec.name == "tabed-MT"
     assert (config.tree_width, config.tree_policy, config.tree_blocks) == (width, policy, blocks)
 
 
 def test_a_bench_row_with_a_tree_width_of_1_is_chains_only():
     """The default hedges the first block; `+tree1` (like any '+tree' row) says exactly which trees to draft."""
-    assert bench_spec("tabed-MT", GenerationConfig())[1].hedge_first
-    spec, config = bench_spec("tabed-MT@5+tree1", GenerationConfig())
+    assert bench_row("tabed-MT")[1].hedge_first
+    spec, config = bench_row("tabed-MT@5+tree1")
     assert (spec.name, config.tree_width, config.hedge_first, config.gamma, config.adaptive) == (
         "tabed-MT", 1, False, 5, False)
 
@@ -450,8 +456,7 @@ def test_bad_tree_settings(kwargs, message):
     with pytest.raises(InputError, match=message):
         GenerationConfig(**kwargs)
     with pytest.raises(InputError, match=message):
-        bench_spec(f"tabed-MT+tree{kwargs.get('tree_width', 2)}:{kwargs.get('tree_policy', 'ensemble')}",
-                   GenerationConfig())
+        bench_row(f"tabed-MT+tree{kwargs.get('tree_width', 2)}:{kwargs.get('tree_policy', 'ensemble')}")
     with pytest.raises(InputError, match="tree blocks"):
         GenerationConfig(tree_width=2, tree_blocks="last")
 

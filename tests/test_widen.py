@@ -14,7 +14,7 @@ from tabed.errors import InputError, ModelLoadError
 from tabed.models.chat import Turn, encode, load_image
 from tabed.models.loading import load_pair, load_preset
 from tabed.models.presets import ASSETS, PRESETS
-from tabed.models.widen import LLAVA_7B, LVLM_68M, Shape, query_rows, widen
+from tabed.models.widen import LLAVA_7B, LVLM_68M, Shape, Widening, query_rows, widen
 
 TARGET, DRAFTER = ASSETS / "models" / "target", ASSETS / "models" / "drafter"
 CHART = ASSETS / "examples" / "chart.png"
@@ -81,7 +81,7 @@ def test_impossible_shapes_are_refused(small, shape, message):
 
 @pytest.fixture(scope="module")
 def widened_pair():
-    return load_pair(str(TARGET), str(DRAFTER), device="cpu", name="widened", widen_to=SHAPES[0])
+    return load_pair(str(TARGET), str(DRAFTER), device="cpu", name="widened", widen=Widening(*SHAPES[0]))
 
 
 def _conversations():

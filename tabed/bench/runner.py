@@ -15,12 +15,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from ..engine.config import TREE_BLOCKS, GenerationConfig
-from ..engine.draft_length import parse_gamma
+from ..engine.config import GenerationConfig
 from ..engine.events import GenerationResult
 from ..engine.loop import autoregressive_generate, collect, speculative_generate, warm_up
 from ..engine.sampling import is_greedy
-from ..engine.spec import DEFAULT_SPEC, DraftingSpec, parse_spec
+from ..engine.settings import Settings
+from ..engine.spec import DEFAULT_SPEC
 from ..errors import InputError
 from ..models.chat import Turn
 from ..models.pair import ModelPair
@@ -30,34 +30,10 @@ from .report import goals, pooled, summarize, write_reports
 from .suite import Case, Run, case_turns, limit_cases, load_suite
 
 
-def bench_spec(text: str, config: GenerationConfig) -> tuple[DraftingSpec, GenerationConfig]:
-    """A bench row: a drafting spec, optionally with its own weight rule after '/' (`tabed-MT/hedge`), its
-    own draft length after '@' (`tabed-MT@5`: always 5 tokens, the paper's setting; `tabed-MT@auto:8`)
-    and its own token trees after '+tree' (`tabed-MT+tree2`: width 2; `tabed-MT+tree2:methods`: and the
-    "methods" policy; `tabed-MT+tree2:first`: in the first block only; `tabed-MT+tree1`: chains in every
-    block, no hedged first block either); else the bench's."""
-    text, _, tree = text.partition("+tree")
-    if tree:
-        width, *options = tree.split(":")
-        if not width.isdigit():
-            raise InputError(f"bench row {text}+tree{tree}: give the tree width as a number, e.g. +tree2")
-        blocks = [option for option in options if option in TREE_BLOCKS]
-        policies = [option for option in options if option not in TREE_BLOCKS]
-        config = replace(config, tree_width=int(width), tree_policy=policies[-1] if policies else config.tree_policy,
-                         tree_blocks=blocks[-1] if blocks else config.tree_blocks, hedge_first=False)  # checks them
-    name, _, gamma = text.partition("@")
-    name, _, rule = name.partition("/")
-    if rule:
-        config = replace(config, rule=rule)
-    if gamma:
-        length, adaptive = parse_gamma(gamma)
-        config = replace(config, gamma=length, adaptive=adaptive)
-    return parse_spec(name), config
-
-
 def _sd_run(pair: ModelPair, case: Case, turns: list[Turn], spec: str, config: GenerationConfig,
             ar: GenerationResult) -> Run:
-    result = collect(speculative_generate(pair, turns, *bench_spec(spec, config)))
+    row = Settings(config=config).row(spec)
+    result = collect(speculative_generate(pair, turns, row.spec, row.config))
     m = result.metrics
     accepted = sum(block.accepted for block in result.blocks)
     drafted = sum(len(block.draft) for block in result.blocks)
@@ -126,7 +102,7 @@ def check_settings(settings: BenchSettings) -> list[Case]:
     """The cases to run, once every spec and the suite are known to be good: fail before any work
     (loading a pair takes seconds, a 7B one minutes)."""
     for spec in settings.specs:
-        bench_spec(spec, settings.config)
+        Settings(config=settings.config).row(spec)
     if not 1 <= settings.repeat <= 100:
         raise InputError(f"repeat must be between 1 and 100, got {settings.repeat}")
     return limit_cases(load_suite(settings.suite), settings.limit)

@@ -34,6 +34,8 @@ class DraftingSpec:
     def __post_init__(self) -> None:
         if not self.model_methods:
             raise InputError("N (n-gram lookup) drafts beside a model method: add M, T, C or P, e.g. 'tabed-MTN'")
+        if self.dynamic and len(self.methods) < 2:
+            raise InputError(f"drafting spec {self.name!r}: TABED needs at least two methods to weigh, e.g. 'tabed-MT'")
 
     @property
     def model_methods(self) -> tuple[str, ...]:
@@ -67,7 +69,4 @@ def parse_spec(text: str) -> DraftingSpec:
             f"unknown drafting spec {text!r}: use letters from M, T, C, P, N (each once), "
             "optionally prefixed by 'tabed-', e.g. 'M', 'MT', 'tabed-MTCP', 'tabed-MTN'"
         )
-    methods = tuple(m for m in METHODS if m in letters)
-    if dynamic and len(methods) < 2:
-        raise InputError(f"drafting spec {text!r}: TABED needs at least two methods to weigh, e.g. 'tabed-MT'")
-    return DraftingSpec(methods=methods, dynamic=dynamic)
+    return DraftingSpec(methods=tuple(m for m in METHODS if m in letters), dynamic=dynamic)

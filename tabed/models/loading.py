@@ -20,7 +20,8 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_
 from ..errors import ModelLoadError, VocabularyMismatchError
 from .pair import ModelPair, resolve_cache, resolve_device, resolve_dtype
 from .presets import ASSETS, PRESETS, default_preset
-from .widen import Shape, widen
+from .widen import Shape, Widening
+from .widen import widen as widen_model
 
 
 def _looks_local(name: str) -> bool:
@@ -100,17 +101,14 @@ def load_pair(
     device: str | None = None,
     dtype: str | torch.dtype | None = None,
     name: str | None = None,
-    captioner: str | None = None,
     progress: Callable[[str], None] | None = None,
     cache: str | None = None,
-    widen_to: tuple[Shape, Shape] | None = None,
-    widen_on: str | None = None,
+    widen: Widening | None = None,
 ) -> ModelPair:
     """Load a target and a drafter (hub ids or local folders) as one checked pair.
 
     Hub downloads show transformers' own progress bars; `progress` receives a line per stage.
-    `widen_to` builds function-preserving widenings of both models in memory (see `widen.py`), on the
-    target device or on `widen_on` (e.g. "cpu" where CUDA exists only inside a request, as on ZeroGPU).
+    `widen` builds function-preserving widenings of both models in memory (see `widen.py`).
     """
     say = progress or (lambda message: None)
     torch_device = resolve_device(device)
@@ -127,36 +125,36 @@ def load_pair(
         version = str(getattr(config, "transformers_version", None) or "5")
         if version.split(".")[0].isdigit() and int(version.split(".")[0]) < 5:
             say(f"the {role} was saved by transformers {version}: its weights' old names are converted on load")
+    target_processor, drafter_processor = _load_processors(sources, configs, say)
+    check_vocabularies(target_processor, drafter_processor, target, drafter)
+    shapes = {"target": widen.target, "drafter": widen.drafter} if widen else {}
+    models = {role: _load_model(role, src, (torch_device, torch_dtype), shapes.get(role),
+                                widen.on if widen else None, say)
+              for role, src in sources.items()}
+    say("models ready")
+    return ModelPair(target=models["target"], drafter=models["drafter"], target_processor=target_processor,
+                     drafter_processor=drafter_processor, device=torch_device, dtype=torch_dtype,
+                     name=name or f"{target} + {drafter}", cache=cache)
+
+
+def _load_processors(sources: dict[str, str], configs: dict[str, PretrainedConfig],
+                     say: Callable[[str], None]) -> tuple[ProcessorMixin, ProcessorMixin]:
+    """The target's processor and the drafter's (the target's when the drafter ships none), completed."""
     say("loading processors")
     target_processor = _load_processor(sources["target"])
     if target_processor is None:
-        raise ModelLoadError(f"the target {target!r} has no processor (tokenizer + image processor)")
+        raise ModelLoadError(f"the target {sources['target']!r} has no processor (tokenizer + image processor)")
     complete_processor(target_processor, configs["target"], "target", say)
     drafter_processor = _load_processor(sources["drafter"])
     if drafter_processor is None:
-        drafter_processor = target_processor
-    else:
-        complete_processor(drafter_processor, configs["drafter"], "drafter", say)
-    check_vocabularies(target_processor, drafter_processor, target, drafter)
-    shapes = dict(zip(sources, widen_to or (None, None), strict=True))
-    models = {role: _load_model(role, src, torch_device, torch_dtype, shapes[role], widen_on, say)
-              for role, src in sources.items()}
-    say("models ready")
-    return ModelPair(
-        target=models["target"],
-        drafter=models["drafter"],
-        target_processor=target_processor,
-        drafter_processor=drafter_processor,
-        device=torch_device,
-        dtype=torch_dtype,
-        name=name or f"{target} + {drafter}",
-        captioner=captioner,
-        cache=cache,
-    )
+        return target_processor, target_processor
+    complete_processor(drafter_processor, configs["drafter"], "drafter", say)
+    return target_processor, drafter_processor
 
 
-def _load_model(role: str, source: str, device: torch.device, dtype: torch.dtype, shape: Shape | None,
+def _load_model(role: str, source: str, placement: tuple[torch.device, torch.dtype], shape: Shape | None,
                 widen_on: str | None, say: Callable[[str], None]):
+    device, dtype = placement
     say(f"loading the {role} {source} ({dtype}, {device})")
     try:
         model = AutoModelForImageTextToText.from_pretrained(source, dtype=torch.float32 if shape else dtype)
@@ -164,12 +162,14 @@ def _load_model(role: str, source: str, device: torch.device, dtype: torch.dtype
         raise ModelLoadError(f"cannot load the {role} {source!r}: {str(exc).splitlines()[0]}") from None
     if shape is not None:
         say(f"widening the {role} to {shape.layers} layers x {shape.hidden} ({dtype}, {device})")
-        model = widen(model, shape, device=widen_on or device, dtype=dtype)
+        model = widen_model(model, shape, device=widen_on or device, dtype=dtype)
     return model.to(device).eval()
 
 
-def load_preset(name: str | None = None, **kwargs) -> ModelPair:
-    """Load a named preset (default: $TABED_PRESET or the bundled teaching pair)."""
+def load_preset(name: str | None = None, widen_on: str | None = None, **kwargs) -> ModelPair:
+    """Load a named preset (default: $TABED_PRESET or the bundled teaching pair). A widened preset is built
+    on the pair's device, or on `widen_on` (e.g. "cpu" where CUDA exists only inside a request, as on
+    ZeroGPU); `kwargs` go to `load_pair`."""
     name = name or default_preset()
     if name not in PRESETS:
         raise ModelLoadError(f"unknown preset {name!r}: choose one of {', '.join(PRESETS)}")
@@ -177,5 +177,7 @@ def load_preset(name: str | None = None, **kwargs) -> ModelPair:
     if preset.widen and resolve_device(kwargs.get("device")).type != "cuda":
         raise ModelLoadError(f"the preset {name!r} needs a GPU (it builds a 7B-sized model): on a CPU use 'teaching', "
                              "which gives the same answers")
-    return load_pair(preset.target, preset.drafter, name=name, captioner=preset.captioner, widen_to=preset.widen,
-                     **kwargs)
+    widening = Widening(*preset.widen, on=widen_on) if preset.widen else None
+    pair = load_pair(preset.target, preset.drafter, name=name, widen=widening, **kwargs)
+    pair.captioner = preset.captioner
+    return pair

@@ -45,6 +45,16 @@ LLAVA_7B = Shape(hidden=4096, layers=32, heads=32, intermediate=11008, vocab=320
 LVLM_68M = Shape(hidden=768, layers=2, heads=12, intermediate=3072, vocab=32064)
 
 
+@dataclass(frozen=True)
+class Widening:
+    """Both models of a pair widened in memory to these shapes, built on `on` (default: the pair's device;
+    "cpu" where CUDA exists only inside a request, as on ZeroGPU)."""
+
+    target: Shape
+    drafter: Shape
+    on: str | None = None
+
+
 def _check(text, shape: Shape) -> None:
     small_heads, small_hd = text.num_attention_heads, text.head_dim
     problems = []

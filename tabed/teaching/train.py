@@ -296,38 +296,42 @@ class _Batches(torch.utils.data.Dataset):
         return training_batch(self.processor, r.seed, self.first + i, r.batch_size, r.image_dropout)
 
 
-def train(role: str, processor: LlavaProcessor, work: Path, recipe: Recipe | None = None, restart: bool = False,
-          until: int | None = None, log_every: int = 20, save_every: int = 100, device: str | None = "cpu",
-          workers: int | None = None) -> LlavaForConditionalGeneration:
-    """Train one model of the pair, checkpointing to `work/<role>.pt`; returns the model in eval mode.
+@dataclass(frozen=True)
+class Sitting:
+    """How one training sitting runs: where its checkpoint lives, whether to start over, the step to stop
+    at (checkpoint kept, to split a long run into several sittings), the device (None: CUDA if present)
+    and the processes drawing batches (default: none on a CPU, whose cores the model needs; four beside
+    a GPU; batch `s` is the same whichever process draws it)."""
 
-    `until` stops early at that step (checkpoint kept), to split a long run into several sittings.
-    Batches are drawn in `workers` processes (default: none on a CPU, whose cores the model needs;
-    four beside a GPU); batch `s` is the same whichever process draws it. `device` None: CUDA if present."""
+    work: Path
+    restart: bool = False
+    until: int | None = None
+    device: str | None = "cpu"
+    workers: int | None = None
+    log_every: int = 20
+    save_every: int = 100
+
+
+def train(role: str, processor: LlavaProcessor, sitting: Sitting,
+          recipe: Recipe | None = None) -> LlavaForConditionalGeneration:
+    """Train one model of the pair, checkpointing to `work/<role>.pt`; returns the model in eval mode."""
     recipe = recipe or RECIPES[role]
-    device = resolve_device(device)
-    work.mkdir(parents=True, exist_ok=True)
-    checkpoint = work / f"{role}.pt"
+    device = resolve_device(sitting.device)
+    sitting.work.mkdir(parents=True, exist_ok=True)
+    checkpoint = sitting.work / f"{role}.pt"
     model = random_llava(recipe.size, processor.tokenizer, seed=recipe.seed).to(device)
     optimizer = _optimizer(model, recipe)
-    step = 0
-    if checkpoint.exists() and not restart:
-        state = torch.load(checkpoint, weights_only=False, map_location=device)
-        if state["recipe"] != asdict(recipe):
-            raise SystemExit(f"{checkpoint} was made with another recipe; pass --restart to start over")
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        step = state["step"]
+    step = _resume(model, optimizer, checkpoint, recipe, sitting.restart)
+    if step:
         log(f"[{role}] resuming from step {step}/{recipe.steps}")
     else:
-        pretrain_vision(model, processor, recipe, work, role)
+        pretrain_vision(model, processor, recipe, sitting.work, role)
     params = sum(p.numel() for p in model.parameters())
     log(f"[{role}] {params / 1e6:.1f}M parameters, {recipe.steps} steps of {recipe.batch_size} dialogues")
     model.train()
-    start, tokens, losses = time.perf_counter(), 0, []
-    first = step
-    last = min(recipe.steps, until or recipe.steps)
-    workers = (0 if device.type == "cpu" else 4) if workers is None else workers
+    progress = _Progress(role, recipe, step)
+    last = min(recipe.steps, sitting.until or recipe.steps)
+    workers = (0 if device.type == "cpu" else 4) if sitting.workers is None else sitting.workers
     batches = iter(torch.utils.data.DataLoader(_Batches(processor, recipe, step, last), batch_size=None,
                                                num_workers=workers, prefetch_factor=4 if workers else None))
     while step < last:
@@ -340,21 +344,48 @@ def train(role: str, processor: LlavaProcessor, work: Path, recipe: Recipe | Non
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         step += 1
-        tokens += int(batch["attention_mask"].sum())
-        losses.append(float(loss.detach()))
-        if step % log_every == 0 or step == last:
-            elapsed = time.perf_counter() - start
-            eta = elapsed / (step - first) * (last - step)
-            log(f"[{role}] step {step}/{recipe.steps}  loss {sum(losses) / len(losses):.4f}  "
-                f"lr {learning_rate(recipe, step - 1):.2e}  {tokens / elapsed:.0f} tok/s  "
-                f"elapsed {elapsed / 60:.1f} min  eta {eta / 60:.1f} min")
-            losses = []
-        if step % save_every == 0 or step == last:
+        progress.add(int(batch["attention_mask"].sum()), float(loss.detach()))
+        if step % sitting.log_every == 0 or step == last:
+            progress.report(step, last)
+        if step % sitting.save_every == 0 or step == last:
             state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
                      "recipe": asdict(recipe)}
             torch.save(state, checkpoint.with_suffix(".tmp"))
             checkpoint.with_suffix(".tmp").replace(checkpoint)
     return model.eval()
+
+
+def _resume(model: LlavaForConditionalGeneration, optimizer: torch.optim.Optimizer, checkpoint: Path,
+            recipe: Recipe, restart: bool) -> int:
+    """The step a checkpoint of this recipe reached, its weights and optimizer state loaded; 0 without one."""
+    if not checkpoint.exists() or restart:
+        return 0
+    state = torch.load(checkpoint, weights_only=False, map_location=next(model.parameters()).device)
+    if state["recipe"] != asdict(recipe):
+        raise SystemExit(f"{checkpoint} was made with another recipe; pass --restart to start over")
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    return state["step"]
+
+
+class _Progress:
+    """Loss, throughput and time left, logged every few steps."""
+
+    def __init__(self, role: str, recipe: Recipe, first: int) -> None:
+        self.role, self.recipe, self.first = role, recipe, first
+        self.start, self.tokens, self.losses = time.perf_counter(), 0, []
+
+    def add(self, tokens: int, loss: float) -> None:
+        self.tokens += tokens
+        self.losses.append(loss)
+
+    def report(self, step: int, last: int) -> None:
+        elapsed = time.perf_counter() - self.start
+        eta = elapsed / (step - self.first) * (last - step)
+        log(f"[{self.role}] step {step}/{self.recipe.steps}  loss {sum(self.losses) / len(self.losses):.4f}  "
+            f"lr {learning_rate(self.recipe, step - 1):.2e}  {self.tokens / elapsed:.0f} tok/s  "
+            f"elapsed {elapsed / 60:.1f} min  eta {eta / 60:.1f} min")
+        self.losses = []
 
 
 def export(model: LlavaForConditionalGeneration, processor: LlavaProcessor, folder: Path) -> None:
@@ -386,8 +417,8 @@ def train_command(args: argparse.Namespace) -> int:
             recipe = Recipe(**{**recipe.__dict__, "steps": args.steps})
         processor = llava_processor(tokenizer, recipe.size.image_size, recipe.size.patch_size)
         started = time.perf_counter()
-        model = train(role, processor, work, recipe, restart=args.restart, until=args.until, device=args.device,
-                      workers=args.workers)
+        sitting = Sitting(work, restart=args.restart, until=args.until, device=args.device, workers=args.workers)
+        model = train(role, processor, sitting, recipe)
         if args.until and args.until < recipe.steps:
             log(f"[{role}] stopped at step {args.until}; run the same command without --until to go on")
             return 0
