@@ -15,17 +15,16 @@ from conftest import serving, workers_alive
 from tabed.engine import resting
 from tabed.models.pair import ModelPair
 from tabed.page import worker
+from tabed.page.view import STOPPED_MARK, Frame
 
 SETTINGS = dict(preset="teaching", methods=["M", "T"], mode=app.MODES[0], rule="w-grid", window=0, gamma=5,
                 max_new_tokens=24, temperature=0.0, seed=0, compare_ar=True, adaptive=True, tree_width=1,
                 tree_policy="ensemble", tree_blocks="all", hedge_first=True)
 
 
-def settings(**changes):
-    values = {**SETTINGS, **changes}
-    return [values[k] for k in ("preset", "methods", "mode", "rule", "window", "gamma", "max_new_tokens",
-                                "temperature", "seed", "compare_ar", "adaptive", "tree_width", "tree_policy",
-                                "tree_blocks", "hedge_first")]
+def settings(**changes) -> dict:
+    """The handlers' settings by name, these changed."""
+    return {**SETTINGS, **changes}
 
 
 @pytest.fixture
@@ -42,15 +41,22 @@ def image_path(tmp_path, image):
     return str(path)
 
 
-def final(outputs):
-    return outputs[-1]
+def frame(values) -> Frame:
+    """A handler's output, by name."""
+    return Frame(*values)
+
+
+def final(outputs) -> Frame:
+    return frame(outputs[-1])
 
 
 def test_run_streams_coloured_tokens_then_metrics_and_exports(tiny_app, image_path):
-    outputs = list(tiny_app.run(image_path, "w1 w2 w3", None, *settings(hedge_first=False)))
-    status, tabed_html, plain_html, metrics, figure, blocks, chat, state, files, trees = final(outputs)
+    outputs = list(tiny_app.run(image_path, "w1 w2 w3", None, **settings(hedge_first=False)))
+    out = final(outputs)
+    status, tabed_html, plain_html, metrics, figure = out.status, out.tabed, out.plain, out.metrics, out.weights
+    blocks, chat, state, files, trees = out.blocks, out.chat, out.state, out.downloads, out.trees
     assert status.startswith("\u2705 Done") and "Speedup" in status
-    streamed = [o[1] for o in outputs if isinstance(o[1], str) and o[1]]
+    streamed = [frame(o).tabed for o in outputs if isinstance(frame(o).tabed, str) and frame(o).tabed]
     assert all(later.startswith(earlier) for earlier, later in zip(streamed, streamed[1:], strict=False))
     assert "tk-accepted" in tabed_html and "tk-rejected" in tabed_html
     assert "tk-corrected" in tabed_html or "tk-bonus" in tabed_html
@@ -72,9 +78,9 @@ def test_run_streams_coloured_tokens_then_metrics_and_exports(tiny_app, image_pa
 
 def test_the_block_table_says_which_methods_rested(tiny_app, image_path, monkeypatch):
     monkeypatch.setattr(resting, "REST_AFTER", 1)  # a method rests after one block at weight 0
-    outputs = list(tiny_app.run(image_path, "w1 w2 w3", None, *settings(methods=["M", "T", "C", "P"],
+    outputs = list(tiny_app.run(image_path, "w1 w2 w3", None, **settings(methods=["M", "T", "C", "P"],
                                                                         max_new_tokens=40)))
-    figure, blocks, state = final(outputs)[4], final(outputs)[5], final(outputs)[7]
+    figure, blocks, state = final(outputs).weights, final(outputs).blocks, final(outputs).state
     headers, data = blocks.value["headers"], blocks.value["data"]
     symbols = {trace.name: list(trace.marker.symbol) for trace in figure.data if trace.name.startswith("weight")}
     rested = 0
@@ -90,8 +96,9 @@ def test_the_block_table_says_which_methods_rested(tiny_app, image_path, monkeyp
 
 
 def test_trees_from_the_page_are_drawn_block_by_block(tiny_app, image_path):
-    outputs = list(tiny_app.run(image_path, "w1 w2 w3", None, *settings(tree_width=3, max_new_tokens=40)))
-    status, *_, blocks, chat, state, files, trees = final(outputs)
+    outputs = list(tiny_app.run(image_path, "w1 w2 w3", None, **settings(tree_width=3, max_new_tokens=40)))
+    out = final(outputs)
+    status, blocks, state, files, trees = out.status, out.blocks, out.state, out.downloads, out.trees
     assert status.startswith("\u2705 Done")
     result = state.last_run["results"]["speculative"]
     assert result["token_ids"] == state.last_run["results"]["autoregressive"]["token_ids"]
@@ -111,8 +118,9 @@ def test_trees_from_the_page_are_drawn_block_by_block(tiny_app, image_path):
 
 def test_a_tree_in_the_first_block_only_from_the_page(tiny_app, image_path):
     outputs = list(tiny_app.run(image_path, "w1 w2 w3", None,
-                                *settings(tree_width=3, tree_blocks="first", max_new_tokens=40)))
-    status, *_, blocks, chat, state, files, trees = final(outputs)
+                                **settings(tree_width=3, tree_blocks="first", max_new_tokens=40)))
+    out = final(outputs)
+    status, blocks, state, trees = out.status, out.blocks, out.state, out.trees
     assert status.startswith("\u2705 Done")
     result = state.last_run["results"]["speculative"]
     assert result["token_ids"] == state.last_run["results"]["autoregressive"]["token_ids"]
@@ -126,8 +134,8 @@ def test_a_tree_in_the_first_block_only_from_the_page(tiny_app, image_path):
 def test_by_default_the_first_block_hedges_and_the_trees_chart_shows_it(tiny_app, image_path):
     """With a picture the first block forks where the ensemble is unsure, later blocks are chains, and the
     trees chart draws that block; without one there is nothing to hedge between, and the chart says so."""
-    status, *_, blocks, chat, state, files, trees = final(list(tiny_app.run(image_path, "w1 w2 w3", None,
-                                                                            *settings(max_new_tokens=40))))
+    out = final(list(tiny_app.run(image_path, "w1 w2 w3", None, **settings(max_new_tokens=40))))
+    status, state, trees = out.status, out.state, out.trees
     assert status.startswith("\u2705 Done")
     result = state.last_run["results"]["speculative"]
     assert result["token_ids"] == state.last_run["results"]["autoregressive"]["token_ids"]
@@ -135,11 +143,11 @@ def test_by_default_the_first_block_hedges_and_the_trees_chart_shows_it(tiny_app
     assert not any(block["tree"] for block in result["blocks"][1:])
     drawn = sum(len(trace.x) for trace in trees.data if trace.name in ("accepted node", "rejected node"))
     assert drawn == len(result["blocks"][0]["tree"]) and trees.layout.title.text.startswith("Token trees per block")
-    text_only = final(list(tiny_app.run(None, "w1 w2 w3", None, *settings(max_new_tokens=40))))
-    assert "the hedged first block did not fork" in text_only[-1].layout.title.text
-    assert not any(block["tree"] for block in text_only[7].last_run["results"]["speculative"]["blocks"])
-    single = final(list(tiny_app.run(image_path, "w1 w2 w3", None, *settings(methods=["M"], mode=app.MODES[2]))))
-    assert "set the tree width above 1" in single[-1].layout.title.text  # one method: nothing to hedge between
+    text_only = final(list(tiny_app.run(None, "w1 w2 w3", None, **settings(max_new_tokens=40))))
+    assert "the hedged first block did not fork" in text_only.trees.layout.title.text
+    assert not any(block["tree"] for block in text_only.state.last_run["results"]["speculative"]["blocks"])
+    single = final(list(tiny_app.run(image_path, "w1 w2 w3", None, **settings(methods=["M"], mode=app.MODES[2]))))
+    assert "set the tree width above 1" in single.trees.layout.title.text  # one method: nothing to hedge between
 
 
 @pytest.mark.parametrize("width, hedge, mode, shown", [(1, True, 0, True), (1, False, 0, False), (2, False, 0, True),
@@ -163,8 +171,8 @@ def test_on_a_cpu_both_sides_decode_in_a_worker_with_one_torch_thread(tiny_app, 
     for name in ("speculative_generate", "autoregressive_generate"):
         monkeypatch.setattr(worker, name, counting(getattr(worker, name)))
     before = torch.get_num_threads()
-    out = final(list(tiny_app.run(image_path, "w1 w2", None, *settings())))
-    assert "Speedup" in out[0] and seen == [app.CPU_THREADS] * 2 == [1, 1]
+    out = final(list(tiny_app.run(image_path, "w1 w2", None, **settings())))
+    assert "Speedup" in out.status and seen == [app.CPU_THREADS] * 2 == [1, 1]
     assert torch.get_num_threads() == before
 
 
@@ -185,8 +193,9 @@ def test_a_stop_that_overtakes_its_run_stops_it_as_it_begins(monkeypatch):
 
 
 def test_n_from_the_page_is_its_own_method(tiny_app):
-    outputs = list(tiny_app.run(None, "w1 w2 w1 w2", None, *settings(methods=["M", "T", "N"])))
-    status, *_, figure, blocks, chat, state, files, _ = outputs[-1]
+    outputs = list(tiny_app.run(None, "w1 w2 w1 w2", None, **settings(methods=["M", "T", "N"])))
+    out = final(outputs)
+    status, figure, blocks, state = out.status, out.weights, out.blocks, out.state
     assert status.startswith("\u2705 Done")
     assert "weight of N" in {trace.name for trace in figure.data} and "N guesses" in blocks.value["headers"]
     result = state.last_run["results"]
@@ -195,15 +204,15 @@ def test_n_from_the_page_is_its_own_method(tiny_app):
 
 
 def test_a_fixed_gamma_from_the_page_drafts_gamma_tokens(tiny_app):
-    state = final(list(tiny_app.run(None, "w1 w2", None, *settings(gamma=3, adaptive=False))))[7]
+    state = final(list(tiny_app.run(None, "w1 w2", None, **settings(gamma=3, adaptive=False)))).state
     blocks = state.last_run["results"]["speculative"]["blocks"]
     assert {(b["stop"], len(b["draft"])) for b in blocks[:-1]} == {("fixed", 3)}
 
 
 def test_follow_up_continues_the_conversation(tiny_app, image_path):
-    state = final(list(tiny_app.run(image_path, "w1 w2", None, *settings())))[7]
-    outputs = list(tiny_app.ask_follow_up(image_path, "w3 w4", state, *settings()))
-    chat, state = final(outputs)[6], final(outputs)[7]
+    state = final(list(tiny_app.run(image_path, "w1 w2", None, **settings()))).state
+    outputs = list(tiny_app.ask_follow_up(image_path, "w3 w4", state, **settings()))
+    chat, state = final(outputs).chat, final(outputs).state
     assert len(chat) == 4 and chat[2] == {"role": "user", "content": "w3 w4"}
     assert state.last_run["request"]["turn"] == 2
 
@@ -224,16 +233,16 @@ def test_several_pictures_go_with_the_first_prompt(tiny_app, image_path, tmp_pat
     other = tmp_path / "other.png"
     Image.new("RGB", (40, 40), (20, 200, 30)).save(other)
     gallery = [(image_path, None), (str(other), None)]
-    state = final(list(tiny_app.run(gallery, "w1 w2", None, *settings(max_new_tokens=8))))[7]
+    state = final(list(tiny_app.run(gallery, "w1 w2", None, **settings(max_new_tokens=8)))).state
     assert state.images == [image_path, str(other)]
     assert state.last_run["request"]["images"] == 2
     results = state.last_run["results"]
     assert results["speculative"]["token_ids"] == results["autoregressive"]["token_ids"]
-    outputs = list(tiny_app.ask_follow_up(gallery, "w3", state, *settings(max_new_tokens=8)))
-    status, chat = final(outputs)[0], final(outputs)[6]
+    outputs = list(tiny_app.ask_follow_up(gallery, "w3", state, **settings(max_new_tokens=8)))
+    status, chat = final(outputs).status, final(outputs).chat
     assert status.startswith("\u2705 Done")
     assert chat[0]["content"].startswith("\U0001f5bc\ufe0f " * 2) and len(chat) == 4
-    status = final(list(tiny_app.ask_follow_up([(image_path, None)], "w4", state, *settings())))[0]
+    status = final(list(tiny_app.ask_follow_up([(image_path, None)], "w4", state, **settings()))).status
     assert "same pictures" in status
 
 
@@ -264,7 +273,7 @@ def test_every_image_mode_runs(tiny_app, tmp_path, mode):
         Image.fromarray(np.arange(48 * 40, dtype=np.uint16).reshape(40, 48) * 30).save(path)
     else:
         Image.new("RGB", (48, 40), (200, 30, 30)).convert(mode).save(path)
-    status = final(list(tiny_app.run(str(path), "w1", None, *settings(max_new_tokens=4))))[0]
+    status = final(list(tiny_app.run(str(path), "w1", None, **settings(max_new_tokens=4)))).status
     assert status.startswith("\u2705 Done"), status
 
 
@@ -293,8 +302,8 @@ def test_bad_input_gives_a_message_not_a_trace(tiny_app, tmp_path, prompt, image
     elif image == "huge":
         image = tmp_path / "huge.png"
         Image.new("L", (9000, 8000)).save(image)
-    outputs = list(tiny_app.run(str(image) if image else None, prompt, None, *settings(**changes)))
-    status = final(outputs)[0]
+    outputs = list(tiny_app.run(str(image) if image else None, prompt, None, **settings(**changes)))
+    status = final(outputs).status
     assert status.startswith("\u26a0\ufe0f") and message in status, status
     assert "Traceback" not in status
     assert workers_alive() == 0
@@ -302,14 +311,14 @@ def test_bad_input_gives_a_message_not_a_trace(tiny_app, tmp_path, prompt, image
 
 def test_gpu_presets_are_refused_on_a_machine_without_one(tiny_app, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    status = final(list(tiny_app.run(None, "w1", None, *settings(preset="llava-1.5-7b"))))[0]
+    status = final(list(tiny_app.run(None, "w1", None, **settings(preset="llava-1.5-7b")))).status
     assert status.startswith("\u26a0\ufe0f") and "needs a GPU" in status
 
 
 def test_closing_the_handler_stops_the_worker_within_a_second(tiny_app, image_path):
-    events = tiny_app.run(image_path, "w1 w2", None, *settings(max_new_tokens=400, compare_ar=True))
+    events = tiny_app.run(image_path, "w1 w2", None, **settings(max_new_tokens=400, compare_ar=True))
     for output in events:
-        if output[1]:
+        if frame(output).tabed:
             break  # TABED tokens are streaming
     assert workers_alive() == 1
     start = time.monotonic()
@@ -329,8 +338,8 @@ class StopClient:
 def _run_until(app, image_path, request, condition, **changes):
     """Start a long run, press Stop (for this session) at the first frame meeting `condition`;
     returns (the frames after Stop, seconds from Stop to the last frame)."""
-    events = app.run(image_path, "w1 w2", None, *settings(**{"max_new_tokens": 400, "compare_ar": True,
-                                                              **changes}), request)
+    events = app.run(image_path, "w1 w2", None, **settings(**{"max_new_tokens": 400, "compare_ar": True,
+                                                              **changes}), request=request)
     for output in events:
         if condition(output):
             break
@@ -343,8 +352,9 @@ def _run_until(app, image_path, request, condition, **changes):
 def _tabed_past_block(count: int):
     """A frame whose status says TABED is at block `count` or later (frames may skip a block number)."""
     def condition(output) -> bool:
-        shown = re.search(r"block (\d+)", str(output[0]))
-        return shown is not None and "TABED decoding" in str(output[0]) and int(shown.group(1)) >= count
+        status = str(frame(output).status)
+        shown = re.search(r"block (\d+)", status)
+        return shown is not None and "TABED decoding" in status and int(shown.group(1)) >= count
     return condition
 
 
@@ -355,25 +365,30 @@ def _metric_names(metrics) -> list[str]:
 def test_stop_during_tabed_shows_stopped_and_keeps_the_partial_answer(tiny_app, image_path):
     request = StopClient("stop-during-tabed")
     after, seconds = _run_until(tiny_app, image_path, request, _tabed_past_block(3))
-    status, tabed_html, plain_html, metrics, figure, blocks, chat, state, files, _ = final(after)
+    out = final(after)
+    status, tabed_html, plain_html, metrics, figure = out.status, out.tabed, out.plain, out.metrics, out.weights
+    blocks, chat, state = out.blocks, out.chat, out.state
     assert seconds < 1.0 and workers_alive() == 0
     assert status.startswith("\u23f9 Stopped after") and "not added to the conversation" in status
-    assert "tk-accepted" in tabed_html and tabed_html.endswith(tiny_app.STOPPED_MARK)
+    assert "tk-accepted" in tabed_html and tabed_html.endswith(STOPPED_MARK)
     assert "tk-plain" not in plain_html  # plain decoding never started
     assert "block efficiency" in _metric_names(metrics) and "speedup (decode time)" not in _metric_names(metrics)
     assert figure is not None and len(blocks.value["data"]) >= 3
     assert chat == [] and state.turns == []  # a half answer is not a finished turn
     assert not tiny_app.STOPS.flags  # nothing left behind
-    assert final(list(tiny_app.run(image_path, "w3", state, *settings(), request)))[0].startswith("\u2705 Done")
+    again = final(list(tiny_app.run(image_path, "w3", state, **settings(), request=request)))
+    assert again.status.startswith("\u2705 Done")
 
 
 def test_stop_during_plain_decoding_says_the_plain_side_was_stopped(tiny_app, image_path):
     request = StopClient("stop-during-plain")
-    after, seconds = _run_until(tiny_app, image_path, request, lambda o: "plain decoding" in str(o[0]))
-    status, tabed_html, plain_html, metrics, *_, chat, state, files, _ = final(after)
+    after, seconds = _run_until(tiny_app, image_path, request, lambda o: "plain decoding" in str(frame(o).status))
+    out = final(after)
+    status, tabed_html, plain_html, metrics = out.status, out.tabed, out.plain, out.metrics
+    state, files = out.state, out.downloads
     assert seconds < 1.0 and workers_alive() == 0
-    assert status.startswith("\u23f9 Stopped") and not tabed_html.endswith(tiny_app.STOPPED_MARK)
-    assert "tk-plain" in plain_html and plain_html.endswith(tiny_app.STOPPED_MARK)
+    assert status.startswith("\u23f9 Stopped") and not tabed_html.endswith(STOPPED_MARK)
+    assert "tk-plain" in plain_html and plain_html.endswith(STOPPED_MARK)
     assert "speedup (decode time)" not in _metric_names(metrics)  # no speed claimed from unequal answers
     assert state.turns == [] and files  # the run can still be downloaded
 
@@ -382,22 +397,22 @@ def test_stop_before_the_first_block(tiny_app, image_path):
     """Stop pressed while the pair loads: the run ends at once, and says so."""
     request = StopClient("stop-while-loading")
     tiny_app.PAIRS.name = "loading"  # not loaded: the first frame is the loading message
-    after, _ = _run_until(tiny_app, image_path, request, lambda o: "Loading" in str(o[0]))
-    status, tabed_html, *_ = final(after)
-    assert status.startswith("\u23f9 Stopped after 0 blocks") and tabed_html.endswith(tiny_app.STOPPED_MARK)
+    after, _ = _run_until(tiny_app, image_path, request, lambda o: "Loading" in str(frame(o).status))
+    status, tabed_html = final(after).status, final(after).tabed
+    assert status.startswith("\u23f9 Stopped after 0 blocks") and tabed_html.endswith(STOPPED_MARK)
     assert workers_alive() == 0
 
 
 def test_stop_only_stops_its_own_session(tiny_app, image_path):
     tiny_app.request_stop(StopClient("another-session"))
-    status = final(list(tiny_app.run(image_path, "w1", None, *settings(max_new_tokens=12),
-                                     StopClient("this-session"))))[0]
+    status = final(list(tiny_app.run(image_path, "w1", None, **settings(max_new_tokens=12),
+                                     request=StopClient("this-session")))).status
     assert status.startswith("\u2705 Done")
 
 
 def test_stop_ends_the_replay_race_where_it_is(tiny_app, image_path):
     request = StopClient("stop-the-race")
-    state = final(list(tiny_app.run(image_path, "w1", None, *settings(max_new_tokens=60), request)))[7]
+    state = final(list(tiny_app.run(image_path, "w1", None, **settings(max_new_tokens=60), request=request))).state
     state.frames = {phase: [(t * 50, text) for t, text in frames] for phase, frames in state.frames.items()}
     race = tiny_app.replay_race(state, request)
     next(race)
@@ -427,14 +442,14 @@ def test_out_of_memory_is_a_message_and_the_app_keeps_serving(tiny_app, pair, im
     broken = ModelPair(OutOfMemoryTarget(pair.target), pair.drafter, pair.target_processor,
                        pair.drafter_processor, pair.device, pair.dtype, "teaching")
     tiny_app.PAIRS.pair = broken
-    status = final(list(tiny_app.run(image_path, "w1", None, *settings())))[0]
+    status = final(list(tiny_app.run(image_path, "w1", None, **settings()))).status
     assert "ran out of memory" in status and "Traceback" not in status
     tiny_app.PAIRS.pair = pair
-    assert final(list(tiny_app.run(image_path, "w1", None, *settings())))[0].startswith("\u2705 Done")
+    assert final(list(tiny_app.run(image_path, "w1", None, **settings()))).status.startswith("\u2705 Done")
 
 
 def test_replay_race_plays_both_answers(tiny_app, image_path):
-    state = final(list(tiny_app.run(image_path, "w1", None, *settings(max_new_tokens=8))))[7]
+    state = final(list(tiny_app.run(image_path, "w1", None, **settings(max_new_tokens=8)))).state
     frames = list(tiny_app.replay_race(state))
     assert "TABED" in frames[-1] and "plain decoding" in frames[-1] and frames[-1].count("\u2714") == 2
     assert "Run a prompt" in next(tiny_app.replay_race(None))
@@ -467,8 +482,8 @@ def test_on_zerogpu_the_handler_is_wrapped_by_spaces_gpu(tmp_path):
     script = ("import sys, torch; assert 'torch' in sys.modules\n"
               "import app, spaces\n"
               "(name, generator, duration), = spaces.WRAPPED\n"
-              "args = [False, None, 'p', None, 'teaching', ['M'], '', 'w-grid', 0, 5]\n"
-              "print(name, generator, duration(*args, 96), duration(*args, 512), app.PAIRS.name)\n")
+              "seconds = [duration(False, {'max_new_tokens': n}, None) for n in (96, 512)]\n"
+              "print(name, generator, *seconds, app.PAIRS.name)\n")
     assert _with_stand_in_spaces(tmp_path, script).split() == ["respond", "True", "78", "286", "None"]
 
 
@@ -477,7 +492,8 @@ def test_on_zerogpu_the_default_pair_is_loaded_at_import_and_runs_eager(tmp_path
     with dynamic caches (CUDA graphs cannot outlive a request there), and the page says so."""
     script = ("import app\n"
               "pair = app.PAIRS.pair\n"
-              "print(app.PAIRS.name, pair.cache, app.PAIRS.warm, app.ZERO_GPU_NOTE in pair.notes)\n"
+              "from tabed.page.state import ZERO_GPU_NOTE\n"
+              "print(app.PAIRS.name, pair.cache, app.PAIRS.warm, ZERO_GPU_NOTE in pair.notes)\n"
               "assert app.PAIRS.get('teaching') is pair and app.PAIRS.warm\n")
     out = _with_stand_in_spaces(tmp_path, script, {"SPACES_ZERO_GPU": "true"})
     assert out.split() == ["teaching", "dynamic", "False", "True"]
@@ -501,8 +517,8 @@ def test_two_hundred_runs_leave_one_runs_downloads_behind(tiny_app, image_path):
     before = folders()
     state = None
     for index in range(200):
-        outputs = list(tiny_app.run(image_path, f"w{index % 30}", state, *settings(max_new_tokens=3)))
-        state = final(outputs)[7]
+        outputs = list(tiny_app.run(image_path, f"w{index % 30}", state, **settings(max_new_tokens=3)))
+        state = final(outputs).state
     left = folders() - before
     assert len(left) == 1
     assert sum(f.stat().st_size for folder in left for f in folder.iterdir()) < 20_000_000
@@ -518,54 +534,58 @@ def test_a_run_on_a_busy_machine_says_its_timings_are_unreliable(tiny_app, pair,
     saved = pair.target.generation_config.eos_token_id
     pair.target.generation_config.eos_token_id = [len(pair.tokenizer) + 100]  # long answers: 300 tokens
     try:
-        idle = final(list(tiny_app.run(image_path, "w1 w2", None, *settings(max_new_tokens=300))))
+        idle = final(list(tiny_app.run(image_path, "w1 w2", None, **settings(max_new_tokens=300))))
         hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(6 * (os.cpu_count() or 2))]
         try:
             time.sleep(0.5)
-            busy = final(list(tiny_app.run(image_path, "w1 w2", None, *settings(max_new_tokens=300))))
+            busy = final(list(tiny_app.run(image_path, "w1 w2", None, **settings(max_new_tokens=300))))
         finally:
             for hog in hogs:
                 hog.kill()
     finally:
         pair.target.generation_config.eos_token_id = saved
-    assert "Speedup" in idle[0] and "unreliable" not in idle[0]
-    assert "Timings unreliable: the machine was busy" in busy[0]
-    assert "unreliable" in busy[3][0][1]  # the speedup row of the metrics
+    assert "Speedup" in idle.status and "unreliable" not in idle.status
+    assert "Timings unreliable: the machine was busy" in busy.status
+    assert "unreliable" in busy.metrics[0][1]  # the speedup row of the metrics
 
 
 def _charted_statuses(outputs) -> list[str]:
-    return [str(output[0]) for output in outputs if isinstance(output[4], go.Figure)]
+    return [str(frame(output).status) for output in outputs if isinstance(frame(output).weights, go.Figure)]
 
 
 def test_charts_wait_for_the_end_of_a_race_with_plain_decoding(tiny_app, image_path):
     """Drawing them, on the server and in a browser on the same machine, would take cores from the side
     being timed: during the race only the tokens stream; alone, TABED's charts follow its blocks."""
-    outputs = list(tiny_app.run(image_path, "w1 w2", None, *settings(max_new_tokens=400)))
+    outputs = list(tiny_app.run(image_path, "w1 w2", None, **settings(max_new_tokens=400)))
     raced = _charted_statuses(outputs)
     assert raced and all(status.startswith("\u2705 Done") for status in raced)
-    decoding = [str(output[0]) for output in outputs if "decoding" in str(output[0])]
+    decoding = [str(frame(output).status) for output in outputs if "decoding" in str(frame(output).status)]
     assert decoding and all("the charts come when both sides are done" in status for status in decoding)
-    alone = list(tiny_app.run(image_path, "w1 w2", None, *settings(max_new_tokens=400, compare_ar=False)))
+    alone = list(tiny_app.run(image_path, "w1 w2", None, **settings(max_new_tokens=400, compare_ar=False)))
     charted = _charted_statuses(alone)
     assert any("TABED decoding" in status for status in charted) and charted[-1].startswith("\u2705 Done")
-    assert not any("charts come" in str(output[0]) for output in alone)
+    assert not any("charts come" in str(frame(output).status) for output in alone)
 
 
 @pytest.mark.parametrize("compare_ar", [True, False])
 def test_a_run_starts_from_a_page_without_the_last_runs_charts_and_downloads(tiny_app, image_path, compare_ar):
     """Left there, they would sit beside the new tokens, and a download taken then would be the last run's."""
-    first = final(list(tiny_app.run(image_path, "w1 w2", None, *settings(compare_ar=compare_ar))))
-    assert first[8] and isinstance(first[4], go.Figure)
-    outputs = list(tiny_app.ask_follow_up(None, "w3", first[7], *settings(compare_ar=compare_ar)))
-    status, tabed_html, plain_html, metrics, figure, blocks, _, _, files, trees = outputs[0]
+    first = final(list(tiny_app.run(image_path, "w1 w2", None, **settings(compare_ar=compare_ar))))
+    assert first.downloads and isinstance(first.weights, go.Figure)
+    outputs = list(tiny_app.ask_follow_up(None, "w3", first.state, **settings(compare_ar=compare_ar)))
+    out = frame(outputs[0])
+    status, tabed_html, plain_html, metrics, figure = out.status, out.tabed, out.plain, out.metrics, out.weights
+    blocks, files, trees = out.blocks, out.downloads, out.trees
     assert "TABED decoding" in status and (tabed_html, plain_html) == ("", "")
     assert (metrics, figure, blocks, files, trees) == (None, None, None, None, None)
-    assert final(outputs)[8] and Path(final(outputs)[8][0]).exists()
+    assert final(outputs).downloads and Path(final(outputs).downloads[0]).exists()
 
 
 def test_a_new_conversation_leaves_nothing_of_the_last_run_on_the_page(tiny_app, image_path):
-    first = final(list(tiny_app.run(image_path, "w1 w2", None, *settings())))
-    assert first[8] and isinstance(first[4], go.Figure)
-    state, chat, tabed_html, plain_html, status, *rest = tiny_app.new_conversation()
-    assert not state.turns and chat == [] and (tabed_html, plain_html) == ("", "")
-    assert "new conversation" in status and rest == [None, None, None, None, None, ""]
+    first = final(list(tiny_app.run(image_path, "w1 w2", None, **settings())))
+    assert first.downloads and isinstance(first.weights, go.Figure)
+    *values, race = tiny_app.new_conversation()
+    page = frame(values)
+    assert not page.state.turns and page.chat == [] and (page.tabed, page.plain, race) == ("", "", "")
+    assert "new conversation" in page.status
+    assert [page.metrics, page.weights, page.blocks, page.downloads, page.trees] == [None] * 5

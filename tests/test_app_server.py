@@ -8,8 +8,16 @@ from gradio_client import Client, handle_file
 
 import app
 from conftest import serving, workers_alive
+from tabed.page.view import OUTPUTS
 
-SETTINGS = ["teaching", ["M", "T"], app.MODES[0], "w-grid", 0, 5]
+SETTINGS = dict(preset="teaching", methods=["M", "T"], mode=app.MODES[0], rule="w-grid", window=0, gamma=5,
+                temperature=0.0, seed=0, compare_ar=True)
+SHOWN = [name for name in OUTPUTS if name != "state"]  # what a client receives (the session state stays)
+
+
+def named(values) -> dict:
+    """A client's result by output name."""
+    return dict(zip(SHOWN, values, strict=True))
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +36,7 @@ def picture(tmp_path_factory, image):
 
 
 def submit(client, picture, prompt, max_new_tokens=24):
-    return client.submit(picture, prompt, *SETTINGS, max_new_tokens, 0.0, 0, True, api_name="/run")
+    return client.submit(pictures=picture, prompt=prompt, max_new_tokens=max_new_tokens, **SETTINGS, api_name="/run")
 
 
 def wait_until(condition, seconds):
@@ -39,19 +47,19 @@ def wait_until(condition, seconds):
 
 
 def test_a_run_completes_with_both_answers_and_downloads(server, picture):
-    status, tabed_html, plain_html, metrics, plot, blocks, chat, files, trees = submit(server, picture,
-                                                                                      "w1 w2").result(60)
-    assert status.startswith("\u2705 Done")
-    assert "tk-accepted" in tabed_html and "tk-plain" in plain_html
-    assert any(row[0] == "block efficiency" for row in metrics["data"])
-    assert plot["type"] == "plotly"
-    assert chat[0]["role"] == "user" and len(files) == 3  # the run, its weights and the hedged first block's tree
-    assert trees["type"] == "plotly"
+    out = named(submit(server, picture, "w1 w2").result(60))
+    assert out["status"].startswith("\u2705 Done")
+    assert "tk-accepted" in out["tabed"] and "tk-plain" in out["plain"]
+    assert any(row[0] == "block efficiency" for row in out["metrics"]["data"])
+    assert out["weights"]["type"] == "plotly"
+    assert out["chat"][0]["role"] == "user"
+    assert len(out["downloads"]) == 3  # the run, its weights and the hedged first block's tree
+    assert out["trees"]["type"] == "plotly"
 
 
 def test_a_cancelled_run_stops_its_worker(server, picture):
     job = submit(server, picture, "w3 w4", max_new_tokens=400)
-    wait_until(lambda: any(output[1] for output in job.outputs()), 30)
+    wait_until(lambda: any(named(output)["tabed"] for output in job.outputs()), 30)
     assert workers_alive() == 1
     job.cancel()
     wait_until(lambda: not workers_alive(), 3)
@@ -69,12 +77,12 @@ def test_two_sessions_at_once_both_complete_without_mixing(pair, server, picture
         codes.add(second.status().code.name)
         most_workers = max(most_workers, workers_alive())
         time.sleep(0.01)
-    results = first.result(60), second.result(60)
+    results = named(first.result(60)), named(second.result(60))
     assert "IN_QUEUE" in codes  # the second waited its turn (Gradio shows its position)
     assert most_workers == 1  # one decode at a time: the timings are never shared
-    assert [r[0].startswith("\u2705 Done") for r in results] == [True, True]
-    assert results[0][6][0]["content"][0]["text"].endswith("w5 w6")
-    assert results[1][6][0]["content"][0]["text"] == "w7 w8 w9"
+    assert [r["status"].startswith("\u2705 Done") for r in results] == [True, True]
+    assert results[0]["chat"][0]["content"][0]["text"].endswith("w5 w6")
+    assert results[1]["chat"][0]["content"][0]["text"] == "w7 w8 w9"
 
 
 def test_the_api_takes_named_inputs_and_answers_without_server_paths(server, tmp_path):
@@ -84,12 +92,13 @@ def test_the_api_takes_named_inputs_and_answers_without_server_paths(server, tmp
     assert names == ["pictures", "prompt", "preset", "methods", "mode", "rule", "window", "gamma",
                      "max_new_tokens", "temperature", "seed", "compare_ar", "adaptive", "tree_width", "tree_policy",
                      "tree_blocks", "hedge_first"]
-    status, tabed_html, *_, files, _ = server.predict(prompt="w1 w2", max_new_tokens=12, api_name="/run")
-    assert status.startswith("\u2705 Done") and "tk-" in tabed_html
-    assert sum(Path(f).stat().st_size for f in files) < 200_000  # the chart loads plotly.js, it does not carry it
+    out = named(server.predict(prompt="w1 w2", max_new_tokens=12, api_name="/run"))
+    assert out["status"].startswith("\u2705 Done") and "tk-" in out["tabed"]
+    # the chart loads plotly.js, it does not carry it
+    assert sum(Path(f).stat().st_size for f in out["downloads"]) < 200_000
     empty = tmp_path / "empty.png"
     empty.write_bytes(b"")
-    status = server.predict(pictures=[{"image": handle_file(str(empty)), "caption": None}], prompt="w1",
-                            api_name="/run")[0]
+    status = named(server.predict(pictures=[{"image": handle_file(str(empty)), "caption": None}], prompt="w1",
+                                  api_name="/run"))["status"]
     assert "empty.png" in status and "/" not in status.split("empty.png")[0].split()[-1]
     assert "gradio" not in status and "tmp" not in status

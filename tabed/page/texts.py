@@ -1,0 +1,35 @@
+"""The page's fixed words and styles."""
+
+CSS = """
+#tabed-answer, #plain-answer { white-space: pre-wrap; font-family: ui-monospace, monospace; line-height: 1.6;
+  min-height: 4em; }
+.tabed-legend { font-size: 0.85em; }
+.tabed-stopped { color: #b45309; font-weight: 600; margin-top: 0.4em; }
+.tabed-race { display: grid; grid-template-columns: 1fr 1fr; gap: 1em; white-space: pre-wrap; }
+"""
+
+INTRO = """# TABED: speculative decoding for vision-language models
+A small **drafter** guesses the next few tokens in several ways at once — **M** sees the image, **T** sees only
+the text, **C** a caption, **P** a pooled image — and an ensemble mixes the guesses with weights learned while
+decoding (TABED). The big **target** checks a whole block in one forward pass and keeps the longest correct
+prefix, so the answer is exactly the target's own, only faster.
+"""
+
+PAIR_NOTES = {
+    "teaching": "**The bundled teaching pair** (CPU, no network): a 17M target and a 1M drafter trained only on a "
+                "synthetic world: shapes on plain or patterned ground, bar charts, printed words and numbers, a "
+                "small knowledge base. Its answers about any other picture (a photograph, say) are made up; that "
+                "is instructive too, the weights move to T. Real photographs need a real pair: "
+                "`TABED_PRESET=llava-1.5-7b` on a GPU.",
+    "teaching-7b": "**The teaching pair at LLaVA-1.5-7B's cost: same answers, real speed.** Both models are widened "
+                   "in memory to the paper pair's shapes (a 7B target, a 68M drafter) without changing what they "
+                   "compute, so every forward costs what the real pair's does. It still knows only its synthetic "
+                   "world (shapes, bar charts, printed words); real photographs need `TABED_PRESET=llava-1.5-7b`.",
+}
+
+
+TIMING = """**How the speed is measured.** TABED runs first, then (if ticked) the target alone, one after the
+other on the same device — never at the same time. Each model did one warm-up forward when the pair was
+loaded. Speedup is the ratio of decode times: everything after the target's pass over the prompt, which both
+make (TABED's also checks its first drafts, as transformers' assisted generation does); walltime includes it.
+*Replay race* plays both answers back side by side at the measured pace."""

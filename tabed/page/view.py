@@ -1,0 +1,247 @@
+"""One run as the page shows it: the view built from the engine's events, the frames streamed while it
+decodes and when it ends, its downloads, and the replayed race. Each frame names its outputs (`Frame`)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import gradio as gr
+import plotly.graph_objects as go
+
+from ..engine.events import BlockEvent, Finished, GenerationResult, Started, TokenEvent
+from ..engine.spec import DraftingSpec
+from ..models.pair import ModelPair
+from . import render
+from .state import Conversation, chat_history
+from .worker import AUTOREGRESSIVE, SPECULATIVE, ComparisonWorker, Done, Failure, PhaseEvent
+
+HTML_EVERY_S = 0.1  # token stream and status
+PLOT_EVERY_S = 0.75  # plotly figures and tables are resent whole: keep them rare (Stop stays responsive)
+BUSY_SHARE = 0.6  # on a CPU, a run that got less than this much of one core shared the machine: timings unreliable
+STOPPED_MARK = '<div class="tabed-stopped">\u23f9 stopped here</div>'
+
+
+@dataclass
+class Frame:
+    """One update of the page, output by output (the handlers' outputs, in this order): each field is its
+    component's new value, and one left at `gr.skip()` keeps what the page shows."""
+
+    status: object = field(default_factory=gr.skip)
+    tabed: object = field(default_factory=gr.skip)  # TABED's answer (HTML)
+    plain: object = field(default_factory=gr.skip)  # plain decoding's answer (HTML)
+    metrics: object = field(default_factory=gr.skip)
+    weights: object = field(default_factory=gr.skip)  # the ensemble weights' figure
+    blocks: object = field(default_factory=gr.skip)  # the block-by-block table
+    chat: object = field(default_factory=gr.skip)
+    state: object = field(default_factory=gr.skip)  # the session's Conversation
+    downloads: object = field(default_factory=gr.skip)
+    trees: object = field(default_factory=gr.skip)  # the token trees' figure
+
+    def values(self) -> tuple:
+        """The values in the outputs' order, as Gradio takes them."""
+        return tuple(getattr(self, name) for name in OUTPUTS)
+
+
+OUTPUTS = tuple(f.name for f in fields(Frame))
+
+
+@dataclass
+class RunView:
+    """Everything the page shows about one run, updated from engine events."""
+
+    pair: ModelPair
+    spec: DraftingSpec
+    gamma: int
+    tabed: render.TokenStream
+    plain: render.TokenStream
+    blocks: list[BlockEvent] = field(default_factory=list)
+    results: dict[str, GenerationResult] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    phase: str = SPECULATIVE
+    error: str | None = None
+    racing: bool = False  # with plain decoding: the charts wait for the end (see `_stream`)
+    tree_width: int = 1  # the run's: over 1, an empty trees chart means that no block branched
+    hedge_first: bool = False  # the run's: with chains, an empty trees chart means the first block did not fork
+
+    def starved(self) -> float | None:
+        """On a CPU, the process's smallest CPU share over the run's sides, when it got less than most of
+        one core, so that its timings mean nothing (other processes were using the cores; on an idle
+        machine a CPU-bound run keeps at least one core busy); None otherwise."""
+        shares = [result.metrics.cpu_share for result in self.results.values()]
+        if self.pair.device.type != "cpu" or not shares or min(shares) >= BUSY_SHARE:
+            return None
+        return min(shares)
+
+    def add(self, item: PhaseEvent) -> None:
+        event = item.event
+        self.phase = item.phase
+        stream = self.tabed if item.phase == SPECULATIVE else self.plain
+        if isinstance(event, Started):
+            self.notes += event.notes
+        elif isinstance(event, TokenEvent):
+            stream.token(event, "plain")
+        elif isinstance(event, BlockEvent):
+            self.blocks.append(event)
+            stream.block(event)
+        elif isinstance(event, Finished):
+            self.results[item.phase] = event.result
+
+    def metrics(self) -> list[list]:
+        """Both sides' numbers; a stopped side's are left out, so no speedup compares unequal answers."""
+        speculative = self.results.get(SPECULATIVE)
+        plain = self.results.get(AUTOREGRESSIVE)
+        if speculative is not None and speculative.stopped or plain is not None and plain.stopped:
+            plain = None
+        return render.metrics_rows(speculative.metrics if speculative else None, plain.metrics if plain else None,
+                                   unreliable=self.starved() is not None)
+
+    def block_table(self) -> gr.Dataframe:
+        methods = list(self.spec.methods)
+        return gr.Dataframe(value=render.block_rows(self.pair.tokenizer, self.blocks, methods),
+                            headers=render.block_columns(methods))
+
+    def figure(self) -> go.Figure:
+        return render.weights_figure(self.blocks, list(self.spec.methods), self.gamma)
+
+    def trees(self) -> go.Figure:
+        return render.trees_figure(self.pair.tokenizer, self.blocks, self.tree_width, self.hedge_first)
+
+    def status(self, finished: bool, stopped: bool = False) -> str:
+        pair = self.pair
+        where = f"{pair.name} on {pair.device.type} ({str(pair.dtype).removeprefix('torch.')})"
+        if self.error:
+            return f"\u26a0\ufe0f {self.error}"
+        if stopped:
+            return (f"\u23f9 Stopped after {len(self.blocks)} blocks · {where}. The partial answer stays here and "
+                    "is not added to the conversation.")
+        if not finished:
+            doing = "TABED decoding" if self.phase == SPECULATIVE else "plain decoding (the target alone)"
+            later = " · the charts come when both sides are done, so that neither is timed while they are drawn"
+            return f"\u23f3 {doing}… block {len(self.blocks)} · {where}" + (later if self.racing else "")
+        text = f"\u2705 Done · {where}."
+        speculative, plain = self.results.get(SPECULATIVE), self.results.get(AUTOREGRESSIVE)
+        if speculative and plain and speculative.metrics.decode_s > 0:
+            text += f" Speedup {plain.metrics.decode_s / speculative.metrics.decode_s:.2f}× (decode time)."
+            if (share := self.starved()) is not None:
+                text += (f" \u26a0\ufe0f Timings unreliable: the machine was busy (the run got {share:.0%} of one "
+                         "core); run again when it is idle.")
+            if speculative.token_ids != plain.token_ids and speculative.metrics.block_efficiency:
+                text += " The two answers differ: expected when sampling (temperature > 0), or from fp16 rounding."
+        return text + "".join(f" Note: {note}" for note in self.notes)
+
+
+def export_run(conversation: Conversation, view: RunView, request: dict) -> list[str]:
+    """The run as JSON (events and metrics) and the weights plot (and any token trees) as HTML, for
+    download. The session's previous downloads are deleted (Gradio keeps its own copies, and deletes
+    them after an hour)."""
+    if conversation.export_dir:
+        shutil.rmtree(conversation.export_dir, ignore_errors=True)
+    folder = Path(tempfile.mkdtemp(prefix="tabed-run-"))
+    conversation.export_dir = str(folder)
+    record = {"request": request, "pair": view.pair.name, "device": str(view.pair.device),
+              "dtype": str(view.pair.dtype), "results": {k: r.to_dict() for k, r in view.results.items()}}
+    speculative, plain = view.results.get(SPECULATIVE), view.results.get(AUTOREGRESSIVE)
+    if speculative and plain and speculative.metrics.decode_s > 0:
+        record["speedup"] = plain.metrics.decode_s / speculative.metrics.decode_s
+    conversation.last_run = record
+    (folder / "tabed-run.json").write_text(json.dumps(record, indent=2))
+    files = [folder / "tabed-run.json", folder / "tabed-weights.html"]
+    view.figure().write_html(files[1], include_plotlyjs="cdn")  # kilobytes, not 4.8 MB
+    if any(block.tree for block in view.blocks):
+        files.append(folder / "tabed-trees.html")
+        view.trees().write_html(files[2], include_plotlyjs="cdn")
+    return [str(file) for file in files]
+
+
+def stream_frames(view: RunView, worker: ComparisonWorker, conversation: Conversation) -> Iterator[Frame]:
+    """The run's frames while it decodes: tokens every 0.1 s; the figure, table and metrics when they
+    changed, at most every 0.75 s (they are resent whole). In a race with plain decoding (`view.racing`)
+    they wait for its end: drawing them (here, and in a browser on the same machine) would take cores
+    from whichever side was being timed (plain decoding, slowed by them, inflated the speedup shown)."""
+    last_html = last_plot = 0.0
+    last_shown = (0, 0)
+    finished = False
+    while not finished:
+        for item in worker.drain(HTML_EVERY_S):
+            if isinstance(item, PhaseEvent):
+                view.add(item)
+            elif isinstance(item, Failure):
+                view.error = item.message
+            elif isinstance(item, Done):
+                finished = True
+        now = time.monotonic()
+        if not finished and now - last_html < HTML_EVERY_S:
+            continue
+        last_html = now
+        shown = (len(view.blocks), len(view.results))  # the figure, table and metrics change with these
+        heavy = finished or (not view.racing and now - last_plot >= PLOT_EVERY_S and shown != last_shown)
+        if heavy:
+            last_plot, last_shown = now, shown
+        frame = Frame(status=view.status(finished), tabed=view.tabed.html, plain=view.plain.html, state=conversation)
+        if heavy:
+            frame.metrics, frame.weights, frame.blocks, frame.trees = (view.metrics(), view.figure(),
+                                                                        view.block_table(), view.trees())
+        yield frame
+
+
+def final_frames(view: RunView, conversation: Conversation, request: dict) -> Iterator[Frame]:
+    """The finished (or stopped) run: a finished answer joins the conversation; a stopped one is marked
+    and stays out of it; either way the run can be downloaded and replayed."""
+    speculative = view.results.get(SPECULATIVE)
+    if view.error:
+        return
+    if speculative is None:  # stopped before TABED began
+        yield Frame(status=view.status(True, stopped=True), tabed=view.tabed.html + STOPPED_MARK, plain="",
+                    chat=chat_history(conversation), state=conversation)
+        return
+    plain = view.results.get(AUTOREGRESSIVE)
+    stopped = speculative.stopped or bool(plain and plain.stopped)
+    tabed_html = view.tabed.html + (STOPPED_MARK if speculative.stopped else "")
+    plain_html = view.plain.html + (STOPPED_MARK if plain is not None and plain.stopped else "")
+    if stopped:  # say so at once: the exports below take a moment
+        yield Frame(status=view.status(True, stopped), tabed=tabed_html, plain=plain_html, state=conversation)
+    else:
+        conversation.turns.append((request["prompt"], speculative.text))
+    conversation.frames = {phase: render.result_texts(view.pair.tokenizer, result)
+                           for phase, result in view.results.items()}
+    files = export_run(conversation, view, request)
+    yield Frame(status=view.status(True, stopped), tabed=tabed_html, plain=plain_html, metrics=view.metrics(),
+                weights=view.figure(), blocks=view.block_table(), chat=chat_history(conversation), state=conversation,
+                downloads=files, trees=view.trees())
+
+
+def race_frames(frames: dict, stop: threading.Event) -> Iterator[str]:
+    if SPECULATIVE not in frames or AUTOREGRESSIVE not in frames:
+        yield "<i>Run a prompt with 'compare with plain decoding' ticked first.</i>"
+        return
+    end = max(frames[SPECULATIVE][-1][0], frames[AUTOREGRESSIVE][-1][0])
+    scale = max(1.0, end / 20.0)  # replays longer than 20 s are sped up, and say so
+    start = time.monotonic()
+    shown = {SPECULATIVE: 0, AUTOREGRESSIVE: 0}
+    while True:
+        clock = (time.monotonic() - start) * scale
+        for phase, sequence in frames.items():
+            while shown[phase] < len(sequence) and sequence[shown[phase]][0] <= clock:
+                shown[phase] += 1
+
+        def side(phase: str, label: str) -> str:
+            sequence = frames[phase]
+            text = sequence[shown[phase] - 1][1] if shown[phase] else ""
+            return render.race_html(text, label, shown[phase] == len(sequence))
+
+        note = f" (×{scale:.1f} faster than measured)" if scale > 1 else " (at the measured pace)"
+        stopped = stop.is_set()
+        if stopped:
+            note += " \u23f9 Stopped"
+        yield (f'<div class="tabed-race"><div>{side(SPECULATIVE, "TABED")}</div>'
+               f'<div>{side(AUTOREGRESSIVE, "plain decoding")}</div></div><small>{clock:.2f} s{note}</small>')
+        if stopped or all(shown[p] == len(frames[p]) for p in frames):
+            return
+        time.sleep(0.05)
