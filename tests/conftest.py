@@ -12,12 +12,27 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 
+from tabed.models.chat import Turn  # noqa: E402
 from tabed.models.factory import LlavaSize, llava_processor, random_llava, word_tokenizer  # noqa: E402
 from tabed.models.pair import ModelPair  # noqa: E402
 from tabed.page.worker import WORKER_THREAD  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(40)]
 SIZE = LlavaSize()
+
+
+SPECS = ["M", "T", "C", "P", "MT", "MTC", "MTP", "MTCP", "tabed-MT", "tabed-MTC", "tabed-MTP", "tabed-MTCP",
+         "tabed-MTN"]
+
+
+def conversations(image):
+    """The four kinds of conversation every drafting spec is checked on."""
+    return {
+        "image-first-turn": [Turn("w1 w2 w3", [image])],
+        "text-first-turn": [Turn("w7")],
+        "image-second-turn": [Turn("w1 w2 w3", [image], answer="w4 w5 w6"), Turn("w7 w8")],
+        "text-second-turn": [Turn("w1 w2", answer="w9 w10"), Turn("w7")],
+    }
 
 
 def sharpen(model, std: float = 0.1, seed: int = 0):

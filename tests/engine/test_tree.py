@@ -3,9 +3,8 @@ the accepted path, and decoding with trees stays lossless (greedy here; sampling
 
 import pytest
 import torch
-from test_lossless import SPECS, conversations
 
-from conftest import make_pair, perturbed
+from conftest import SPECS, conversations, make_pair, perturbed
 from tabed.bench.suite import case_turns, default_suite, load_suite
 from tabed.engine.chain import draft_block
 from tabed.engine.config import GenerationConfig

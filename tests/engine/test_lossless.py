@@ -6,25 +6,13 @@ from collections import Counter
 import pytest
 import torch
 
-from conftest import SIZE, make_pair, perturbed, random_llava, sharpen
+from conftest import SIZE, SPECS, conversations, make_pair, perturbed, random_llava, sharpen
 from tabed.engine.config import GenerationConfig
 from tabed.engine.draft_length import parse_gamma
 from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
 from tabed.engine.sampling import verify_greedy, verify_sampling
 from tabed.engine.spec import parse_spec
 from tabed.models.chat import Turn
-
-SPECS = ["M", "T", "C", "P", "MT", "MTC", "MTP", "MTCP", "tabed-MT", "tabed-MTC", "tabed-MTP", "tabed-MTCP",
-         "tabed-MTN"]
-
-
-def conversations(image):
-    return {
-        "image-first-turn": [Turn("w1 w2 w3", [image])],
-        "text-first-turn": [Turn("w7")],
-        "image-second-turn": [Turn("w1 w2 w3", [image], answer="w4 w5 w6"), Turn("w7 w8")],
-        "text-second-turn": [Turn("w1 w2", answer="w9 w10"), Turn("w7")],
-    }
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from tabed.models.loading import load_preset
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--no-first-run"]
-SCREENSHOTS = Path(__file__).resolve().parent.parent / "screenshots"
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "screenshots"
 
 
 MISSING = f"Chromium not found at {CHROMIUM}: apt-get install -y chromium"

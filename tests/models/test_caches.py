@@ -2,9 +2,8 @@
 
 import pytest
 import torch
-from test_lossless import conversations
 
-from conftest import make_pair
+from conftest import conversations, make_pair
 from tabed.engine.config import GenerationConfig
 from tabed.engine.drafter import BatchedDrafter, build_rows
 from tabed.engine.loop import TREE_STEPS, autoregressive_generate, collect, speculative_generate, warm_up

@@ -468,7 +468,7 @@ def _with_stand_in_spaces(tmp_path, script: str, extra_env: dict | None = None) 
         "        WRAPPED.append((f.__name__, inspect.isgeneratorfunction(f), duration))\n"
         "        return f\n"
         "    return wrap(function) if function is not None else wrap\n")
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     env = {"PYTHONPATH": f"{tmp_path}:{root}", "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", **(extra_env or {})}
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=root,
                          timeout=120)

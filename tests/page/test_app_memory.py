@@ -9,7 +9,7 @@ from pathlib import Path
 
 from gradio_client import Client
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _free_port() -> int:

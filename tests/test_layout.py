@@ -1,0 +1,87 @@
+"""The house rules the code keeps: layers whose imports only go down, no import cycle, small functions."""
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYERS = ["tabed.errors", "tabed.models", "tabed.engine", "tabed.bench", "tabed.teaching", "tabed.page",
+          "tabed.cli", "tabed.__main__", "tabed"]  # bottom to top; a module may import its own layer and those below
+PUBLIC_HANDLERS = {("app.py", "run"), ("app.py", "ask_follow_up")}  # the API's keyword signatures
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted((ROOT / "tabed").rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def imports(name: str, path: Path) -> set[str]:
+    """The tabed modules `name` imports (type-checking imports included: they are dependencies too)."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    known, found = modules(), set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.startswith("tabed")}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            target = ".".join([*base, node.module] if node.module else base)
+            if not target.startswith("tabed"):
+                continue
+            for alias in node.names:  # `from . import world` names a module
+                found.add(f"{target}.{alias.name}" if f"{target}.{alias.name}" in known else target)
+    return found
+
+
+def layer(name: str) -> int:
+    for index, top in enumerate(LAYERS):
+        if name == top or top != "tabed" and name.startswith(top + "."):
+            return index
+    raise AssertionError(f"{name} belongs to no layer")
+
+
+def test_imports_only_go_down_a_layer():
+    upward = [(name, target) for name, path in modules().items() for target in imports(name, path)
+              if layer(target) > layer(name)]
+    assert upward == []
+
+
+def test_no_import_cycle():
+    graph = {name: {t for t in imports(name, path) if t in modules() and t != name} for name, path in modules().items()}
+    cycles, state = [], {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = "open"
+        for target in graph[node]:
+            if state.get(target) == "open":
+                cycles.append(stack[stack.index(target):] + [target])
+            elif target not in state:
+                visit(target, [*stack, target])
+        state[node] = "done"
+
+    for name in graph:
+        if name not in state:
+            visit(name, [name])
+    assert cycles == []
+
+
+def test_functions_are_short_and_take_few_parameters():
+    """No function over 80 lines, none with more than 8 parameters (the API's handlers aside)."""
+    long, wide = [], []
+    for path in [*(ROOT / "tabed").rglob("*.py"), ROOT / "app.py"]:
+        where = str(path.relative_to(ROOT))
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            args = node.args
+            names = [a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs] if a.arg not in ("self", "cls")]
+            if node.end_lineno - node.lineno + 1 > 80:
+                long.append((where, node.name))
+            if len(names) > 8 and (where, node.name) not in PUBLIC_HANDLERS:
+                wide.append((where, node.name, len(names)))
+    assert long == [] and wide == []
+
+
+def test_the_app_stays_thin():
+    assert len((ROOT / "app.py").read_text().splitlines()) <= 450
