@@ -4,7 +4,7 @@
 
 The page streams TABED's answer block by block (accepted, rejected, corrected and bonus tokens),
 the ensemble weights, and then the same answer from plain autoregressive decoding with the speed of
-both. Decoding runs in a background thread (tabed.runner); this file only lays out and renders.
+both. Decoding runs in a background thread (tabed/page/worker.py); this file only lays out and wires the page.
 """
 
 from __future__ import annotations

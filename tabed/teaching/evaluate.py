@@ -19,7 +19,7 @@ from ..models.chat import encode
 from ..models.loading import load_pair
 from ..models.pair import ModelPair
 from . import world
-from .train import EVAL_SEED, dialogue_turns, log
+from .train import EVAL_SEED, dialogue_turns, say
 
 
 def answer(model: LlavaForConditionalGeneration, processor: LlavaProcessor, dialogue: world.Dialogue,
@@ -94,18 +94,18 @@ def eval_command(args: argparse.Namespace) -> int:
     splits = {s: world.split(s, EVAL_SEED, args.cases) for s in world.SCENARIOS}
     report: dict = {"cases_per_scenario": args.cases, "threads": torch.get_num_threads(),
                     "step_costs": step_milliseconds(pair), "accuracy": {}, "block_efficiency": {}}
-    log(f"cost per step: {report['step_costs']}")
+    say(f"cost per step: {report['step_costs']}")
     right = {role: {s: answers_right(model, processor, d) for s, d in splits.items()}
              for role, model, processor in (("target", pair.target, pair.target_processor),
                                             ("drafter", pair.drafter, pair.drafter_processor))}
     for role, per_scenario in right.items():  # on odd pictures only the text questions have a right answer
         report["accuracy"][role] = {s: share_right(r) for s, r in per_scenario.items()}
-        log(f"accuracy of the {role}: {report['accuracy'][role]}")
+        say(f"accuracy of the {role}: {report['accuracy'][role]}")
     counts = {}
     for scenario, dialogues in splits.items():
         counts[scenario] = {spec: block_counts(pair, dialogues, spec) for spec in args.drafting.split(",")}
         report["block_efficiency"][scenario] = {spec: tokens_per_forward(c) for spec, c in counts[scenario].items()}
-        log(f"block efficiency, {scenario}: "
+        say(f"block efficiency, {scenario}: "
             + ", ".join(f"{k} {v:.2f}" for k, v in report["block_efficiency"][scenario].items()))
     # The drafter's reading breaks down as odd pictures add up: the odd split by number of pictures.
     report["odd_by_pictures"] = {}
@@ -116,6 +116,6 @@ def eval_command(args: argparse.Namespace) -> int:
             **{f"{role}_accuracy": share_right([right[role]["odd"][i] for i in chosen]) for role in right},
             "block_efficiency": {spec: tokens_per_forward([c[i] for i in chosen]) for spec, c in counts["odd"].items()},
         }
-    log(f"odd, by number of pictures: {report['odd_by_pictures']}")
+    say(f"odd, by number of pictures: {report['odd_by_pictures']}")
     print(json.dumps(report, indent=2))
     return 0

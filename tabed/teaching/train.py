@@ -83,7 +83,7 @@ RECIPES = {
 }
 
 
-def log(message: str) -> None:
+def say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
@@ -221,7 +221,7 @@ def pretrain_vision(model: LlavaForConditionalGeneration, processor: LlavaProces
         if state.get("made_by") == made_by:
             tower.load_state_dict(state["tower"])
             return
-        log(f"[{role}] {cache} was made with another recipe: pretraining the vision tower again")
+        say(f"[{role}] {cache} was made with another recipe: pretraining the vision tower again")
     if recipe.vision_pretrain_steps <= 0:
         return
     size, device = recipe.size, next(tower.parameters()).device
@@ -247,7 +247,7 @@ def pretrain_vision(model: LlavaForConditionalGeneration, processor: LlavaProces
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         if (step + 1) % 100 == 0 or step + 1 == recipe.vision_pretrain_steps:
-            log(f"[{role}] vision pretraining {step + 1}/{recipe.vision_pretrain_steps}  "
+            say(f"[{role}] vision pretraining {step + 1}/{recipe.vision_pretrain_steps}  "
                 f"loss {float(loss.detach()):.3f}  elapsed {(time.perf_counter() - started) / 60:.1f} min")
     tower.eval()
     torch.save({"made_by": made_by, "tower": tower.state_dict()}, cache)
@@ -323,11 +323,11 @@ def train(role: str, processor: LlavaProcessor, sitting: Sitting,
     optimizer = _optimizer(model, recipe)
     step = _resume(model, optimizer, checkpoint, recipe, sitting.restart)
     if step:
-        log(f"[{role}] resuming from step {step}/{recipe.steps}")
+        say(f"[{role}] resuming from step {step}/{recipe.steps}")
     else:
         pretrain_vision(model, processor, recipe, sitting.work, role)
     params = sum(p.numel() for p in model.parameters())
-    log(f"[{role}] {params / 1e6:.1f}M parameters, {recipe.steps} steps of {recipe.batch_size} dialogues")
+    say(f"[{role}] {params / 1e6:.1f}M parameters, {recipe.steps} steps of {recipe.batch_size} dialogues")
     model.train()
     progress = _Progress(role, recipe, step)
     last = min(recipe.steps, sitting.until or recipe.steps)
@@ -382,7 +382,7 @@ class _Progress:
     def report(self, step: int, last: int) -> None:
         elapsed = time.perf_counter() - self.start
         eta = elapsed / (step - self.first) * (last - step)
-        log(f"[{self.role}] step {step}/{self.recipe.steps}  loss {sum(self.losses) / len(self.losses):.4f}  "
+        say(f"[{self.role}] step {step}/{self.recipe.steps}  loss {sum(self.losses) / len(self.losses):.4f}  "
             f"lr {learning_rate(self.recipe, step - 1):.2e}  {self.tokens / elapsed:.0f} tok/s  "
             f"elapsed {elapsed / 60:.1f} min  eta {eta / 60:.1f} min")
         self.losses = []
@@ -420,8 +420,8 @@ def train_command(args: argparse.Namespace) -> int:
         sitting = Sitting(work, restart=args.restart, until=args.until, device=args.device, workers=args.workers)
         model = train(role, processor, sitting, recipe)
         if args.until and args.until < recipe.steps:
-            log(f"[{role}] stopped at step {args.until}; run the same command without --until to go on")
+            say(f"[{role}] stopped at step {args.until}; run the same command without --until to go on")
             return 0
         export(model, processor, out / role)
-        log(f"[{role}] saved to {out / role} ({(time.perf_counter() - started) / 60:.1f} min)")
+        say(f"[{role}] saved to {out / role} ({(time.perf_counter() - started) / 60:.1f} min)")
     return 0
