@@ -188,7 +188,7 @@ def replay_race(conversation, request: gr.Request = None):
     """Both answers again, side by side, at the pace each was measured at; Stop ends it where it is."""
     stop = STOPS.begin(_session(request))
     try:
-        yield from race_frames(session_state(conversation).frames, stop)
+        yield from race_frames(session_state(conversation), stop)
     finally:
         STOPS.end(_session(request), stop)
 

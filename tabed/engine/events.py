@@ -50,8 +50,9 @@ class BlockEvent:
     draft: list[int]  # the ensemble's draft tokens
     drafts: dict[str, list[int]]  # each method's own top-1 guess at each draft position
     accepted: int  # how many of `draft` the target accepted
-    target_token: int  # the target's token after the accepted prefix: a correction, or a bonus
-    bonus: bool  # True when every draft was accepted
+    target_token: int  # the target's token after the accepted prefix: a correction, or a bonus; not in the
+    # answer when the answer ended before it (an accepted end token, or max new tokens): see `emitted`
+    bonus: bool  # True when every draft was accepted and the target's own token followed them in the answer
     emitted: list[int]  # tokens this block added to the answer (cut at EOS / max new tokens)
     draft_probs: list[float]  # ensemble probability of each draft token
     target_probs: list[float]  # the target's probability of each draft token

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -35,6 +35,20 @@ from .session import Clock, TargetSession
 from .spec import DraftingSpec
 from .tree import HEDGE_WIDTH, UNSURE, DraftTree, TreeVerifier, draft_tree
 from .weights_graph import graphed_stats
+
+
+def _fit_context(config: GenerationConfig, length: int, limit: int) -> tuple[GenerationConfig, list[str]]:
+    """The config with max new tokens lowered to what the model's context leaves after the prompt (and a
+    note saying so); a prompt that leaves no room is refused. Plain and speculative decoding fit alike."""
+    room = limit - length
+    if room < 1:
+        raise InputError(f"the prompt is {length} tokens, which fills the model's context of {limit} tokens: "
+                         "shorten the prompt")
+    if config.max_new_tokens <= room:
+        return config, []
+    return replace(config, max_new_tokens=room), [
+        f"max new tokens lowered from {config.max_new_tokens} to {room}: the prompt is {length} tokens and the "
+        f"model's context {limit}"]
 
 
 def _check_context(length: int, config: GenerationConfig, limit: int, what: str) -> None:
@@ -71,8 +85,8 @@ def autoregressive_generate(
 ) -> Iterator[Event]:
     """Plain decoding with the target alone: one forward per token, same cache and stopping rules."""
     prompt = chat.encode(pair.target_processor, turns, pair.device, pair.dtype)
-    _check_context(prompt.length, config, pair.context_length, "prompt")
-    yield Started(mode="autoregressive", prompt_tokens=prompt.length)
+    config, notes = _fit_context(config, prompt.length, pair.context_length)
+    yield Started(mode="autoregressive", prompt_tokens=prompt.length, notes=notes)
     generator = _new_generator(pair, config.seed)
     clock = Clock(pair.device)
     session = TargetSession(pair.backend("target"))
@@ -156,11 +170,14 @@ class SpeculativeRun:
 
 
 def record_block(run: SpeculativeRun, draft: Draft, verdict: Verdict, weights: torch.Tensor,
-                 emitted: list[int], times: dict[str, float], resting: list[str] = ()) -> BlockEvent:
+                 emitted: list[int], times: dict[str, float], resting: list[str] = (), ended: bool = False,
+                 ) -> BlockEvent:
     """The block's event, with each drafting method's counterfactual run of accepted guesses (none for
-    the `resting` ones, which did not draft)."""
+    the `resting` ones, which did not draft). In the block that `ended` the answer a method's run counts
+    only what the answer still had room for: nothing follows an end token, nor the last token allowed."""
     gamma, accepted, target_token = len(draft.tokens), verdict.accepted, verdict.target_token
     truth = draft.tokens[:accepted] + [target_token]
+    room = len(emitted) - 1 if ended else len(truth)
     top1 = torch.stack(draft.row_probs).argmax(-1).T.tolist() if gamma else [[] for _ in run.methods]  # (K, γ)
     guesses = {m: row for m, row in zip(run.methods, top1, strict=True) if m not in resting}
     index = torch.arange(gamma, device=verdict.target_probs.device)
@@ -172,12 +189,12 @@ def record_block(run: SpeculativeRun, draft: Draft, verdict: Verdict, weights: t
         drafts=guesses,
         accepted=accepted,
         target_token=target_token,
-        bonus=accepted == gamma,
+        bonus=accepted == gamma and len(emitted) > accepted,
         emitted=emitted,
         draft_probs=torch.stack(draft.mixed_probs)[index, tokens].tolist() if gamma else [],
         target_probs=verdict.target_probs[index, tokens].tolist() if gamma else [],
         target_token_prob=float(verdict.target_probs[accepted, target_token]),
-        method_accepted={m: _leading_matches(guesses[m][:gamma], truth) for m in guesses},
+        method_accepted={m: min(_leading_matches(guesses[m][:gamma], truth), room) for m in guesses},
         resting=list(resting),
         stop=draft.stop,
         threshold=run.length.threshold if run.length.adaptive else None,
@@ -198,13 +215,13 @@ def speculative_generate(
     """TABED speculative decoding: batched multi-method drafts, ensembled, verified losslessly."""
     images = chat.images_of(turns)
     prompt = chat.encode(pair.target_processor, turns, pair.device, pair.dtype)
-    _check_context(prompt.length, config, pair.context_length, "prompt")
+    config, fitted = _fit_context(config, prompt.length, pair.context_length)
     caption_clock = Clock(pair.device)
     captions = (captioner or captioner_for(pair)).caption(images) if "C" in spec.methods and images else []
     caption_s = caption_clock.elapsed()
     draft_prompt = chat.encode(pair.drafter_processor, turns, pair.device, pair.dtype)
     _check_context(draft_prompt.length, config, pair.context_length, "drafter's prompt")
-    notes = list(pair.notes)
+    notes = list(pair.notes) + fitted
     if not images and set(spec.methods) & {"M", "C", "P"}:
         notes.append("no image in the conversation: the M, C and P rows are the same text-only prompt as T")
     yield Started(mode="speculative", prompt_tokens=prompt.length, methods=list(spec.methods),
@@ -283,7 +300,7 @@ def _block(run: SpeculativeRun, prompt: chat.EncodedPrompt | None, start: torch.
     run.out.extend(emitted)
     times = {"draft_s": verify_start - block_start, "verify_s": verify_end - verify_start,
              "weights_s": weights_s, "elapsed_s": clock.now() - clock.start}
-    event = record_block(run, draft, verdict, weights, emitted, times, resting)
+    event = record_block(run, draft, verdict, weights, emitted, times, resting, ended=done)
     if not done:
         run.length.learn(event.draft_probs, verdict.accepted)
     return event, done

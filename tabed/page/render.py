@@ -41,9 +41,23 @@ def token_text(tokenizer: PreTrainedTokenizerBase, previous: list[int], token: i
     return tokenizer.decode([token], skip_special_tokens=True)
 
 
+WHITESPACE = {" ": "\u2423", "\n": "\u21b5", "\t": "\u21e5"}  # ␣ ↵ ⇥: a blank token still shows what it is
+END = "\u23ce"  # ⏎: the end of the answer
+PIECE_SPACES = {"\u2581": " ", "\u0120": " ", "\u010a": "\n"}  # SentencePiece's and byte-level BPE's marks
+
+
 def token_word(tokenizer: PreTrainedTokenizerBase, token: int) -> str:
-    """A token on its own, as a table cell or a chart label shows it (⏎ for one with no text)."""
-    return token_text(tokenizer, [], token).strip() or "\u23ce"
+    """A token on its own, as a table cell or a chart label shows it: ⏎ for the end of the answer (and
+    any other special token with no text), a blank one's spaces and newlines drawn (a lone space is not
+    the end of the answer)."""
+    text = token_text(tokenizer, [], token)
+    if text.strip():
+        return text.strip()
+    piece = tokenizer.convert_ids_to_tokens(token) or ""
+    if not text and (token in tokenizer.all_special_ids and piece.strip() or not piece):
+        return END
+    raw = text or "".join(PIECE_SPACES.get(ch, ch) for ch in piece)
+    return "".join(WHITESPACE.get(ch, ch) for ch in raw) or END
 
 
 def legend_html() -> str:
@@ -62,7 +76,7 @@ def _span(kind: str, text: str, title: str) -> str:
         style += ";text-decoration:line-through;opacity:0.75"
     elif kind in ("corrected", "bonus"):
         style += ";font-weight:600"
-    shown = html.escape(text) if text else "\u23ce"  # an end-of-sequence token shows as ⏎
+    shown = html.escape(text) if text else END  # an end-of-sequence token shows as ⏎
     return f'<span class="tk tk-{kind}" style="{style}" title="{html.escape(title, quote=True)}">{shown}</span>'
 
 
@@ -76,7 +90,8 @@ class TokenStream:
     html: str = ""
 
     def _add(self, kind: str, token: int, title: str, keep: bool = True) -> None:
-        self.html += _span(kind, token_text(self.tokenizer, self.ids, token), title)
+        text = token_text(self.tokenizer, self.ids, token)
+        self.html += _span(kind, text if text or token_word(self.tokenizer, token) == END else " ", title)
         if keep:
             self.ids.append(token)
 
@@ -108,12 +123,14 @@ def block_rows(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], met
 
     rows = []
     for block in blocks:
-        target = words([block.target_token])
+        # the target's token, where the answer has it (after an accepted end token nothing follows)
+        target = words([block.target_token]) if len(block.emitted) > block.accepted else ""
         rows.append(
             [block.index, " ".join(f"{m} {block.weights.get(m, 0):.2f}" + (" resting" if m in block.resting else "")
                                    for m in methods)]
             + ["(resting)" if m in block.resting else words(block.drafts.get(m, [])) for m in methods]
-            + [words(block.draft), draft_length(block), block.accepted, ("+" if block.bonus else "\u2192") + target,
+            + [words(block.draft), draft_length(block), block.accepted,
+               (("+" if block.bonus else "\u2192") + target) if target else "(the answer ended)",
                round(block.draft_s * 1e3, 1), round(block.verify_s * 1e3, 1)]
         )
     return rows

@@ -108,6 +108,7 @@ class Conversation:
     last_run: dict | None = None
     export_dir: str | None = None  # the last run's downloads: replaced by the next run's, so one per session
     frames: dict[str, list[tuple[float, str]]] = field(default_factory=dict)  # replay pace per side
+    race_note: str = ""  # why the last run cannot be raced, when it cannot
 
 
 def session_state(value: object) -> Conversation:

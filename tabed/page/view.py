@@ -25,6 +25,7 @@ from .worker import AUTOREGRESSIVE, SPECULATIVE, ComparisonWorker, Done, Failure
 HTML_EVERY_S = 0.1  # token stream and status
 PLOT_EVERY_S = 0.75  # plotly figures and tables are resent whole: keep them rare (Stop stays responsive)
 BUSY_SHARE = 0.6  # on a CPU, a run that got less than this much of one core shared the machine: timings unreliable
+NO_RACE = "Run a prompt with 'compare with plain decoding' ticked first."
 STOPPED_MARK = '<div class="tabed-stopped">\u23f9 stopped here</div>'
 
 
@@ -84,7 +85,7 @@ class RunView:
         self.phase = item.phase
         stream = self.tabed if item.phase == SPECULATIVE else self.plain
         if isinstance(event, Started):
-            self.notes += event.notes
+            self.notes += [note for note in event.notes if note not in self.notes]
         elif isinstance(event, TokenEvent):
             stream.token(event, "plain")
         elif isinstance(event, BlockEvent):
@@ -113,28 +114,72 @@ class RunView:
     def trees(self) -> go.Figure:
         return render.trees_figure(self.pair.tokenizer, self.blocks, self.tree_width, self.hedge_first)
 
-    def status(self, finished: bool, stopped: bool = False) -> str:
+    def stopped(self) -> str | None:
+        """Which side Stop ended, once the run is over: "speculative" (TABED, or before it began) or
+        "autoregressive" (plain decoding, TABED's answer complete); None when nothing was stopped."""
+        speculative, plain = self.results.get(SPECULATIVE), self.results.get(AUTOREGRESSIVE)
+        if speculative is None or speculative.stopped:
+            return SPECULATIVE
+        return AUTOREGRESSIVE if plain is not None and plain.stopped else None
+
+    def compared(self) -> bool:
+        """Both sides decoded their whole answer: only then is a speedup (or a race) a comparison."""
+        return all(phase in self.results and not self.results[phase].stopped
+                   for phase in (SPECULATIVE, AUTOREGRESSIVE))
+
+    def speedup(self) -> float | None:
+        speculative, plain = self.results.get(SPECULATIVE), self.results.get(AUTOREGRESSIVE)
+        if not self.compared() or speculative.metrics.decode_s <= 0:
+            return None
+        return plain.metrics.decode_s / speculative.metrics.decode_s
+
+    def status(self, finished: bool) -> str:
+        """The status line: in progress, done (with the speedup), stopped (saying which side), or an error.
+        A stopped run is never shown as done, not even in the frame that ends its stream."""
         pair = self.pair
         where = f"{pair.name} on {pair.device.type} ({str(pair.dtype).removeprefix('torch.')})"
         if self.error:
-            return f"\u26a0\ufe0f {self.error}"
-        if stopped:
+            return f"\u26a0\ufe0f Error: {self.error}"
+        if not finished:
+            return self._progress(where)
+        stopped = self.stopped()
+        if stopped == SPECULATIVE:
             return (f"\u23f9 Stopped after {len(self.blocks)} blocks · {where}. The partial answer stays here and "
                     "is not added to the conversation.")
-        if not finished:
-            doing = "TABED decoding" if self.phase == SPECULATIVE else "plain decoding (the target alone)"
-            later = " · the charts come when both sides are done, so that neither is timed while they are drawn"
-            return f"\u23f3 {doing}… block {len(self.blocks)} · {where}" + (later if self.racing else "")
+        if stopped == AUTOREGRESSIVE:
+            tokens = len(self.results[AUTOREGRESSIVE].token_ids)
+            return (f"\u23f9 Stopped plain decoding after {tokens} tokens · {where}. TABED's answer is complete and "
+                    "joins the conversation; no speedup is shown, since plain decoding did not finish.")
+        return self._done(where) + "".join(f" Note: {note}" for note in self.notes)
+
+    def _progress(self, where: str) -> str:
+        if self.phase == SPECULATIVE:
+            doing = f"TABED decoding… block {len(self.blocks)}"
+        else:
+            doing = f"plain decoding (the target alone)… token {len(self.plain.ids)}"
+        later = " · the charts come when both sides are done, so that neither is timed while they are drawn"
+        return f"\u23f3 {doing} · {where}" + (later if self.racing else "")
+
+    def _done(self, where: str) -> str:
         text = f"\u2705 Done · {where}."
-        speculative, plain = self.results.get(SPECULATIVE), self.results.get(AUTOREGRESSIVE)
-        if speculative and plain and speculative.metrics.decode_s > 0:
-            text += f" Speedup {plain.metrics.decode_s / speculative.metrics.decode_s:.2f}× (decode time)."
-            if (share := self.starved()) is not None:
-                text += (f" \u26a0\ufe0f Timings unreliable: the machine was busy (the run got {share:.0%} of one "
-                         "core); run again when it is idle.")
-            if speculative.token_ids != plain.token_ids and speculative.metrics.block_efficiency:
-                text += " The two answers differ: expected when sampling (temperature > 0), or from fp16 rounding."
-        return text + "".join(f" Note: {note}" for note in self.notes)
+        if (speedup := self.speedup()) is None:
+            return text
+        text += f" Speedup {speedup:.2f}× (decode time)."
+        if (share := self.starved()) is not None:
+            text += (f" \u26a0\ufe0f Timings unreliable: the machine was busy (the run got {share:.0%} of one "
+                     "core); run again when it is idle.")
+        speculative, plain = self.results[SPECULATIVE], self.results[AUTOREGRESSIVE]
+        if speculative.token_ids != plain.token_ids and speculative.metrics.block_efficiency:
+            text += " The two answers differ: expected when sampling (temperature > 0), or from fp16 rounding."
+        return text
+
+    def plain_column(self) -> str:
+        """Plain decoding's answer, or why there is none."""
+        if self.plain.html or AUTOREGRESSIVE in self.results:
+            return self.plain.html
+        if not self.racing:
+            return "<i>Plain decoding was not asked for ('compare with plain decoding' is off).</i>"
+        return "<i>Plain decoding did not run: the run was stopped first.</i>"
 
 
 def export_run(conversation: Conversation, view: RunView, request: dict) -> list[str]:
@@ -147,9 +192,8 @@ def export_run(conversation: Conversation, view: RunView, request: dict) -> list
     conversation.export_dir = str(folder)
     record = {"request": request, "pair": view.pair.name, "device": str(view.pair.device),
               "dtype": str(view.pair.dtype), "results": {k: r.to_dict() for k, r in view.results.items()}}
-    speculative, plain = view.results.get(SPECULATIVE), view.results.get(AUTOREGRESSIVE)
-    if speculative and plain and speculative.metrics.decode_s > 0:
-        record["speedup"] = plain.metrics.decode_s / speculative.metrics.decode_s
+    if (speedup := view.speedup()) is not None:  # never from a side that was stopped
+        record["speedup"] = speedup
     conversation.last_run = record
     (folder / "tabed-run.json").write_text(json.dumps(record, indent=2))
     files = [folder / "tabed-run.json", folder / "tabed-weights.html"]
@@ -184,7 +228,8 @@ def stream_frames(view: RunView, worker: ComparisonWorker, conversation: Convers
         heavy = finished or (not view.racing and now - last_plot >= PLOT_EVERY_S and shown != last_shown)
         if heavy:
             last_plot, last_shown = now, shown
-        frame = Frame(status=view.status(finished), tabed=view.tabed.html, plain=view.plain.html, state=conversation)
+        frame = Frame(status=view.status(finished), tabed=view.tabed.html, plain=view.plain.html,
+                      state=conversation)
         if heavy:
             frame.metrics, frame.weights, frame.blocks, frame.trees = (view.metrics(), view.figure(),
                                                                         view.block_table(), view.trees())
@@ -192,34 +237,37 @@ def stream_frames(view: RunView, worker: ComparisonWorker, conversation: Convers
 
 
 def final_frames(view: RunView, conversation: Conversation, request: dict) -> Iterator[Frame]:
-    """The finished (or stopped) run: a finished answer joins the conversation; a stopped one is marked
-    and stays out of it; either way the run can be downloaded and replayed."""
-    speculative = view.results.get(SPECULATIVE)
+    """The finished (or stopped) run: a complete TABED answer joins the conversation (even when plain
+    decoding was stopped after it); a stopped one is marked and stays out of it; either way the run can
+    be downloaded, and replayed as a race when both sides finished."""
     if view.error:
         return
-    if speculative is None:  # stopped before TABED began
-        yield Frame(status=view.status(True, stopped=True), tabed=view.tabed.html + STOPPED_MARK, plain="",
-                    chat=chat_history(conversation), state=conversation)
+    stopped = view.stopped()
+    tabed_html = view.tabed.html + (STOPPED_MARK if stopped == SPECULATIVE else "")
+    plain_html = view.plain_column() + (STOPPED_MARK if stopped == AUTOREGRESSIVE else "")
+    if SPECULATIVE not in view.results:  # stopped before TABED began
+        yield Frame(status=view.status(True), tabed=tabed_html, plain=plain_html, chat=chat_history(conversation),
+                    state=conversation)
         return
-    plain = view.results.get(AUTOREGRESSIVE)
-    stopped = speculative.stopped or bool(plain and plain.stopped)
-    tabed_html = view.tabed.html + (STOPPED_MARK if speculative.stopped else "")
-    plain_html = view.plain.html + (STOPPED_MARK if plain is not None and plain.stopped else "")
     if stopped:  # say so at once: the exports below take a moment
-        yield Frame(status=view.status(True, stopped), tabed=tabed_html, plain=plain_html, state=conversation)
-    else:
-        conversation.turns.append((request["prompt"], speculative.text))
-    conversation.frames = {phase: render.result_texts(view.pair.tokenizer, result)
-                           for phase, result in view.results.items()}
+        yield Frame(status=view.status(True), tabed=tabed_html, plain=plain_html, state=conversation)
+    if stopped != SPECULATIVE:
+        conversation.turns.append((request["prompt"], view.results[SPECULATIVE].text))
+    conversation.frames = ({phase: render.result_texts(view.pair.tokenizer, result)
+                            for phase, result in view.results.items()} if view.compared() else {})
+    conversation.race_note = ("" if view.compared() else "The last run was stopped before both sides finished: "
+                              "run it again to race them." if view.racing else "")
     files = export_run(conversation, view, request)
-    yield Frame(status=view.status(True, stopped), tabed=tabed_html, plain=plain_html, metrics=view.metrics(),
+    yield Frame(status=view.status(True), tabed=tabed_html, plain=plain_html, metrics=view.metrics(),
                 weights=view.figure(), blocks=view.block_table(), chat=chat_history(conversation), state=conversation,
                 downloads=files, trees=view.trees())
 
 
-def race_frames(frames: dict, stop: threading.Event) -> Iterator[str]:
+def race_frames(conversation: Conversation, stop: threading.Event) -> Iterator[str]:
+    """Both answers again, side by side, at the pace each was measured at (sped up past 20 s)."""
+    frames = conversation.frames
     if SPECULATIVE not in frames or AUTOREGRESSIVE not in frames:
-        yield "<i>Run a prompt with 'compare with plain decoding' ticked first.</i>"
+        yield f"<i>{conversation.race_note or NO_RACE}</i>"
         return
     end = max(frames[SPECULATIVE][-1][0], frames[AUTOREGRESSIVE][-1][0])
     scale = max(1.0, end / 20.0)  # replays longer than 20 s are sped up, and say so

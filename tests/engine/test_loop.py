@@ -31,7 +31,7 @@ def test_event_stream_and_metrics(pair, image):
         assert not set(block.drafts) & set(block.resting) and all(block.weights[m] == 0 for m in block.resting)
         assert all(len(guesses) == len(block.draft) for guesses in block.drafts.values())
         assert 0 <= block.accepted <= len(block.draft)
-        assert block.bonus == (block.accepted == len(block.draft))
+        assert block.bonus == (block.accepted == len(block.draft) and len(block.emitted) > block.accepted)
         assert all(0 <= v <= block.accepted + 1 for v in block.method_accepted.values())
         assert len(block.draft_probs) == len(block.target_probs) == len(block.draft)
     m = result.metrics
@@ -48,10 +48,9 @@ def test_counterfactual_of_a_single_method_is_its_real_acceptance(pair, image):
     config = GenerationConfig(max_new_tokens=20, gamma=4)
     result = collect(speculative_generate(pair, [Turn("w1 w2 w3", [image])], parse_spec("M"), config))
     for block in result.blocks:
-        assert block.method_accepted["M"] == block.accepted
+        assert 1 + block.method_accepted["M"] == len(block.emitted)  # the tokens it gave, no more
         assert block.drafts["M"] == block.draft
-    assert result.metrics.method_block_efficiency["M"] == pytest.approx(
-        1 + sum(b.accepted for b in result.blocks) / len(result.blocks))
+    assert result.metrics.method_block_efficiency["M"] == pytest.approx(result.metrics.block_efficiency)
 
 
 def test_tabed_weights_move_to_the_method_that_is_right(twin_pair, image):
@@ -202,3 +201,28 @@ def test_a_drafted_image_placeholder_ends_the_first_block_before_the_prompts_pas
     first = Draft([placeholder, 3], probs[:2], [p[0] for p in probs[:2]])
     _keep_image_tokens_out(pair, drafter, first)
     assert first.tokens == [] and torch.equal(drafter.backend.lengths, before)
+
+
+def test_an_answer_that_ends_on_a_draft_has_no_bonus_token_and_no_phantom_efficiency(teaching_pair):
+    """The teaching pair drafts most answers whole, its end token last: every draft is accepted and the
+    answer ends there. The target's token after the end token is in no answer: no bonus, and no method's
+    counterfactual counts it (it once read 20 tokens per forward for a 19-token answer)."""
+    import json
+
+    from tabed.models.chat import load_image
+    from tabed.models.presets import ASSETS
+
+    examples, ended_on_a_draft = json.loads((ASSETS / "examples" / "examples.json").read_text()), 0
+    for example in examples:
+        images = [load_image(ASSETS / "examples" / name) for name in example["images"]]
+        result = collect(speculative_generate(teaching_pair, [Turn(example["prompt"], images)],
+                                              parse_spec("tabed-MT"), GenerationConfig()))
+        last = result.blocks[-1]
+        if last.accepted == len(last.draft) and len(last.emitted) == last.accepted:
+            ended_on_a_draft += 1
+            assert not last.bonus and last.emitted[-1] in teaching_pair.eos_token_ids
+        for block in result.blocks:
+            assert all(1 + run <= len(block.emitted) for run in block.method_accepted.values()) or block is not last
+        tokens = len(result.token_ids)
+        assert all(value <= tokens for value in result.metrics.method_block_efficiency.values())
+    assert ended_on_a_draft >= 3

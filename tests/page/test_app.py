@@ -292,7 +292,7 @@ def test_every_image_mode_runs(tiny_app, tmp_path, mode):
         ("w1", None, {"methods": ["M", "T"], "mode": app.MODES[2]}, "uses one method"),
         ("w1", None, {"gamma": 0}, "gamma"),
         ("w1", None, {"methods": ["N"], "mode": app.MODES[2]}, "beside a model method"),
-        (" ".join(["w1"] * 600), None, {}, "exceeds the model's context"),
+        (" ".join(["w1"] * 600), None, {}, "fills the model's context"),
     ],
 )
 def test_bad_input_gives_a_message_not_a_trace(tiny_app, tmp_path, prompt, image, changes, message):
@@ -362,6 +362,12 @@ def _metric_names(metrics) -> list[str]:
     return [row[0] for row in metrics]
 
 
+def _never_done(frames) -> None:
+    """No frame after Stop says the run was done, or claims a speedup: not even the one ending the stream."""
+    statuses = [str(frame(output).status) for output in frames if not isinstance(frame(output).status, dict)]
+    assert statuses and not any("Done" in status or "Speedup" in status for status in statuses), statuses
+
+
 def test_stop_during_tabed_shows_stopped_and_keeps_the_partial_answer(tiny_app, image_path):
     request = StopClient("stop-during-tabed")
     after, seconds = _run_until(tiny_app, image_path, request, _tabed_past_block(3))
@@ -369,6 +375,7 @@ def test_stop_during_tabed_shows_stopped_and_keeps_the_partial_answer(tiny_app, 
     status, tabed_html, plain_html, metrics, figure = out.status, out.tabed, out.plain, out.metrics, out.weights
     blocks, chat, state = out.blocks, out.chat, out.state
     assert seconds < 1.0 and workers_alive() == 0
+    _never_done(after)
     assert status.startswith("\u23f9 Stopped after") and "not added to the conversation" in status
     assert "tk-accepted" in tabed_html and tabed_html.endswith(STOPPED_MARK)
     assert "tk-plain" not in plain_html  # plain decoding never started
@@ -387,10 +394,15 @@ def test_stop_during_plain_decoding_says_the_plain_side_was_stopped(tiny_app, im
     status, tabed_html, plain_html, metrics = out.status, out.tabed, out.plain, out.metrics
     state, files = out.state, out.downloads
     assert seconds < 1.0 and workers_alive() == 0
-    assert status.startswith("\u23f9 Stopped") and not tabed_html.endswith(STOPPED_MARK)
+    _never_done(after)
+    assert status.startswith("\u23f9 Stopped plain decoding") and "TABED's answer is complete" in status
+    assert not tabed_html.endswith(STOPPED_MARK)
     assert "tk-plain" in plain_html and plain_html.endswith(STOPPED_MARK)
     assert "speedup (decode time)" not in _metric_names(metrics)  # no speed claimed from unequal answers
-    assert state.turns == [] and files  # the run can still be downloaded
+    assert "speedup" not in state.last_run and files  # nor in the download, which is there
+    answer = state.last_run["results"]["speculative"]["text"]
+    assert state.turns == [("w1 w2", answer)] and out.chat[-1]["content"] == answer  # TABED's answer was complete
+    assert "stopped before both sides finished" in next(tiny_app.replay_race(state))
 
 
 def test_stop_before_the_first_block(tiny_app, image_path):

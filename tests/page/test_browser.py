@@ -209,8 +209,20 @@ def test_the_bundled_pair_answers_the_chart_and_the_odd_pictures_examples_on_the
         expect(page.locator("#blocks")).to_contain_text(" nodes")
 
 
+WATCH_STATUS = """() => {
+    const status = document.querySelector('#status');
+    window.tabedStatuses = [];
+    if (window.tabedWatch) window.tabedWatch.disconnect();
+    window.tabedWatch = new MutationObserver(() => window.tabedStatuses.push(status.innerText));
+    window.tabedWatch.observe(status, {subtree: true, childList: true, characterData: true});
+}"""
+
+
 def _stop_and_check(page, where: str, moments: list[float]) -> None:
-    """Press Stop; the page must say so within 2 s (1 s is the goal), with no error anywhere."""
+    """Press Stop; the page must say so within 2 s (1 s is the goal), with no error anywhere, and every
+    status it shows from the click on (each change, seen by a MutationObserver) must be a stopped run's,
+    never "Done" or a speedup, not even for one frame."""
+    page.evaluate(WATCH_STATUS)
     clicked = time.monotonic()
     page.locator("#stop").click()
     target = page.locator("#race-view") if where == "race" else page.locator("#status")
@@ -220,13 +232,18 @@ def _stop_and_check(page, where: str, moments: list[float]) -> None:
         time.sleep(0.02)
     assert workers_alive() == 0, f"Stop ({where}) did not end the decoding thread"
     assert page.get_by_text("Error", exact=True).count() == 0, f"an Error badge after Stop ({where})"
+    time.sleep(0.3)  # the run's last frames (downloads, charts) come after "Stopped"
+    shown = page.evaluate("window.tabedStatuses")
+    assert not any("Done" in text or "Speedup" in text for text in shown), (where, shown)
     if where == "tabed":
         expect(page.locator("#tabed-answer .tk").first).to_be_visible()  # the partial answer stays
         expect(page.locator("#tabed-answer")).to_contain_text("stopped here")
     if where == "plain":
         expect(page.locator("#plain-answer")).to_contain_text("stopped here")
         expect(page.locator("#tabed-answer .tk").first).to_be_visible()
-    if where != "race":  # (the race replays a finished run, which is in the conversation)
+        expect(page.locator("#status")).to_contain_text("TABED's answer is complete")
+        expect(page.locator("#chat")).to_contain_text("w1 w2 w3")  # so it joins the conversation
+    elif where != "race":  # (the race replays a finished run, which is in the conversation)
         expect(page.locator("#chat")).not_to_contain_text("w1 w2 w3")  # no half answer in the conversation
 
 
@@ -253,7 +270,7 @@ def test_ten_stops_in_a_row_each_shown_on_the_page(long_winded_pair):
         _stop_and_check(page, "first", moments)  # at once: before (or at) the first block
         for where in ["tabed"] * 4 + ["plain"] * 3:
             page.locator("#run").click()
-            phase = "TABED decoding" if where == "tabed" else "plain decoding"
+            phase = "TABED decoding…" if where == "tabed" else "plain decoding (the target alone)…"
             expect(page.locator("#status")).to_contain_text(phase, timeout=60_000)
             time.sleep(rng.uniform(0.0, 0.8))
             _stop_and_check(page, where, moments)

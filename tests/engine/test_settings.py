@@ -1,0 +1,75 @@
+"""Every setting works at both ends of its range, and the one settings object reads the three grammars."""
+
+import pytest
+
+from conftest import conversations
+from tabed.engine.config import LIMITS, GenerationConfig
+from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
+from tabed.engine.settings import Settings, coerced, page_spec
+from tabed.engine.spec import parse_spec
+from tabed.errors import InputError
+
+ENDS = [(name, value) for name, bounds in LIMITS.items() for value in bounds]
+
+
+@pytest.mark.parametrize("name, value", ENDS, ids=[f"{name}={value}" for name, value in ENDS])
+def test_every_setting_works_at_both_ends_of_its_range(pair, image, name, value):
+    """The loop at each bound, on a first and a second turn with a picture: greedy runs give plain
+    decoding's tokens, sampling runs stay within the budget (one token once crashed the loop)."""
+    settings = {"max_new_tokens": 24, name: value}
+    config = GenerationConfig(**settings)
+    for turns in (conversations(image)["image-first-turn"], conversations(image)["image-second-turn"]):
+        result = collect(speculative_generate(pair, turns, parse_spec("tabed-MT"), config))
+        assert 1 <= len(result.token_ids) <= config.max_new_tokens
+        assert sum(len(block.emitted) for block in result.blocks) == len(result.token_ids)
+        if config.temperature == 0:
+            assert result.token_ids == collect(autoregressive_generate(pair, turns, config)).token_ids
+
+
+@pytest.mark.parametrize("spec", ["M", "MT", "tabed-MT", "tabed-MTN"])
+@pytest.mark.parametrize("tree_width", [1, 4])
+def test_one_token_is_one_block_with_nothing_drafted(pair, image, spec, tree_width):
+    turns = conversations(image)["image-first-turn"]
+    config = GenerationConfig(max_new_tokens=1, tree_width=tree_width)
+    result = collect(speculative_generate(pair, turns, parse_spec(spec), config))
+    assert result.token_ids == collect(autoregressive_generate(pair, turns, config)).token_ids
+    assert len(result.blocks) == 1 and result.blocks[0].draft == [] and result.blocks[0].stop == "budget"
+
+
+@pytest.mark.parametrize("name, value", [(n, v) for n, (low, high) in LIMITS.items()
+                                         for v in (low - 1 if isinstance(low, int) else low - 0.5, high + 1)])
+def test_values_past_a_bound_are_refused_with_the_bound(name, value):
+    low, high = LIMITS[name]
+    with pytest.raises(InputError, match=f"between {low} and {high}"):
+        GenerationConfig(**{name: value})
+
+
+def test_the_three_grammars_give_one_settings_object():
+    cli = Settings.parse("tabed-MT", "auto:8", max_new_tokens=64)
+    page = Settings.from_page(["T", "M"], "tabed", gamma=8.0, adaptive=True, max_new_tokens=64.0, window=None)
+    bench = Settings(config=GenerationConfig(max_new_tokens=64)).row("tabed-MT@auto:8")
+    assert cli == page == bench
+    assert (cli.spec.name, cli.config.gamma, cli.config.adaptive) == ("tabed-MT", 8, True)
+    assert Settings() == Settings.parse()  # one set of defaults
+
+
+@pytest.mark.parametrize("methods, ensemble, expected", [(["M"], "single", "M"), (["M", "T"], "static", "MT"),
+                                                         (["C", "M", "T"], "tabed", "tabed-MTC")])
+def test_the_page_spec(methods, ensemble, expected):
+    assert page_spec(methods, ensemble) == parse_spec(expected)
+
+
+@pytest.mark.parametrize("methods, ensemble, message", [
+    ([], "tabed", "tick at least one"), (["M"], "tabed", "at least two methods"),
+    (["M", "T"], "single", "uses one method"), (["N"], "single", "beside a model method"),
+    (["M", "T"], "median", "unknown ensemble")])
+def test_the_page_spec_says_what_is_wrong(methods, ensemble, message):
+    with pytest.raises(InputError, match=message):
+        page_spec(methods, ensemble)
+
+
+def test_page_values_are_coerced_to_the_configs_types():
+    assert coerced({"gamma": 5.0, "temperature": 1, "adaptive": 1, "seed": None, "rule": "kld"}) == {
+        "gamma": 5, "temperature": 1.0, "adaptive": True, "rule": "kld"}
+    with pytest.raises(InputError, match="gamma must be a number"):
+        coerced({"gamma": "many"})
