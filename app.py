@@ -102,7 +102,9 @@ def _respond(follow_up: bool, inputs: dict, conversation: Conversation, stop: th
         if not prompt:
             raise InputError("type a prompt first")
         pictures = picture_paths(inputs["pictures"])
-        if not follow_up or not conversation.turns:
+        if follow_up and not conversation.turns:
+            raise InputError("there is no answer to follow up yet: press Run to start a conversation")
+        if not follow_up:
             conversation = Conversation(images=pictures, export_dir=conversation.export_dir)
         elif pictures and pictures != conversation.images:
             raise InputError("a follow-up continues with the same pictures: press Run to start over with new ones")
@@ -117,7 +119,7 @@ def _respond(follow_up: bool, inputs: dict, conversation: Conversation, stop: th
                         state=conversation)
         pair = PAIRS.get(name)
     except TabedError as error:
-        yield Frame(status=f"\u26a0\ufe0f {error}", state=conversation)
+        yield Frame(status=f"\u26a0\ufe0f Error: {error}", state=conversation)
         return
     spec, config = settings.spec, settings.config
     compare = bool(inputs["compare_ar"])
@@ -254,12 +256,13 @@ def _settings(default: str) -> dict[str, gr.components.Component]:
             rule = gr.Dropdown(list(RULES), value=DEFAULTS.rule, label="TABED weight rule")
             window = gr.Number(DEFAULTS.window, label="history window (positions, 0 = all)", precision=0, minimum=0)
         with gr.Row():
-            gamma = gr.Slider(LIMITS["gamma"][0], AUTO_CAP, value=DEFAULTS.gamma, step=1, elem_id="settings-gamma",
+            gamma = gr.Slider(LIMITS["gamma"][0], AUTO_CAP, value=DEFAULTS.gamma, step=1, precision=0,
+                              elem_id="settings-gamma",
                               label="γ: draft tokens per block (the most, when adaptive)")
             adaptive = gr.Checkbox(DEFAULTS.adaptive, label="adaptive draft length", elem_id="settings-adaptive",
                                    info="stop drafting when the ensemble is unsure")
         with gr.Row():
-            tree_width = gr.Slider(*LIMITS["tree_width"], value=DEFAULTS.tree_width, step=1,
+            tree_width = gr.Slider(*LIMITS["tree_width"], value=DEFAULTS.tree_width, step=1, precision=0,
                                    elem_id="settings-tree-width",
                                    label="tree width (1 = a chain of drafts)",
                                    info="draft token trees: this many nodes expanded per depth")
@@ -273,7 +276,7 @@ def _settings(default: str) -> dict[str, gr.components.Component]:
         hedge_first = gr.Checkbox(DEFAULTS.hedge_first, label="hedge the first block", elem_id="settings-hedge-first",
                                   info="with chains and a picture, TABED's first block (drafted before any weight "
                                        "is learned) forks where the methods leave the ensemble unsure")
-        max_new_tokens = gr.Slider(*LIMITS["max_new_tokens"], value=DEFAULTS.max_new_tokens, step=1,
+        max_new_tokens = gr.Slider(*LIMITS["max_new_tokens"], value=DEFAULTS.max_new_tokens, step=1, precision=0,
                                    label="max new tokens", elem_id="settings-max-new-tokens")
         temperature = gr.Slider(*LIMITS["temperature"], value=DEFAULTS.temperature, step=0.05,
                                 label="temperature (0 = greedy)", elem_id="settings-temperature")
@@ -311,21 +314,21 @@ def _question_column(default: str) -> SimpleNamespace:
 def _answer_column() -> SimpleNamespace:
     """The status, both answers, the metrics, the charts, the block table, the race and the downloads."""
     ui = SimpleNamespace()
-    ui.status = gr.Markdown("Pick pictures (or none), type a prompt and press Run.", elem_id="status")
+    ui.status = gr.Markdown("Pick pictures (or none), type a prompt and press Run.", elem_id="status",
+                            label="Status", show_label=False)
     gr.HTML(render.legend_html())
     ui.tabed = gr.HTML(label="TABED answer", elem_id="tabed-answer", show_label=True, container=True)
-    ui.plain = gr.HTML(label="Plain decoding (the target alone)", elem_id="plain-answer", container=True,
-                       show_label=True)
+    ui.plain = gr.HTML(label="Plain decoding", elem_id="plain-answer", container=True, show_label=True)
     ui.metrics = gr.Dataframe(headers=["", "TABED", "plain"], label="Speed and acceptance", elem_id="metrics",
-                              interactive=False)
+                              wrap=True, column_widths=["50%", "25%", "25%"], interactive=False)
     gr.Markdown(TIMING)
     ui.plot = gr.Plot(label="Ensemble weights", elem_id="weights-plot")
-    ui.blocks = gr.Dataframe(label="Block by block (scroll; hover a token above for details)", elem_id="blocks",
-                             interactive=False, max_height=320)
+    ui.blocks = gr.Dataframe(headers=render.block_columns(list(DEFAULT_SPEC_METHODS)), label="Block by block",
+                             elem_id="blocks", interactive=False, max_height=320)
     ui.trees = gr.Plot(label="Token trees", elem_id="trees-plot")  # shown while blocks may draft trees
     with gr.Row():
         ui.race_button = gr.Button("Replay race", elem_id="race")
-        ui.downloads = gr.File(label="Download the run (JSON) and the plots (HTML)", file_count="multiple",
+        ui.downloads = gr.File(label="Downloads: the run (JSON) and the charts (HTML)", file_count="multiple",
                                elem_id="downloads")
     ui.race = gr.HTML(elem_id="race-view")
     return ui

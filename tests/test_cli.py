@@ -199,3 +199,12 @@ def test_overhead_reports_per_step_costs(capsys, pair_dirs):
         assert report[key] > 0
     assert report["speedup_bound_per_tau"] == pytest.approx(
         report["target_ms"] / (report["verify_ms"] + 5 * report["draft_k2_ms"]))
+
+
+@pytest.mark.parametrize("tokens", [1, 1024])
+def test_the_ends_of_max_new_tokens_on_the_bundled_pair(capsys, tokens):
+    """As a new user tried it: `--prompt hi --max-new-tokens 1` once printed a traceback and exited 1."""
+    code, out, err = run_cli(capsys, "--prompt", "hi", "--max-new-tokens", tokens, "--compare-ar", "--json")
+    assert code == 0 and "Traceback" not in err, err
+    report = json.loads(out)
+    assert 1 <= len(report["token_ids"]) <= tokens and report["same_output"] is True

@@ -145,7 +145,7 @@ class DynamicBackend:
             attend = (mask.bool()[:, None, None, :] & causal) | itself
             attention = additive(limit_to_tree(attend, layout), self.model.dtype)
         out = self.model(**inputs, attention_mask=attention, position_ids=prefill_positions(mask, layout),
-                         past_key_values=self.cache, use_cache=True, logits_to_keep=keep)
+                         cache=self.cache, use_cache=True, logits_to_keep=keep)
         self.mask, self.lengths, self.padded = mask, mask.sum(dim=-1), not bool(mask.all())
         return fit_logits(out.logits[:, -keep:], self.vocab_size, self.suppressed)
 
@@ -159,7 +159,7 @@ class DynamicBackend:
         else:
             positions = self.lengths[:, None] - (layout.span - count) + layout.offsets.to(ids.device)[None]
         mask = self._float_mask(count, layout) if self.padded or layout is not None else None
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=self.cache,
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=self.cache,
                          use_cache=True)
         self.lengths = self.lengths + count
         return fit_logits(out.logits, self.vocab_size, self.suppressed)
@@ -251,7 +251,7 @@ class StaticBackend:
         self.pads.copy_((mask == 0).sum(dim=-1, keepdim=True))
         attend = limit_to_tree(self._attend(self.slots[:width]), layout, width)
         out = self.model(**inputs, attention_mask=additive(attend, self.model.dtype),
-                         position_ids=prefill_positions(mask, layout), past_key_values=self.cache, use_cache=True,
+                         position_ids=prefill_positions(mask, layout), cache=self.cache, use_cache=True,
                          logits_to_keep=keep)
         return fit_logits(out.logits[:, -keep:], self.vocab_size, self.suppressed)
 
@@ -271,7 +271,7 @@ class StaticBackend:
         count = ids.shape[1]
         query = self.cache.layers[0].cumulative_length + torch.arange(count, device=ids.device)  # cache slots
         out = self.model(input_ids=ids, attention_mask=self._mask(query), position_ids=query[None, :] - self.pads,
-                         past_key_values=self.cache, use_cache=True)
+                         cache=self.cache, use_cache=True)
         return fit_logits(out.logits, self.vocab_size, self.suppressed)
 
     def _run_tree(self, ids: torch.Tensor, offsets: torch.Tensor, visible: torch.Tensor,
@@ -288,7 +288,7 @@ class StaticBackend:
         seen = visible[:, relative.clamp(0, width - 1)]  # (q, slots): visible, read at each slot
         attend = self._attend(length + torch.arange(count, device=ids.device)) & (~inside | seen)
         out = self.model(input_ids=ids, attention_mask=additive(attend, self.model.dtype),
-                         position_ids=first + offsets[None, :] - self.pads, past_key_values=self.cache, use_cache=True)
+                         position_ids=first + offsets[None, :] - self.pads, cache=self.cache, use_cache=True)
         return fit_logits(out.logits, self.vocab_size, self.suppressed)
 
     @torch.inference_mode()

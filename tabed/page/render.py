@@ -170,16 +170,18 @@ def weights_figure(blocks: list[BlockEvent], methods: list[str], gamma: int) -> 
     index = [b.index for b in blocks]
     figure.add_bar(x=index, y=[b.accepted for b in blocks], name="accepted drafts", yaxis="y2",
                    marker_color="rgba(140,140,140,0.35)", hovertemplate="block %{x}: %{y} accepted<extra></extra>")
-    for method in methods:
+    for order, method in enumerate(methods):
         rested = [method in b.resting for b in blocks]  # an open marker: the row sat out the draft steps
+        # each later method's dots smaller, so that two methods at one weight both show
         figure.add_scatter(x=index, y=[b.weights.get(method, 0.0) for b in blocks], mode="lines+markers",
                            name=f"weight of {method}", line={"color": METHOD_COLOURS.get(method)},
-                           marker={"symbol": ["circle-open" if r else "circle" for r in rested]},
+                           marker={"symbol": ["circle-open" if r else "circle" for r in rested],
+                                   "size": max(4, 13 - 3 * order)},
                            customdata=[" (resting: its row sat out the draft steps)" if r else "" for r in rested],
                            hovertemplate=f"block %{{x}}: w({method}) = %{{y:.2f}}%{{customdata}}<extra></extra>")
     figure.update_layout(
         title="Ensemble weights and accepted drafts per block",
-        xaxis={"title": "block"},
+        xaxis={"title": "block", "dtick": 1, "tickformat": "d", "range": [-0.5, max(index, default=0) + 0.5]},
         yaxis={"title": "weight", "range": [-0.02, 1.02]},
         yaxis2={"title": "accepted", "overlaying": "y", "side": "right", "range": [0, gamma + 0.5],
                 "showgrid": False},
@@ -278,11 +280,14 @@ def trees_figure(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], w
         name = ("several methods" if len(proposer) > 1 else f"proposed by {proposer}") if proposer else "ensemble only"
         figure.add_scatter(x=[None], y=[None], mode="markers", marker={"color": colour, "size": 8}, name=name,
                            hoverinfo="skip")
-    figure.update_layout(
+    every_x = nodes[True][0] + nodes[False][0]
+    every_y = nodes[True][1] + nodes[False][1]
+    figure.update_layout(  # the ranges hold every node and the label above it
         title="Token trees per block (hover a node)" if shown else _no_trees_title(width, hedge_first),
-        xaxis={"title": "depth", "dtick": 1, "rangemode": "tozero"},
+        xaxis={"title": "depth", "dtick": 1, "range": [-0.4, max(every_x, default=6) + 0.6]},
         yaxis={"tickvals": [-b.index for b in shown], "ticktext": [f"block {b.index}" for b in shown],
-               "showgrid": False, "zeroline": False, "range": [-len(blocks) + 1 - BAND - 0.2, 0.4]},
+               "showgrid": False, "zeroline": False,
+               "range": [min(every_y, default=-len(blocks) + 1 - BAND) - 0.25, max(every_y, default=0) + 0.45]},
         legend={"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 1.0, "xanchor": "right"},
         margin={"l": 60, "r": 20, "t": 70, "b": 40},
         height=min(1200, max(260, 110 + 70 * len(shown))),
@@ -291,11 +296,13 @@ def trees_figure(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], w
     return figure
 
 
-def metrics_rows(speculative: Metrics | None, autoregressive: Metrics | None, unreliable: bool = False) -> list[list]:
-    """Headline numbers, TABED next to plain decoding (the speedup flagged when the timing was unreliable)."""
+def metrics_rows(speculative: Metrics | None, autoregressive: Metrics | None, unreliable: bool = False,
+                 missing: str = "…") -> list[list]:
+    """Headline numbers, TABED next to plain decoding (the speedup flagged when the timing was unreliable);
+    a side with no numbers shows `missing` ("…" while it may still come, else why it has none)."""
     def value(metrics: Metrics | None, name: str, fmt: str) -> str:
         if metrics is None:
-            return "…"
+            return missing
         return format(getattr(metrics, name), fmt)
 
     rows = [
@@ -315,8 +322,9 @@ def metrics_rows(speculative: Metrics | None, autoregressive: Metrics | None, un
                      f"{speculative.draft_s:.3f} / {speculative.verify_s:.3f}", "—"])
     if speculative is not None and autoregressive is not None and speculative.decode_s > 0:
         speedup = f"{autoregressive.decode_s / speculative.decode_s:.2f}×"
-        rows.insert(0, ["speedup (decode time)", speedup + (" (unreliable: machine busy)" if unreliable else ""),
-                        "1.00×"])
+        rows.insert(0, ["speedup (decode time)", speedup + (" (busy)" if unreliable else ""), "1.00×"])
+        if unreliable:
+            rows.insert(1, ["(busy: timings unreliable, the machine was busy)", "", ""])
     return rows
 
 

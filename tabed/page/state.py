@@ -116,10 +116,16 @@ def session_state(value: object) -> Conversation:
     return value if isinstance(value, Conversation) else Conversation()
 
 
+def pictures_label(count: int) -> str:
+    """What the conversation shows before the first prompt for its pictures: words, not an emoji a browser
+    without an emoji font draws as a box."""
+    return f"[{count} picture{'s' if count > 1 else ''}] " if count else ""
+
+
 def chat_history(conversation: Conversation) -> list[dict]:
     messages = []
     for i, (prompt, answer) in enumerate(conversation.turns):
-        shown = ("\U0001f5bc\ufe0f " * len(conversation.images) if i == 0 else "") + prompt
+        shown = (pictures_label(len(conversation.images)) if i == 0 else "") + prompt
         messages += [{"role": "user", "content": shown}, {"role": "assistant", "content": answer}]
     return messages
 

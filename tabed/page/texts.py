@@ -18,8 +18,8 @@ prefix, so the answer is exactly the target's own, only faster.
 PAIR_NOTES = {
     "teaching": "**The bundled teaching pair** (CPU, no network): a 17M target and a 1M drafter trained only on a "
                 "synthetic world: shapes on plain or patterned ground, bar charts, printed words and numbers, a "
-                "small knowledge base. Its answers about any other picture (a photograph, say) are made up; that "
-                "is instructive too, the weights move to T. Real photographs need a real pair: "
+                "small knowledge base. Its answers about any other picture (a photograph, say) are made up. "
+                "Real photographs need a real pair: "
                 "`TABED_PRESET=llava-1.5-7b` on a GPU.",
     "teaching-7b": "**The teaching pair at LLaVA-1.5-7B's cost: same answers, real speed.** Both models are widened "
                    "in memory to the paper pair's shapes (a 7B target, a 68M drafter) without changing what they "
@@ -32,4 +32,5 @@ TIMING = """**How the speed is measured.** TABED runs first, then (if ticked) th
 other on the same device — never at the same time. Each model did one warm-up forward when the pair was
 loaded. Speedup is the ratio of decode times: everything after the target's pass over the prompt, which both
 make (TABED's also checks its first drafts, as transformers' assisted generation does); walltime includes it.
-*Replay race* plays both answers back side by side at the measured pace."""
+*Replay race* plays both answers back side by side at the measured pace. Hover a token of an answer for its
+block, its probabilities and the methods that proposed it; the block table scrolls."""

@@ -98,10 +98,11 @@ class RunView:
         """Both sides' numbers; a stopped side's are left out, so no speedup compares unequal answers."""
         speculative = self.results.get(SPECULATIVE)
         plain = self.results.get(AUTOREGRESSIVE)
+        missing = "…" if self.racing else "not run"
         if speculative is not None and speculative.stopped or plain is not None and plain.stopped:
-            plain = None
+            plain, missing = None, "stopped"
         return render.metrics_rows(speculative.metrics if speculative else None, plain.metrics if plain else None,
-                                   unreliable=self.starved() is not None)
+                                   unreliable=self.starved() is not None, missing=missing)
 
     def block_table(self) -> gr.Dataframe:
         methods = list(self.spec.methods)
@@ -230,6 +231,9 @@ def stream_frames(view: RunView, worker: ComparisonWorker, conversation: Convers
             last_plot, last_shown = now, shown
         frame = Frame(status=view.status(finished), tabed=view.tabed.html, plain=view.plain.html,
                       state=conversation)
+        if finished and not view.error and view.stopped():  # say so at once: a long run's charts take a moment
+            yield frame
+            frame = Frame(state=conversation)
         if heavy:
             frame.metrics, frame.weights, frame.blocks, frame.trees = (view.metrics(), view.figure(),
                                                                         view.block_table(), view.trees())

@@ -97,7 +97,7 @@ def _next_probs(model, shared, prefixes: torch.Tensor, temperature: float) -> to
     """The next-token distribution after each embedded prefix (n, L, D) of the shared context."""
     cache = copy.deepcopy(shared)
     cache.batch_repeat_interleave(prefixes.shape[0])
-    return torch.softmax(model(inputs_embeds=prefixes, past_key_values=cache).logits[:, -1] / temperature, -1)
+    return torch.softmax(model(inputs_embeds=prefixes, cache=cache).logits[:, -1] / temperature, -1)
 
 
 def _exact_marginals(model, processor, turns, steps, temperature):
@@ -113,7 +113,7 @@ def _exact_marginals(model, processor, turns, steps, temperature):
         context = embed(ids).clone()
         context[ids == model.config.image_token_id] = features
         out = model(inputs_embeds=context[None], use_cache=True)
-        shared = out.past_key_values  # the context's cache, reused by every prefix
+        shared = out.cache  # the context's cache, reused by every prefix
         first = torch.softmax(out.logits[0, -1] / temperature, -1)
         prefixes, weights = torch.arange(vocab)[:, None], first
         marginals = [first]

@@ -92,6 +92,12 @@ def test_the_api_takes_named_inputs_and_answers_without_server_paths(server, tmp
     assert names == ["pictures", "prompt", "preset", "methods", "mode", "rule", "window", "gamma",
                      "max_new_tokens", "temperature", "seed", "compare_ar", "adaptive", "tree_width", "tree_policy",
                      "tree_blocks", "hedge_first"]
+    types = {p["parameter_name"]: p["type"]["type"] for p in parameters}
+    assert [types[name] for name in ("gamma", "max_new_tokens", "tree_width", "window", "seed")] == ["integer"] * 5
+    returns = server.view_api(return_format="dict", print_info=False)["named_endpoints"]["/run"]["returns"]
+    assert [r["label"] for r in returns] == ["Status", "TABED answer", "Plain decoding", "Speed and acceptance",
+                                             "Ensemble weights", "Block by block", "Conversation",
+                                             "Downloads: the run (JSON) and the charts (HTML)", "Token trees"]
     out = named(server.predict(prompt="w1 w2", max_new_tokens=12, api_name="/run"))
     assert out["status"].startswith("\u2705 Done") and "tk-" in out["tabed"]
     # the chart loads plotly.js, it does not carry it
