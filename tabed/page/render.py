@@ -176,7 +176,7 @@ def weights_figure(blocks: list[BlockEvent], methods: list[str], gamma: int) -> 
         figure.add_scatter(x=index, y=[b.weights.get(method, 0.0) for b in blocks], mode="lines+markers",
                            name=f"weight of {method}", line={"color": METHOD_COLOURS.get(method)},
                            marker={"symbol": ["circle-open" if r else "circle" for r in rested],
-                                   "size": max(4, 13 - 3 * order)},
+                                   "size": max(4, 15 - 5 * order)},
                            customdata=[" (resting: its row sat out the draft steps)" if r else "" for r in rested],
                            hovertemplate=f"block %{{x}}: w({method}) = %{{y:.2f}}%{{customdata}}<extra></extra>")
     figure.update_layout(
