@@ -67,7 +67,7 @@ class RunView:
     notes: list[str] = field(default_factory=list)
     phase: str = SPECULATIVE
     error: str | None = None
-    racing: bool = False  # with plain decoding: the charts wait for the end (see `_stream`)
+    racing: bool = False  # with plain decoding: the charts wait for the end (see `stream_frames`)
     tree_width: int = 1  # the run's: over 1, an empty trees chart means that no block branched
     hedge_first: bool = False  # the run's: with chains, an empty trees chart means the first block did not fork
 
