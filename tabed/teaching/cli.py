@@ -25,6 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--out", default="assets/models", help="where the trained models go (default: assets/models)")
     t.add_argument("--steps", type=int, help="override the recipe's number of steps")
     t.add_argument("--restart", action="store_true", help="ignore an existing checkpoint")
+    t.add_argument("--init", help="fine-tune a saved pair (a folder with target/ and drafter/, e.g. assets/models), "
+                                  "keeping its tokenizer, instead of training from random weights")
     t.add_argument("--until", type=int, help="stop at this step, keeping the checkpoint (resume later)")
     t.add_argument("--micro", action="store_true", help="a tiny recipe that runs in seconds (smoke test)")
     t.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")

@@ -299,11 +299,13 @@ class _Batches(torch.utils.data.Dataset):
 @dataclass(frozen=True)
 class Sitting:
     """How one training sitting runs: where its checkpoint lives, whether to start over, the step to stop
-    at (checkpoint kept, to split a long run into several sittings), the device (None: CUDA if present)
-    and the processes drawing batches (default: none on a CPU, whose cores the model needs; four beside
-    a GPU; batch `s` is the same whichever process draws it)."""
+    at (checkpoint kept, to split a long run into several sittings), the device (None: CUDA if present),
+    the processes drawing batches (default: none on a CPU, whose cores the model needs; four beside a
+    GPU; batch `s` is the same whichever process draws it), and a saved pair to fine-tune from (`init`:
+    a folder with `target/` and `drafter/`, such as assets/models) instead of random weights."""
 
     work: Path
+    init: Path | None = None
     restart: bool = False
     until: int | None = None
     device: str | None = "cpu"
@@ -324,6 +326,9 @@ def train(role: str, processor: LlavaProcessor, sitting: Sitting,
     step = _resume(model, optimizer, checkpoint, recipe, sitting.restart)
     if step:
         say(f"[{role}] resuming from step {step}/{recipe.steps}")
+    elif sitting.init is not None:
+        start_from(model, sitting.init / role)
+        say(f"[{role}] fine-tuning from {sitting.init / role}")
     else:
         pretrain_vision(model, processor, recipe, sitting.work, role)
     params = sum(p.numel() for p in model.parameters())
@@ -353,6 +358,16 @@ def train(role: str, processor: LlavaProcessor, sitting: Sitting,
             torch.save(state, checkpoint.with_suffix(".tmp"))
             checkpoint.with_suffix(".tmp").replace(checkpoint)
     return model.eval()
+
+
+def start_from(model: LlavaForConditionalGeneration, folder: Path) -> None:
+    """Load a saved model's weights into `model` (fine-tuning: its vision tower is trained already); the
+    two must have the same shapes, which a recipe of another size does not."""
+    saved = LlavaForConditionalGeneration.from_pretrained(folder, dtype=torch.float32).state_dict()
+    mine = model.state_dict()
+    if saved.keys() != mine.keys() or any(saved[k].shape != mine[k].shape for k in mine):
+        raise SystemExit(f"{folder} is not the shape this recipe trains: fine-tune it with its own recipe")
+    model.load_state_dict(saved)
 
 
 def _resume(model: LlavaForConditionalGeneration, optimizer: torch.optim.Optimizer, checkpoint: Path,
@@ -410,14 +425,16 @@ def train_command(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     work, out = Path(args.work), Path(args.out)
     roles = ["target", "drafter"] if args.role == "both" else [args.role]
-    tokenizer = load_or_build_tokenizer(work)
+    init = Path(args.init) if args.init else None
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(init / roles[0]) if init else load_or_build_tokenizer(work)
     for role in roles:
         recipe = RECIPES["micro" if args.micro else role]
         if args.steps:
             recipe = Recipe(**{**recipe.__dict__, "steps": args.steps})
         processor = llava_processor(tokenizer, recipe.size.image_size, recipe.size.patch_size)
         started = time.perf_counter()
-        sitting = Sitting(work, restart=args.restart, until=args.until, device=args.device, workers=args.workers)
+        sitting = Sitting(work, init, restart=args.restart, until=args.until, device=args.device,
+                          workers=args.workers)
         model = train(role, processor, sitting, recipe)
         if args.until and args.until < recipe.steps:
             say(f"[{role}] stopped at step {args.until}; run the same command without --until to go on")

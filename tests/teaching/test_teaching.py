@@ -4,6 +4,7 @@ import json
 
 import pytest
 import torch
+from transformers import LlavaForConditionalGeneration, PreTrainedTokenizerFast
 
 from tabed.models.chat import chat_messages
 from tabed.models.factory import llava_processor
@@ -154,3 +155,23 @@ def test_suite_command_writes_every_picture_of_a_case(tmp_path):
     expected = [len(d.scenes) for d in world.split("odd", train.EVAL_SEED, 6)]
     assert [len(c.images) for c in odd] == expected and max(expected) > 1
     assert all((tmp_path / image).exists() for c in cases for image in c.images)
+
+
+def test_fine_tuning_starts_from_the_saved_pair_and_keeps_its_tokenizer(tmp_path, capsys):
+    """`train --init DIR`: the shipped pair (here a micro one) as the starting point, its tokenizer kept and
+    no vision pretraining; a recipe of another size is refused."""
+    out = tmp_path / "models"
+    assert cli.main(["train", "--micro", "--role", "drafter", "--work", str(tmp_path / "a"), "--out", str(out)]) == 0
+    saved = LlavaForConditionalGeneration.from_pretrained(out / "drafter", dtype=torch.float32)
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(out / "drafter")
+    processor = llava_processor(tokenizer, MICRO.size.image_size, MICRO.size.patch_size)
+    untrained = train.Recipe(**{**MICRO.__dict__, "steps": 0})
+    start = train.train("drafter", processor, train.Sitting(tmp_path / "b", init=out), untrained)
+    assert all(torch.equal(a, b) for a, b in zip(start.state_dict().values(), saved.state_dict().values(), strict=True))
+    assert not (tmp_path / "b" / "drafter-vision.pt").exists() and "fine-tuning from" in capsys.readouterr().err
+    bigger = train.Recipe(**{**MICRO.__dict__, "size": train.RECIPES["drafter"].size})
+    with pytest.raises(SystemExit, match="not the shape this recipe trains"):
+        train.train("drafter", processor, train.Sitting(tmp_path / "c", init=out), bigger)
+    assert cli.main(["train", "--micro", "--role", "drafter", "--init", str(out), "--work", str(tmp_path / "d"),
+                     "--out", str(tmp_path / "tuned")]) == 0
+    assert PreTrainedTokenizerFast.from_pretrained(tmp_path / "tuned" / "drafter").get_vocab() == tokenizer.get_vocab()
