@@ -12,6 +12,9 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 
+from tabed.engine.config import GenerationConfig  # noqa: E402
+from tabed.engine.loop import autoregressive_generate, collect, speculative_generate  # noqa: E402
+from tabed.engine.spec import parse_spec  # noqa: E402
 from tabed.models.chat import Turn  # noqa: E402
 from tabed.models.factory import LlavaSize, llava_processor, random_llava, word_tokenizer  # noqa: E402
 from tabed.models.pair import ModelPair  # noqa: E402
@@ -33,6 +36,20 @@ def conversations(image):
         "image-second-turn": [Turn("w1 w2 w3", [image], answer="w4 w5 w6"), Turn("w7 w8")],
         "text-second-turn": [Turn("w1 w2", answer="w9 w10"), Turn("w7")],
     }
+
+
+def ending_on_a_draft(pair, image, spec: str):
+    """The pair's answer made to end on a token it drafts (a drafter that is the target accepts every draft):
+    one of the answer's own tokens becomes the end token."""
+    turns = [Turn("w1 w2 w3", [image])]
+    config = GenerationConfig(max_new_tokens=24, gamma=8, adaptive=False)
+    end = collect(autoregressive_generate(pair, turns, config)).token_ids[5]
+    saved = pair.target.generation_config.eos_token_id
+    pair.target.generation_config.eos_token_id = end
+    try:
+        return collect(speculative_generate(pair, turns, parse_spec(spec), config))
+    finally:
+        pair.target.generation_config.eos_token_id = saved
 
 
 def sharpen(model, std: float = 0.1, seed: int = 0):

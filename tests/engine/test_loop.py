@@ -5,6 +5,7 @@ import threading
 import pytest
 import torch
 
+from conftest import ending_on_a_draft
 from tabed.engine.config import GenerationConfig
 from tabed.engine.ensemble import WeightHistory
 from tabed.engine.events import BlockEvent, Finished, Started, TokenEvent
@@ -203,26 +204,15 @@ def test_a_drafted_image_placeholder_ends_the_first_block_before_the_prompts_pas
     assert first.tokens == [] and torch.equal(drafter.backend.lengths, before)
 
 
-def test_an_answer_that_ends_on_a_draft_has_no_bonus_token_and_no_phantom_efficiency(teaching_pair):
-    """The teaching pair drafts most answers whole, its end token last: every draft is accepted and the
-    answer ends there. The target's token after the end token is in no answer: no bonus, and no method's
-    counterfactual counts it (it once read 20 tokens per forward for a 19-token answer)."""
-    import json
-
-    from tabed.models.chat import load_image
-    from tabed.models.presets import ASSETS
-
-    examples, ended_on_a_draft = json.loads((ASSETS / "examples" / "examples.json").read_text()), 0
-    for example in examples:
-        images = [load_image(ASSETS / "examples" / name) for name in example["images"]]
-        result = collect(speculative_generate(teaching_pair, [Turn(example["prompt"], images)],
-                                              parse_spec("tabed-MT"), GenerationConfig()))
-        last = result.blocks[-1]
-        if last.accepted == len(last.draft) and len(last.emitted) == last.accepted:
-            ended_on_a_draft += 1
-            assert not last.bonus and last.emitted[-1] in teaching_pair.eos_token_ids
-        for block in result.blocks:
-            assert all(1 + run <= len(block.emitted) for run in block.method_accepted.values()) or block is not last
-        tokens = len(result.token_ids)
-        assert all(value <= tokens for value in result.metrics.method_block_efficiency.values())
-    assert ended_on_a_draft >= 3
+@pytest.mark.parametrize("spec", ["M", "tabed-MT"])
+def test_an_answer_that_ends_on_a_draft_has_no_bonus_token_and_no_phantom_efficiency(twin_pair, image, spec):
+    """After an accepted end token nothing follows: the target's token after it is in no answer, so the block
+    has no bonus, and no method's counterfactual counts it (it once read 20 tokens per forward for a
+    19-token answer)."""
+    result = ending_on_a_draft(twin_pair, image, spec)
+    last, tokens = result.blocks[-1], len(result.token_ids)
+    assert last.accepted == len(last.draft) == len(last.emitted) and not last.bonus  # ended on its last draft
+    assert all(1 + run <= len(last.emitted) for run in last.method_accepted.values())
+    assert all(value <= tokens for value in result.metrics.method_block_efficiency.values())
+    if spec == "M":
+        assert result.metrics.method_block_efficiency["M"] == pytest.approx(result.metrics.block_efficiency)
