@@ -18,7 +18,7 @@ from ..engine.spec import parse_spec
 from ..models.chat import encode
 from ..models.loading import load_pair
 from ..models.pair import ModelPair
-from . import world
+from . import facts, world
 from .train import EVAL_SEED, dialogue_turns, say
 
 
@@ -33,11 +33,27 @@ def answer(model: LlavaForConditionalGeneration, processor: LlavaProcessor, dial
     return processor.tokenizer.decode(out[0, prompt.length:], skip_special_tokens=True).strip()
 
 
+def answers(model: LlavaForConditionalGeneration, processor: LlavaProcessor,
+            dialogues: list[world.Dialogue]) -> list[str | None]:
+    """Each dialogue's last answer by the model alone (None where the world has no right answer: a question
+    about an odd picture)."""
+    return [None if d.exchanges[-1].answer is None else answer(model, processor, d) for d in dialogues]
+
+
 def answers_right(model: LlavaForConditionalGeneration, processor: LlavaProcessor,
                   dialogues: list[world.Dialogue]) -> list[bool | None]:
     """Per dialogue: is the last answer exactly the world's answer (None where nothing is right)?"""
-    return [None if d.exchanges[-1].answer is None else answer(model, processor, d) == d.exchanges[-1].answer
-            for d in dialogues]
+    return exactly_right(answers(model, processor, dialogues), dialogues)
+
+
+def exactly_right(given: list[str | None], dialogues: list[world.Dialogue]) -> list[bool | None]:
+    return [None if text is None else text == d.exchanges[-1].answer for text, d in zip(given, dialogues, strict=True)]
+
+
+def fact_scores(given: list[str | None], dialogues: list[world.Dialogue]) -> list[facts.Score]:
+    """Each answer's facts against the world's answer (the world's own checker, `facts.py`)."""
+    return [facts.check(text, d.exchanges[-1].answer) for text, d in zip(given, dialogues, strict=True)
+            if text is not None]
 
 
 def share_right(right: list[bool | None]) -> float:
@@ -93,14 +109,19 @@ def eval_command(args: argparse.Namespace) -> int:
                      name="teaching")
     splits = {s: world.split(s, EVAL_SEED, args.cases) for s in world.SCENARIOS}
     report: dict = {"cases_per_scenario": args.cases, "threads": torch.get_num_threads(),
-                    "step_costs": step_milliseconds(pair), "accuracy": {}, "block_efficiency": {}}
+                    "step_costs": step_milliseconds(pair), "accuracy": {}, "fact_accuracy": {},
+                    "block_efficiency": {}}
     say(f"cost per step: {report['step_costs']}")
-    right = {role: {s: answers_right(model, processor, d) for s, d in splits.items()}
+    given = {role: {s: answers(model, processor, d) for s, d in splits.items()}
              for role, model, processor in (("target", pair.target, pair.target_processor),
                                             ("drafter", pair.drafter, pair.drafter_processor))}
-    for role, per_scenario in right.items():  # on odd pictures only the text questions have a right answer
-        report["accuracy"][role] = {s: share_right(r) for s, r in per_scenario.items()}
-        say(f"accuracy of the {role}: {report['accuracy'][role]}")
+    right = {role: {s: exactly_right(g, splits[s]) for s, g in per_scenario.items()}
+             for role, per_scenario in given.items()}
+    for role in given:  # on odd pictures only the text questions have a right answer
+        report["accuracy"][role] = {s: share_right(r) for s, r in right[role].items()}
+        report["fact_accuracy"][role] = {s: facts.share_true(fact_scores(g, splits[s]))
+                                         for s, g in given[role].items()}
+        say(f"accuracy of the {role}: exact {report['accuracy'][role]}, facts {report['fact_accuracy'][role]}")
     counts = {}
     for scenario, dialogues in splits.items():
         counts[scenario] = {spec: block_counts(pair, dialogues, spec) for spec in args.drafting.split(",")}

@@ -112,6 +112,7 @@ def test_train_command_writes_a_pair_the_loader_loads(tmp_path, capsys):
     assert cli.main(["eval", "--models", str(out), "--cases", "3", "--drafting", "M,T"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert set(report["block_efficiency"]) == set(world.SCENARIOS)
+    assert set(report["fact_accuracy"]["target"]) == set(world.SCENARIOS)  # facts stated that are true
     assert all(set(row) == {"M", "T"} for row in report["block_efficiency"].values())
     counts = [len(d.scenes) for d in world.split("odd", train.EVAL_SEED, 3)]
     by_pictures = report["odd_by_pictures"]
