@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -114,7 +115,7 @@ class ModelPair:
             self.notes.append(backend.why_eager)
         return backend
 
-    def reused(self, key: tuple, make):
+    def reused(self, key: tuple, make: Callable[[], object]) -> object:
         """An object made once for this pair by `make()` and reused by every request (the engine's CUDA
         graphs beside the caches' own: new tensors would mean new addresses and a new capture)."""
         if key not in self._static:
