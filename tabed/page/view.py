@@ -226,14 +226,12 @@ def stream_frames(view: RunView, worker: ComparisonWorker, conversation: Convers
             continue
         last_html = now
         shown = (len(view.blocks), len(view.results))  # the figure, table and metrics change with these
-        heavy = finished or (not view.racing and now - last_plot >= PLOT_EVERY_S and shown != last_shown)
+        # the last frame says how the run ended at once: its charts come with `final_frames`
+        heavy = not finished and not view.racing and now - last_plot >= PLOT_EVERY_S and shown != last_shown
         if heavy:
             last_plot, last_shown = now, shown
         frame = Frame(status=view.status(finished), tabed=view.tabed.html, plain=view.plain.html,
                       state=conversation)
-        if finished and not view.error and view.stopped():  # say so at once: a long run's charts take a moment
-            yield frame
-            frame = Frame(state=conversation)
         if heavy:
             frame.metrics, frame.weights, frame.blocks, frame.trees = (view.metrics(), view.figure(),
                                                                         view.block_table(), view.trees())
@@ -243,8 +241,10 @@ def stream_frames(view: RunView, worker: ComparisonWorker, conversation: Convers
 def final_frames(view: RunView, conversation: Conversation, request: dict) -> Iterator[Frame]:
     """The finished (or stopped) run: a complete TABED answer joins the conversation (even when plain
     decoding was stopped after it); a stopped one is marked and stays out of it; either way the run can
-    be downloaded, and replayed as a race when both sides finished."""
+    be downloaded, and replayed as a race when both sides finished. A run that failed shows what it decoded."""
     if view.error:
+        yield Frame(status=view.status(True), metrics=view.metrics(), weights=view.figure(),
+                    blocks=view.block_table(), trees=view.trees(), state=conversation)
         return
     stopped = view.stopped()
     tabed_html = view.tabed.html + (STOPPED_MARK if stopped == SPECULATIVE else "")
@@ -253,13 +253,12 @@ def final_frames(view: RunView, conversation: Conversation, request: dict) -> It
         yield Frame(status=view.status(True), tabed=tabed_html, plain=plain_html, chat=chat_history(conversation),
                     state=conversation)
         return
-    if stopped:  # say so at once: the exports below take a moment
-        yield Frame(status=view.status(True), tabed=tabed_html, plain=plain_html, state=conversation)
     if stopped != SPECULATIVE:
         conversation.turns.append((request["prompt"], view.results[SPECULATIVE].text))
+    compared = view.compared()
     conversation.frames = ({phase: render.result_texts(view.pair.tokenizer, result)
-                            for phase, result in view.results.items()} if view.compared() else {})
-    conversation.race_note = ("" if view.compared() else "The last run was stopped before both sides finished: "
+                            for phase, result in view.results.items()} if compared else {})
+    conversation.race_note = ("" if compared else "The last run was stopped before both sides finished: "
                               "run it again to race them." if view.racing else "")
     files = export_run(conversation, view, request)
     yield Frame(status=view.status(True), tabed=tabed_html, plain=plain_html, metrics=view.metrics(),
