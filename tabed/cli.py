@@ -39,13 +39,13 @@ def _add_generate(sub) -> None:
                    help=f"M, T, C, P, MT, MTCP, tabed-MT, ... (default: {DEFAULT_SPEC})")
     d.add_argument("--rule", default=DEFAULTS.rule, choices=RULES, help=f"TABED weight rule (default: {DEFAULTS.rule})")
     d.add_argument("--window", type=int, default=DEFAULTS.window, help="TABED history window in positions, 0 = all")
-    _add_drafting_arguments(d)
+    _add_shared_arguments(d)
     d.add_argument("--top-p", type=float, default=DEFAULTS.top_p)
     p.add_argument("--compare-ar", action="store_true", help="also decode with the target alone and time both")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
-def _add_drafting_arguments(p) -> None:
+def _add_shared_arguments(p) -> None:
     """The settings `generate` and `bench` share, with the config's defaults and bounds."""
     p.add_argument("--gamma", default="auto", help=GAMMA_HELP)
     low, high = LIMITS["max_new_tokens"]
@@ -70,7 +70,7 @@ def _add_drafting_arguments(p) -> None:
                    help="keep every method's drafter row in every draft step, even at weight 0")
 
 
-def _drafting(args) -> dict:
+def _shared(args) -> dict:
     return {"tree_width": args.tree_width, "tree_policy": args.tree_policy, "tree_blocks": args.tree_blocks,
             "hedge_first": args.hedge_first, "resting": args.resting, "max_new_tokens": args.max_new_tokens,
             "temperature": args.temperature, "seed": args.seed}
@@ -101,7 +101,7 @@ def _add_bench(sub) -> None:
     p = sub.add_parser("bench", help="block efficiency and walltime per scenario and spec, against AR and a peer")
     p.add_argument("--suite", help="JSONL suite of cases (default: assets/bench/teaching.jsonl)")
     p.add_argument("--drafting", default=BENCH_SPECS, help=f"comma-separated specs (default: {BENCH_SPECS})")
-    _add_drafting_arguments(p)
+    _add_shared_arguments(p)
     p.add_argument("--limit", type=int, help="at most this many cases per scenario")
     p.add_argument("--repeat", type=int, default=1,
                    help="run each case's specs this many times in turn and take each time's median (default 1): "
@@ -147,7 +147,7 @@ def _load(args, quiet: bool = False):
 
 
 def generate(args: argparse.Namespace) -> dict:
-    settings = Settings.parse(args.drafting, args.gamma, **_drafting(args), top_p=args.top_p, rule=args.rule,
+    settings = Settings.parse(args.drafting, args.gamma, **_shared(args), top_p=args.top_p, rule=args.rule,
                               window=args.window)
     spec, config = settings.spec, settings.config
     images = [load_image(path) for path in args.image or []]
@@ -206,7 +206,7 @@ def bench(args: argparse.Namespace) -> dict:
 
     if args.limit is not None and args.limit < 1:
         raise TabedError(f"--limit must be at least 1, got {args.limit}")
-    config = Settings.parse(gamma=args.gamma, **_drafting(args)).config
+    config = Settings.parse(gamma=args.gamma, **_shared(args)).config
     settings = BenchSettings(Path(args.suite) if args.suite else default_suite(),
                              [s.strip() for s in args.drafting.split(",") if s.strip()], config, Path(args.out),
                              peer=args.peer, limit=args.limit, overhead=not args.no_overhead, repeat=args.repeat)
