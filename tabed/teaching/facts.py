@@ -1,14 +1,14 @@
 """Checking an answer on facts, not on its string: the world's facts it states (colours, shapes, positions,
 backgrounds, values and counts, printed words, labels, spelled words, knowledge), against those of the
 world's own answer. Wording and order may vary as they like; a fact the true answer does not state (a
-wrong colour, a wrong value, one too many) counts against the answer, and a fact it leaves out counts
+wrong colour, a wrong value, a shape too many) counts against the answer, and a fact it leaves out counts
 for nothing here (`Score.missed` keeps them)."""
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 
 from . import world
 
@@ -17,8 +17,8 @@ def _vocabulary() -> list[str]:
     """Every fact word or phrase of the world, lower case, longest first (so "top left" wins over "left")."""
     words = {*world.COLOURS, *world.INK, *world.SHAPES, *world.POSITIONS, *world.BACKGROUNDS, *world.WORDS,
              *(f"bar {label.lower()}" for label in world.LABELS), *world.NUMBER_WORDS, *world.DAYS, *world.MONTHS}
-    for row in (*world.CAPITALS, *world.ANIMALS):
-        words |= {str(item) for item in row if isinstance(item, str)}
+    for row in (*world.COUNTRIES, *world.ANIMALS):
+        words |= {item for item in astuple(row) if isinstance(item, str)}
     words -= {"one"}  # "the orange one" names no number; a count of one is written with its noun anyway
     return sorted((word.lower() for word in words), key=len, reverse=True)
 
@@ -56,10 +56,12 @@ class Score:
 
 
 def check(answer: str, truth: str) -> Score:
-    """An answer's facts against the world's answer to the same question."""
-    stated, true = facts(answer), facts(truth)
-    right = sum((stated & true).values())
-    return Score(right, sum(stated.values()), sum(true.values()) - right)
+    """An answer's facts against the world's answer to the same question, each distinct fact once: the
+    world's wordings of one answer may name its subject once more ("The pig is a mammal" or "It is a
+    mammal"), and a fact said twice is no second fact."""
+    stated, true = set(facts(answer)), set(facts(truth))
+    right = len(stated & true)
+    return Score(right, len(stated), len(true) - right)
 
 
 def share_true(scores: list[Score]) -> float:
