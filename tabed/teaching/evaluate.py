@@ -21,9 +21,11 @@ from ..models.pair import ModelPair
 from . import facts, world
 from .train import EVAL_SEED, dialogue_turns, say
 
+ANSWER_TOKENS = 200  # the world's longest answers take about 120 tokens
+
 
 def answer(model: LlavaForConditionalGeneration, processor: LlavaProcessor, dialogue: world.Dialogue,
-           max_new_tokens: int = 80) -> str:
+           max_new_tokens: int = ANSWER_TOKENS) -> str:
     """Greedy answer of one model alone to the last question of a dialogue."""
     turns = dialogue_turns(dialogue, len(dialogue.exchanges) - 1)
     prompt = encode(processor, turns, model.device, model.dtype)
@@ -67,7 +69,7 @@ def accuracy(model: LlavaForConditionalGeneration, processor: LlavaProcessor, di
 
 
 def block_counts(pair: ModelPair, dialogues: list[world.Dialogue], spec_name: str, gamma: int = 5,
-                 max_new_tokens: int = 80) -> list[tuple[int, int]]:
+                 max_new_tokens: int = ANSWER_TOKENS) -> list[tuple[int, int]]:
     """(decode-phase tokens, target forwards) of each dialogue, greedy, with the engine's speculative loop."""
     spec, config = parse_spec(spec_name), GenerationConfig(max_new_tokens=max_new_tokens, gamma=gamma)
     counts = []
@@ -85,7 +87,7 @@ def tokens_per_forward(counts: list[tuple[int, int]]) -> float:
 
 
 def block_efficiency(pair: ModelPair, dialogues: list[world.Dialogue], spec_name: str, gamma: int = 5,
-                     max_new_tokens: int = 80) -> float:
+                     max_new_tokens: int = ANSWER_TOKENS) -> float:
     """Tokens per target forward over a split (pooled), greedy, with the engine's speculative loop."""
     return tokens_per_forward(block_counts(pair, dialogues, spec_name, gamma, max_new_tokens))
 

@@ -1,6 +1,7 @@
 """Training the teaching pair: the data encoding, the schedule, resuming, and the training command."""
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
@@ -23,7 +24,7 @@ def world_processor():
 def test_tokenizer_keeps_world_words_whole_and_reads_digits_one_by_one(world_processor):
     tokenizer = world_processor.tokenizer
     tokens = tokenizer.tokenize("USER: What is the capital of France? ASSISTANT: The capital of France is Paris.")
-    assert "▁Paris" in tokens and "▁ASSISTANT" in tokens
+    assert "▁capital" in tokens and "▁ASSISTANT" in tokens
     assert tokenizer.tokenize("17") == ["▁", "1", "7"]
     text = "The highest bar is bar C, the green one, with a value of 8."
     assert tokenizer.decode(tokenizer(text, add_special_tokens=False)["input_ids"]) == text
@@ -141,9 +142,34 @@ def test_a_dropped_picture_is_encoded_as_the_text_only_row_shows_it(world_proces
     (row,) = build_rows(model, world_processor.tokenizer, prompt, ("T",))
     assert ids[: len(row.input_ids)] == row.input_ids.tolist()
     assert labels[: len(row.input_ids)] == [-100] * len(row.input_ids)
-    batch = train.training_batch(world_processor, 0, 0, 8, image_dropout=1.0)
+    batch = train.training_batch(world_processor, replace(MICRO, batch_size=8, image_dropout=1.0,
+                                                          followup_image_dropout=1.0), 0)
     assert "pixel_values" not in batch
     assert not (batch["input_ids"] == world_processor.tokenizer.convert_tokens_to_ids("<image>")).any()
+
+
+def test_second_turns_have_their_own_picture_dropout(world_processor):
+    """A drafter may be taught second turns mostly from the text: with only `followup_image_dropout`, the
+    pictured dialogues of one turn keep their picture and those of two or three turns lose it."""
+    recipe = replace(MICRO, batch_size=16, image_dropout=0.0, followup_image_dropout=1.0)
+    image = world_processor.tokenizer.convert_tokens_to_ids("<image>")
+    for step in range(train.BUCKET):
+        batch = train.training_batch(world_processor, recipe, step)
+        chosen = [d for _, d in train.batch_dialogues(recipe.seed, step, recipe.batch_size)]
+        pictured = [bool((row == image).any()) for row in batch["input_ids"]]
+        assert pictured == [d.scene is not None and len(d.exchanges) == 1 for d in chosen]
+
+
+def test_batches_of_a_bucket_hold_dialogues_of_similar_length_each_once():
+    """Batch `s` is the same whoever draws it; the BUCKET batches around it share out their dialogues by
+    length, every dialogue once."""
+    parts = [train.batch_dialogues(5, step, 8) for step in range(train.BUCKET)]
+    assert parts[3] == train.batch_dialogues(5, 3, 8)
+    indices = sorted(index for part in parts for index, _ in part)
+    assert indices == list(range(8 * train.BUCKET))
+    lengths = [[sum(len(e.answer or "") + len(e.question) for e in d.exchanges) + 60 * len(d.scenes)
+                for _, d in part] for part in parts]
+    assert all(max(a) <= min(b) for a, b in zip(lengths, lengths[1:], strict=False))
 
 
 def test_suite_command_writes_every_picture_of_a_case(tmp_path):
