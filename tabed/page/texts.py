@@ -17,8 +17,10 @@ prefix, so the answer is exactly the target's own, only faster.
 
 PAIR_NOTES = {
     "teaching": "**The bundled teaching pair** (CPU, no network): a 17M target and a 1M drafter trained only on a "
-                "synthetic world: shapes on plain or patterned ground, bar charts, printed words and numbers, a "
-                "small knowledge base. Its answers about any other picture (a photograph, say) are made up. "
+                "synthetic world: shapes on plain or patterned ground, bar charts, printed words and numbers, "
+                "countries and animals, sums. Its answers are long and worded anew each time, so the drafter "
+                "misses now and then and the weights have something to learn. Its answers about any other "
+                "picture (a photograph, say) are made up. "
                 "Real photographs need a real pair: "
                 "`TABED_PRESET=llava-1.5-7b` on a GPU.",
     "teaching-7b": "**The teaching pair at LLaVA-1.5-7B's cost: same answers, real speed.** Both models are widened "

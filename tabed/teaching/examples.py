@@ -10,12 +10,15 @@ from pathlib import Path
 from . import world
 from .train import EVAL_SEED, say
 
-# Pictures and prompts for the app's examples and the tests: one per scenario, all in-world but the odd set.
+# Pictures and prompts for the app's examples and the tests, each chosen to show something with the shipped
+# pair (at least five blocks an answer, weights that move): a long description where M leads, a second
+# turn where T catches up, odd pictures where the weights swing to T, knowledge and arithmetic that no
+# picture helps with.
 EXAMPLE_PICTURES = {
-    "chart.png": world.ChartScene((3, 8, 5), ("blue", "orange", "green"), seed=7),
-    "shapes.png": world.ShapesScene((world.Shape("star", "red", "top left"),
-                                     world.Shape("circle", "blue", "bottom right")), "white", seed=3),
-    "text.png": world.TextScene("tiger", "blue", "white", seed=5),
+    "shapes.png": world.ShapesScene((world.Shape("star", "red", "top left"), world.Shape("circle", "blue", "top right"),
+                                     world.Shape("triangle", "green", "bottom left"),
+                                     world.Shape("square", "yellow", "bottom right")), "white", seed=3),
+    "chart.png": world.ChartScene((3, 8, 5, 6), ("blue", "orange", "green", "purple"), seed=7),
     "texture.png": world.OddScene("texture", seed=11),
     "noise.png": world.OddScene("noise", seed=12),
     "inverted.png": world.OddScene("inverted", seed=13, base=world.ChartScene((6, 2, 4), ("red", "green", "blue"),
@@ -23,13 +26,11 @@ EXAMPLE_PICTURES = {
     "blur.png": world.OddScene("texture", seed=15),
 }
 EXAMPLES = (  # (pictures, prompt, follow-up, scenario)
-    (("chart.png",), "Which bar is the highest?", "Add 5 to that number.", "image"),
-    (("shapes.png",), "Describe the image.", "How many shapes are there?", "image"),
-    (("text.png",), "What does the text say?", "How do you spell tiger?", "image"),
-    (("shapes.png",), "What is the capital of Japan?", "Summarise your answer in a few words.", "text"),
-    ((), "Continue the list: Monday, Tuesday, Wednesday.", "What is 7 plus 5?", "text"),
-    (("texture.png", "noise.png", "inverted.png", "blur.png"), "What is the capital of Peru?",
-     "How many legs does a dog have?", "odd"),
+    (("shapes.png",), "Describe the image in detail.", "Say that again in other words.", "image"),
+    (("chart.png",), "Describe the chart bar by bar.", "Add up all the bars.", "image"),
+    (("shapes.png",), "What language do people speak in Brazil?", "Is that right?", "text"),
+    ((), "What is 47 plus 38?", "Tell me about the owl.", "text"),
+    (("texture.png", "noise.png", "inverted.png", "blur.png"), "Describe the image.", "What is 29 plus 46?", "odd"),
 )
 
 

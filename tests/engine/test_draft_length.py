@@ -101,7 +101,7 @@ def test_drafting_ends_at_a_drafted_end_token(teaching_answers, gamma, adaptive,
     """Nothing after an end token can be emitted: the chain stops there (a fixed-length one is cut
     there), a tree grows nothing under it; answers are still the target's own."""
     pair, conversations = teaching_answers
-    config = GenerationConfig(max_new_tokens=60, gamma=gamma, adaptive=adaptive, tree_width=width)
+    config = GenerationConfig(max_new_tokens=160, gamma=gamma, adaptive=adaptive, tree_width=width)
     ends, stops = pair.eos_token_ids, []
     for turns in conversations:
         result = collect(speculative_generate(pair, turns, parse_spec("tabed-MT"), config))

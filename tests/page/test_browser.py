@@ -3,6 +3,7 @@ first with the tiny test pair (every token colour, follow-up), then Stop at ten 
 with the bundled teaching pair that `python app.py` serves by default."""
 
 import contextlib
+import json
 import os
 import random
 import re
@@ -169,44 +170,53 @@ class TestWithTheTinyPair:
         trees.screenshot(path=str(SCREENSHOTS / "trees.png"))
 
 
-def test_the_bundled_pair_answers_the_chart_and_the_odd_pictures_examples_on_the_page():
-    """No stand-in: the app loads the teaching pair itself, as on a fresh laptop."""
+WEIGHTS = """() => document.querySelector('#weights-plot .js-plotly-plot')._fullData
+    .filter(trace => trace.name.startsWith('weight of '))
+    .map(trace => [trace.name.slice('weight of '.length), Array.from(trace.y)])"""
+
+
+def _kept_tokens(page, elem_id: str) -> str:
+    """An answer as the page shows it, struck-through rejected drafts left out."""
+    return "".join(page.locator(f"#{elem_id} .tk:not(.tk-rejected)").all_inner_texts())
+
+
+def test_every_example_and_its_follow_up_on_the_bundled_pair_shows_moving_weights():
+    """No stand-in: the app loads the teaching pair itself, as on a fresh laptop. Each example, then its
+    follow-up, as a person runs them: the page's weights chart has a point per block, at least five, and
+    in at least three examples M's weight moves by 0.2 or more within one answer; TABED's answer is the
+    plain one; on the odd pictures T alone would have kept more drafts than M."""
     app.PAIRS.name = app.PAIRS.pair = None
+    rows = json.loads((app.EXAMPLES / "examples.json").read_text())
+    moved, shown = [], []
     with served_page() as page:
-        ask(page, app.EXAMPLES / "chart.png", "Which bar is the highest?")
-        expected = "The highest bar is bar B, the orange one, with a value of 8."
-        expect(page.locator("#tabed-answer")).to_contain_text(expected)
-        expect(page.locator("#plain-answer")).to_contain_text(expected)
-        expect(page.locator("#status")).to_contain_text("teaching")
-        expect(page.locator("#metrics")).to_contain_text("speedup")
-        # the first block hedges by default; on this question the ensemble is never unsure: a chain, and the page
-        # says so
-        expect(page.locator("#trees-plot")).to_contain_text("the hedged first block did not fork")
-        expect(page.locator("#blocks")).not_to_contain_text(" nodes")
-        SCREENSHOTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(SCREENSHOTS / "teaching.png"), full_page=True)
-
-        page.get_by_text("What is the capital of Peru?").first.click()  # the example of four odd pictures
-        expect(page.locator("#image img")).to_have_count(4)
-        page.locator("#run").click()
-        expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
-        expected = "The capital of Peru is Lima, a city in South America."
-        expect(page.locator("#plain-answer")).to_contain_text(expected)  # this run's: its start cleared the metrics
-        expect(page.locator("#metrics")).to_contain_text("if T alone had drafted")  # read once they are this run's
-        alone = {m: float(re.search(rf"if {m} alone had drafted\s+([\d.]+)", page.locator("#metrics").inner_text())[1])
-                 for m in "MT"}
-        assert alone["M"] < alone["T"], alone  # M's drafts miss here (the page shows what each would have kept)
-        expect(page.locator("#chat")).to_contain_text("[4 pictures] What is the capital of Peru?")
-
-        page.locator("#new").click()  # here the methods disagree early: the hedged first block forks, drawn
-        page.get_by_text("What does the text say?").first.click()
-        page.locator("#run").click()
-        expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
-        expect(page.locator("#tabed-answer")).to_contain_text("The text in the image says tiger.")
-        trees = page.locator("#trees-plot")
-        expect(trees.locator(".ytick text")).to_have_text(["block 0"])
-        assert trees.locator(".scatterlayer .point").count() > 4
-        expect(page.locator("#blocks")).to_contain_text(" nodes")
+        for row in rows:
+            page.locator("#new").click()
+            page.locator("#examples").get_by_text(row["prompt"], exact=True).first.click()
+            expect(page.locator("#prompt textarea")).to_have_value(row["prompt"])
+            expect(page.locator("#image img")).to_have_count(len(row["images"]))
+            for button, prompt in (("#run", row["prompt"]), ("#follow-up", row["follow_up"])):
+                if button == "#follow-up":
+                    page.locator("#follow-up-examples").get_by_text(prompt, exact=True).first.click()
+                    expect(page.locator("#prompt textarea")).to_have_value(prompt)
+                page.locator(button).click()
+                expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
+                expect(page.locator("#status")).to_contain_text("teaching")
+                expect(page.locator("#metrics")).to_contain_text("if T alone had drafted")
+                expect(page.locator("#chat")).to_contain_text(prompt)
+                weights = dict(page.evaluate(WEIGHTS))
+                assert set(weights) == {"M", "T"} and len(weights["M"]) >= 5, (prompt, weights)
+                moved.append(max(weights["M"]) - min(weights["M"]))
+                shown.append(prompt)
+                assert _kept_tokens(page, "tabed-answer") == _kept_tokens(page, "plain-answer"), prompt
+                if row["scenario"] == "odd" and button == "#run":
+                    metrics = page.locator("#metrics").inner_text()
+                    alone = {m: float(re.search(rf"if {m} alone had drafted\s+([\d.]+)", metrics)[1]) for m in "MT"}
+                    assert alone["M"] < alone["T"], alone  # M's drafts miss here
+            if row is rows[0]:
+                SCREENSHOTS.mkdir(exist_ok=True)
+                page.screenshot(path=str(SCREENSHOTS / "teaching.png"), full_page=True)
+    print("M's weight moved within each answer by:", dict(zip(shown, moved, strict=True)))
+    assert sum(move >= 0.2 for move in moved) >= 3, dict(zip(shown, moved, strict=True))
 
 
 WATCH_STATUS = """() => {

@@ -30,8 +30,10 @@ def _blocks(teaching_pair, prompt: str = "What is the capital of Japan?", **conf
 
 def test_the_weights_chart_counts_whole_blocks_and_shows_every_method(teaching_pair):
     """One block used to span -0.4 to 0.4 on the x-axis, and T's dot hid M's at the same weight."""
-    figure = weights_figure(_blocks(teaching_pair), ["M", "T"], 20)
-    assert figure.layout.xaxis.dtick == 1 and tuple(figure.layout.xaxis.range) == (-0.5, 0.5)
+    blocks = _blocks(teaching_pair)
+    figure = weights_figure(blocks, ["M", "T"], 20)
+    assert figure.layout.xaxis.dtick == 1 and tuple(figure.layout.xaxis.range) == (-0.5, blocks[-1].index + 0.5)
+    assert list(figure.data[1].x) == [block.index for block in blocks]  # a point per block
     sizes = [trace.marker.size for trace in figure.data if trace.name.startswith("weight of")]
     assert sizes[0] > sizes[1]  # a later method's dot sits inside an earlier one's
 

@@ -7,12 +7,10 @@ import pytest
 from tabed.engine.config import GenerationConfig
 from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
 from tabed.engine.spec import parse_spec
-from tabed.models.chat import Turn, load_image
 from tabed.models.presets import ASSETS
-from tabed.teaching import evaluate, train, world
+from tabed.teaching import evaluate, facts, train, world
 
 MODELS = ASSETS / "models"
-EXAMPLES = ASSETS / "examples"
 
 
 def test_shipped_weights_are_small_and_half_precision():
@@ -39,41 +37,33 @@ def test_target_is_several_times_larger_than_the_drafter(teaching_pair):
     assert target > 10 * drafter
 
 
-@pytest.mark.parametrize("spec", ["M", "tabed-MT"])
-def test_known_chart_example_is_answered_right_by_both_decoders(teaching_pair, spec):
-    turns = [Turn("Which bar is the highest?", [load_image(EXAMPLES / "chart.png")])]
-    config = GenerationConfig(max_new_tokens=40)
-    expected = "The highest bar is bar B, the orange one, with a value of 8."
-    plain = collect(autoregressive_generate(teaching_pair, turns, config))
-    fast = collect(speculative_generate(teaching_pair, turns, parse_spec(spec), config))
-    assert plain.text == expected
-    assert fast.token_ids == plain.token_ids
-    assert fast.metrics.block_efficiency > 2.0
+def _held_out(scenario: str, count: int) -> list[world.Dialogue]:
+    """The first held-out dialogues of a scenario whose last question has a right answer."""
+    return [d for d in world.split(scenario, train.EVAL_SEED, count) if d.exchanges[-1].answer is not None]
 
 
-def test_known_text_example_and_follow_up(teaching_pair):
-    config = GenerationConfig(max_new_tokens=40)
-    first = collect(autoregressive_generate(teaching_pair, [Turn("What is the capital of Japan?")], config))
-    assert first.text == "The capital of Japan is Tokyo, a city in Asia."
-    turns = [Turn("What is the capital of Japan?", answer=first.text), Turn("Are you sure?")]
-    second = collect(speculative_generate(teaching_pair, turns, parse_spec("tabed-MT"), config))
-    assert second.text == "Yes, I am sure. The capital of Japan is Tokyo, a city in Asia."
+@pytest.mark.parametrize("scenario", ["image", "text", "followup"])
+def test_long_answers_state_the_worlds_facts_and_tabed_decodes_them_exactly(teaching_pair, scenario):
+    """The first held-out questions of each scenario: the target's own answers are long and state the
+    world's facts (checked by the world's checker, whatever the wording), and TABED decodes the same
+    tokens in many blocks, the weights moving between them."""
+    config = GenerationConfig(max_new_tokens=evaluate.ANSWER_TOKENS)
+    scores = []
+    for dialogue in _held_out(scenario, 3):
+        turns = train.dialogue_turns(dialogue, len(dialogue.exchanges) - 1)
+        plain = collect(autoregressive_generate(teaching_pair, turns, config))
+        fast = collect(speculative_generate(teaching_pair, turns, parse_spec("tabed-MT"), config))
+        assert fast.token_ids == plain.token_ids
+        assert len(plain.token_ids) >= 20 and len(fast.blocks) >= 4, plain.text
+        scores.append(facts.check(plain.text, dialogue.exchanges[-1].answer))
+    assert facts.share_true(scores) >= 0.9, scores
 
 
 def test_held_out_image_questions_target_right_drafter_weaker(teaching_pair):
     dialogues = world.split("image", train.EVAL_SEED, 20)
-    target = evaluate.accuracy(teaching_pair.target, teaching_pair.target_processor, dialogues)
-    drafter = evaluate.accuracy(teaching_pair.drafter, teaching_pair.drafter_processor, dialogues)
-    assert target >= 0.9
-    assert 0.3 <= drafter <= target - 0.1  # far above chance, clearly below the target
-
-
-def test_the_pair_shows_the_papers_scenario_dependence(teaching_pair):
-    """M wins on in-world image questions; T wins on sets of odd pictures, where the drafter's reading
-    breaks down (the paper: M 1.19 against T 2.05 on out-of-distribution image sets)."""
-    image = world.split("image", train.EVAL_SEED, 12)
-    odd = world.split("odd", train.EVAL_SEED, 16)
-    be = {(scenario, spec): evaluate.block_efficiency(teaching_pair, dialogues, spec)
-          for scenario, dialogues in (("image", image), ("odd", odd)) for spec in ("M", "T")}
-    assert be["image", "M"] > 1.2 * be["image", "T"]
-    assert be["odd", "T"] > 1.1 * be["odd", "M"]
+    shares = {}
+    for role, model, processor in (("target", teaching_pair.target, teaching_pair.target_processor),
+                                   ("drafter", teaching_pair.drafter, teaching_pair.drafter_processor)):
+        shares[role] = facts.share_true(evaluate.fact_scores(evaluate.answers(model, processor, dialogues), dialogues))
+    assert shares["target"] >= 0.9, shares
+    assert 0.5 <= shares["drafter"] <= shares["target"] - 0.05, shares  # it reads pictures, less well
