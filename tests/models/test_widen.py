@@ -107,12 +107,12 @@ def test_suppressed_tokens_are_never_chosen(widened_pair):
     """Padding rows of a widened head must not win even when their logits are the largest."""
     head = widened_pair.target.lm_head.weight
     saved = head[700:].clone()
+    turns = _conversations()[0]
+    prompt = _inputs(widened_pair, turns)
     try:
         with torch.no_grad():
-            head[700:] = head[:20].repeat(1, 1)[: head.shape[0] - 700] * 50  # huge logits on padding tokens
-        turns = _conversations()[0]
-        prompt = _inputs(widened_pair, turns)
-        with torch.no_grad():
+            top = int(widened_pair.target(input_ids=prompt.input_ids, **prompt.image_inputs).logits[0, -1].argmax())
+            head[700:] = head[top] * 50  # the padding rows score 50 times the winning token (a positive logit)
             raw = widened_pair.target(input_ids=prompt.input_ids, **prompt.image_inputs).logits[0, -1]
         assert int(raw.argmax()) >= 700  # unmasked, a padding token would win
         config = GenerationConfig(max_new_tokens=12)

@@ -16,6 +16,7 @@ from playwright.sync_api import expect, sync_playwright
 import app
 from conftest import serving, workers_alive
 from tabed.models.loading import load_preset
+from tabed.teaching import world
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -51,6 +52,14 @@ def page(pair):
         yield page
 
 
+@pytest.fixture(scope="module")
+def chart_png(tmp_path_factory) -> Path:
+    """The tiny pair's picture, drawn by the world here: the app's examples change with the bundled pair."""
+    path = tmp_path_factory.mktemp("pictures") / "chart.png"
+    world.render(world.ChartScene((3, 8, 5), ("blue", "orange", "green"), seed=7), 256).save(path)
+    return path
+
+
 def ask(page, image: Path, prompt: str) -> None:
     page.locator("#image input[type=file]").set_input_files(str(image))
     page.locator("#prompt textarea").fill(prompt)
@@ -77,8 +86,8 @@ def set_slider(page, elem_id: str, value: float) -> None:
 class TestWithTheTinyPair:
     """One page for both tests: the follow-up continues the first conversation."""
 
-    def test_upload_ask_run_and_see_every_part_of_the_answer(self, page):
-        ask(page, app.EXAMPLES / "chart.png", "w1 w2 w3")
+    def test_upload_ask_run_and_see_every_part_of_the_answer(self, page, chart_png):
+        ask(page, chart_png, "w1 w2 w3")
         answer = page.locator("#tabed-answer")
         assert answer.locator(".tk-accepted").count() > 0
         assert answer.locator(".tk-rejected").count() > 0
@@ -199,10 +208,13 @@ def test_every_example_and_its_follow_up_on_the_bundled_pair_shows_moving_weight
                     page.locator("#follow-up-examples").get_by_text(prompt, exact=True).first.click()
                     expect(page.locator("#prompt textarea")).to_have_value(prompt)
                 page.locator(button).click()
+                expect(page.locator("#chat")).to_contain_text(prompt, timeout=120_000)  # this run's, not the last
                 expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
                 expect(page.locator("#status")).to_contain_text("teaching")
                 expect(page.locator("#metrics")).to_contain_text("if T alone had drafted")
-                expect(page.locator("#chat")).to_contain_text(prompt)
+                # the run's start cleared the chart; its final frame, after "Done", draws this run's
+                page.wait_for_function("() => document.querySelector('#weights-plot .js-plotly-plot') !== null",
+                                       timeout=30_000)
                 weights = dict(page.evaluate(WEIGHTS))
                 assert set(weights) == {"M", "T"} and len(weights["M"]) >= 5, (prompt, weights)
                 moved.append(max(weights["M"]) - min(weights["M"]))
