@@ -391,6 +391,16 @@ def image_question(scene: Scene, rng: random.Random) -> Exchange:
 # ---------------------------------------------------------------- knowledge
 
 
+def _fact_first(opening: Wording, facts: dict[str, Wording], first: str) -> Wording:
+    """A subject's facts: the one asked for first (worded to name the subject), the others in a fresh order."""
+
+    def wording(rng: random.Random) -> str:
+        rest = _shuffled(rng, [name for name in facts if name != first])
+        return " ".join([opening(rng), *[facts[name](rng) for name in rest]])
+
+    return wording
+
+
 def _country_facts(country: Country) -> dict[str, Wording]:
     c = country
     return {
@@ -418,11 +428,8 @@ def _country_question(rng: random.Random) -> Exchange:
     named = {**facts, "language": lambda rng: pick(rng, f"People in {country.name} speak {country.language}.",
                                                    f"The main language of {country.name} is {country.language}.")}
 
-    def wording(rng: random.Random) -> str:
-        rest = _shuffled(rng, [name for name in facts if name != first])
-        return " ".join([named[first](rng), *[facts[name](rng) for name in rest]])
-
-    return _answered(asked, wording, rng, country.millions, f"{country.capital} is the capital of {country.name}")
+    return _answered(asked, _fact_first(named[first], facts, first), rng, country.millions,
+                     f"{country.capital} is the capital of {country.name}")
 
 
 HOMES = {"house": "in a house", "farm": "on a farm", "pond": "in a pond", "lake": "on a lake",
@@ -457,11 +464,8 @@ def _animal_question(rng: random.Random) -> Exchange:
                                                 f"{subject} says {animal.sound}.")}
     first = "sound" if kind == "sound" else "legs"  # the fact asked for comes first, naming the animal
 
-    def wording(rng: random.Random) -> str:
-        rest = _shuffled(rng, [name for name in facts if name != first])
-        return " ".join([named[first](rng), *[facts[name](rng) for name in rest]])
-
-    return _answered(asked, wording, rng, animal.legs, f"{upper_first(article(animal.name))} says {animal.sound}")
+    return _answered(asked, _fact_first(named[first], facts, first), rng, animal.legs,
+                     f"{upper_first(article(animal.name))} says {animal.sound}")
 
 
 def addition(a: int, b: int) -> Wording:
