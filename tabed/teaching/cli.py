@@ -1,7 +1,7 @@
 """Build the bundled teaching pair and its assets:
 
     python -m tabed.teaching train      # tokenizer, target, drafter -> assets/models (resumable)
-    python -m tabed.teaching eval       # accuracy and block efficiency on held-out splits
+    python -m tabed.teaching eval       # accuracy, block efficiency and where drafts miss, on held-out splits
     python -m tabed.teaching examples   # the app's example pictures and prompts -> assets/examples
     python -m tabed.teaching suite      # the benchmark suite of held-out cases -> assets/bench
 """
@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     t.add_argument("--device", help="cpu or cuda (default: cuda where there is one)")
     t.add_argument("--workers", type=int, help="processes drawing batches (default: 0 on a CPU, 4 beside a GPU)")
-    e = sub.add_parser("eval", help="accuracy and block efficiency on held-out splits")
+    e = sub.add_parser("eval", help="accuracy, block efficiency and where drafts miss, on held-out splits")
     e.add_argument("--models", default="assets/models")
     e.add_argument("--cases", type=int, default=50, help="dialogues per scenario (default: 50)")
     e.add_argument("--drafting", default="M,T,MT,tabed-MT")

@@ -1,11 +1,12 @@
-"""The teaching pair on held-out dialogues: each model's accuracy, block efficiency, step costs
-(`python -m tabed.teaching eval`)."""
+"""The teaching pair on held-out dialogues: each model's accuracy, block efficiency, where its drafts
+miss, step costs (`python -m tabed.teaching eval`)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -13,6 +14,7 @@ from transformers import LlavaForConditionalGeneration, LlavaProcessor
 
 from ..bench.overhead import draft_step_seconds, target_step_seconds
 from ..engine.config import GenerationConfig
+from ..engine.events import BlockEvent
 from ..engine.loop import collect, speculative_generate
 from ..engine.spec import parse_spec
 from ..models.chat import encode
@@ -68,22 +70,50 @@ def accuracy(model: LlavaForConditionalGeneration, processor: LlavaProcessor, di
     return share_right(answers_right(model, processor, dialogues))
 
 
+NEAR_TIE = 0.8  # a miss where the target's own token had less than this probability is at a wording near-tie
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """One greedy speculative answer, counted as the world's regime is judged: its decode-phase tokens,
+    its target forwards, and the blocks whose drafts the target rejected (misses), of which how many fell
+    where the target itself was unsure (a near-tie of the wording, not a fact the drafter got wrong)."""
+
+    tokens: int
+    forwards: int
+    misses: int = 0
+    near_tie_misses: int = 0
+
+
 def block_counts(pair: ModelPair, dialogues: list[world.Dialogue], spec_name: str, gamma: int = 5,
-                 max_new_tokens: int = ANSWER_TOKENS) -> list[tuple[int, int]]:
-    """(decode-phase tokens, target forwards) of each dialogue, greedy, with the engine's speculative loop."""
+                 max_new_tokens: int = ANSWER_TOKENS) -> list[Decoded]:
+    """Each dialogue's last answer, greedy, with the engine's speculative loop, counted (`Decoded`)."""
     spec, config = parse_spec(spec_name), GenerationConfig(max_new_tokens=max_new_tokens, gamma=gamma)
     counts = []
     for dialogue in dialogues:
         turns = dialogue_turns(dialogue, len(dialogue.exchanges) - 1)
-        metrics = collect(speculative_generate(pair, turns, spec, config)).metrics
-        counts.append((metrics.new_tokens - 1, metrics.target_forwards))
+        events = list(speculative_generate(pair, turns, spec, config))
+        metrics = collect(iter(events)).metrics
+        missed = [e for e in events if isinstance(e, BlockEvent) and e.accepted < len(e.draft)]
+        counts.append(Decoded(metrics.new_tokens - 1, metrics.target_forwards, len(missed),
+                              sum(e.target_token_prob < NEAR_TIE for e in missed)))
     return counts
 
 
-def tokens_per_forward(counts: list[tuple[int, int]]) -> float:
+def tokens_per_forward(counts: list[Decoded]) -> float:
     """Block efficiency over several generations: all their tokens over all their target forwards."""
-    forwards = sum(forwards for _, forwards in counts)
-    return sum(tokens for tokens, _ in counts) / forwards if forwards else 0.0
+    forwards = sum(c.forwards for c in counts)
+    return sum(c.tokens for c in counts) / forwards if forwards else 0.0
+
+
+def miss_profile(counts: list[Decoded]) -> dict[str, float | None]:
+    """How often the drafts miss (answer tokens per miss: a real pair's miss every 2-4 tokens) and the share
+    of misses at near-ties; None where nothing missed."""
+    misses = sum(c.misses for c in counts)
+    if not misses:
+        return {"tokens_per_miss": None, "near_tie_share": None}
+    return {"tokens_per_miss": sum(c.tokens for c in counts) / misses,
+            "near_tie_share": sum(c.near_tie_misses for c in counts) / misses}
 
 
 def block_efficiency(pair: ModelPair, dialogues: list[world.Dialogue], spec_name: str, gamma: int = 5,
@@ -112,7 +142,7 @@ def eval_command(args: argparse.Namespace) -> int:
     splits = {s: world.split(s, EVAL_SEED, args.cases) for s in world.SCENARIOS}
     report: dict = {"cases_per_scenario": args.cases, "threads": torch.get_num_threads(),
                     "step_costs": step_milliseconds(pair), "accuracy": {}, "fact_accuracy": {},
-                    "block_efficiency": {}}
+                    "block_efficiency": {}, "misses": {}}
     say(f"cost per step: {report['step_costs']}")
     given = {role: {s: answers(model, processor, d) for s, d in splits.items()}
              for role, model, processor in (("target", pair.target, pair.target_processor),
@@ -128,8 +158,10 @@ def eval_command(args: argparse.Namespace) -> int:
     for scenario, dialogues in splits.items():
         counts[scenario] = {spec: block_counts(pair, dialogues, spec) for spec in args.drafting.split(",")}
         report["block_efficiency"][scenario] = {spec: tokens_per_forward(c) for spec, c in counts[scenario].items()}
+        report["misses"][scenario] = {spec: miss_profile(c) for spec, c in counts[scenario].items()}
         say(f"block efficiency, {scenario}: "
             + ", ".join(f"{k} {v:.2f}" for k, v in report["block_efficiency"][scenario].items()))
+        say(f"misses, {scenario}: {report['misses'][scenario]}")
     # The drafter's reading breaks down as odd pictures add up: the odd split by number of pictures.
     report["odd_by_pictures"] = {}
     for n in sorted({len(d.scenes) for d in splits["odd"]}):

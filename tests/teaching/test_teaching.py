@@ -115,6 +115,8 @@ def test_train_command_writes_a_pair_the_loader_loads(tmp_path, capsys):
     assert set(report["block_efficiency"]) == set(world.SCENARIOS)
     assert set(report["fact_accuracy"]["target"]) == set(world.SCENARIOS)  # facts stated that are true
     assert all(set(row) == {"M", "T"} for row in report["block_efficiency"].values())
+    assert all(set(row) == {"M", "T"} and all(set(profile) == {"tokens_per_miss", "near_tie_share"}
+                                              for profile in row.values()) for row in report["misses"].values())
     counts = [len(d.scenes) for d in world.split("odd", train.EVAL_SEED, 3)]
     by_pictures = report["odd_by_pictures"]
     assert {int(n): row["cases"] for n, row in by_pictures.items()} == {n: counts.count(n) for n in set(counts)}

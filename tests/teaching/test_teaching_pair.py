@@ -1,12 +1,15 @@
 """The bundled teaching pair in assets/: loads offline with the project's loader and answers correctly."""
 
+import copy
 import json
 
 import pytest
+import torch
 
 from tabed.engine.config import GenerationConfig
 from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
 from tabed.engine.spec import parse_spec
+from tabed.models.pair import ModelPair
 from tabed.models.presets import ASSETS
 from tabed.teaching import evaluate, facts, train, world
 
@@ -57,6 +60,26 @@ def test_long_answers_state_the_worlds_facts_and_tabed_decodes_them_exactly(teac
         assert len(plain.token_ids) >= 20 and len(fast.blocks) >= 2, plain.text
         scores.append(facts.check(plain.text, dialogue.exchanges[-1].answer))
     assert facts.share_true(scores) >= 0.85, scores  # three answers; 30 a scenario give 93% to 99% (the card)
+
+
+def test_eval_counts_the_drafters_misses_and_none_of_a_drafter_that_is_the_target(teaching_pair):
+    """`eval`'s miss profile: a drafter that is a copy of the target never misses (a verifier that rejected a
+    right draft, or a count of blocks that merely stopped drafting, would show misses here); the pair's
+    drafter does, and the profile is answer tokens per miss with the share at the target's near-ties."""
+    dialogues = _held_out("text", 3)
+    target, processor = teaching_pair.target, teaching_pair.target_processor
+    twin = ModelPair(target, copy.deepcopy(target), processor, processor, torch.device("cpu"), torch.float32, "twin")
+    twin_counts = evaluate.block_counts(twin, dialogues, "M")
+    assert [c.misses for c in twin_counts] == [0, 0, 0] and all(c.forwards >= 2 for c in twin_counts)
+    assert evaluate.miss_profile(twin_counts) == {"tokens_per_miss": None, "near_tie_share": None}
+
+    counts = evaluate.block_counts(teaching_pair, dialogues, "M")
+    misses = sum(c.misses for c in counts)
+    assert 0 < misses < sum(c.forwards for c in counts)  # some blocks are accepted whole
+    assert all(0 <= c.near_tie_misses <= c.misses for c in counts)
+    profile = evaluate.miss_profile(counts)
+    assert profile["tokens_per_miss"] == sum(c.tokens for c in counts) / misses
+    assert profile["near_tie_share"] == sum(c.near_tie_misses for c in counts) / misses
 
 
 def test_held_out_image_questions_target_right_drafter_weaker(teaching_pair):
