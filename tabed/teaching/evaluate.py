@@ -14,7 +14,6 @@ from transformers import LlavaForConditionalGeneration, LlavaProcessor
 
 from ..bench.overhead import draft_step_seconds, target_step_seconds
 from ..engine.config import GenerationConfig
-from ..engine.events import BlockEvent
 from ..engine.loop import collect, speculative_generate
 from ..engine.spec import parse_spec
 from ..models.chat import encode
@@ -92,11 +91,10 @@ def block_counts(pair: ModelPair, dialogues: list[world.Dialogue], spec_name: st
     counts = []
     for dialogue in dialogues:
         turns = dialogue_turns(dialogue, len(dialogue.exchanges) - 1)
-        events = list(speculative_generate(pair, turns, spec, config))
-        metrics = collect(iter(events)).metrics
-        missed = [e for e in events if isinstance(e, BlockEvent) and e.accepted < len(e.draft)]
-        counts.append(Decoded(metrics.new_tokens - 1, metrics.target_forwards, len(missed),
-                              sum(e.target_token_prob < NEAR_TIE for e in missed)))
+        result = collect(speculative_generate(pair, turns, spec, config))
+        missed = [block for block in result.blocks if block.accepted < len(block.draft)]
+        counts.append(Decoded(result.metrics.new_tokens - 1, result.metrics.target_forwards, len(missed),
+                              sum(block.target_token_prob < NEAR_TIE for block in missed)))
     return counts
 
 
