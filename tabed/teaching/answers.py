@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from .knowledge import ANIMALS, COUNTRIES, DAYS, LETTERS, MONTHS, SPELL_WORDS, Animal, Country
 from .scenes import LABELS, NUMBER_WORDS, ChartScene, OddScene, Scene, Shape, ShapesScene, TextScene
+from .wording import vary
 
 Wording = Callable[[random.Random], str]
 
@@ -37,7 +38,10 @@ class Exchange:
 
 def _answered(question: str, wording: Wording, rng: random.Random, number: int | None = None,
               gist: str | None = None, about_image: bool = False) -> Exchange:
-    return Exchange(question, wording(rng), number, gist, about_image, wording)
+    def varied(rng: random.Random) -> str:
+        return vary(rng, wording(rng))
+
+    return Exchange(question, varied(rng), number, gist, about_image, varied)
 
 
 def pick(rng: random.Random, *options: str) -> str:
@@ -440,14 +444,15 @@ HOMES = {"house": "in a house", "farm": "on a farm", "pond": "in a pond", "lake"
 def _animal_facts(animal: Animal) -> dict[str, Wording]:
     a = animal
     legs = "no legs" if a.legs == 0 else count_phrase(a.legs, "leg")
+    covering = article(a.covering) if a.covering == "shell" else a.covering
     return {
         "legs": lambda rng: pick(rng, f"{upper_first(article(a.name))} has {legs}.", f"The {a.name} has {legs}."),
         "sound": lambda rng: pick(rng, f"It makes {article(a.sound)} sound.", f"It says {a.sound}."),
         "class": lambda rng: pick(rng, f"The {a.name} is {article(a.kind)}.", f"It is {article(a.kind)}."),
         "home": lambda rng: pick(rng, f"It lives {HOMES[a.home]}.", f"You can find it {HOMES[a.home]}."),
         "food": lambda rng: pick(rng, f"It eats {a.food}.", f"Its food is {a.food}."),
-        "covering": lambda rng: pick(rng, f"Its body is covered with {a.covering}.",
-                                     f"It has {a.covering} on its body."),
+        "covering": lambda rng: pick(rng, f"Its body is covered with {covering}.",
+                                     f"It has {covering} on its body."),
     }
 
 
@@ -465,7 +470,7 @@ def _animal_question(rng: random.Random) -> Exchange:
     first = "sound" if kind == "sound" else "legs"  # the fact asked for comes first, naming the animal
 
     return _answered(asked, _fact_first(named[first], facts, first), rng, animal.legs,
-                     f"{upper_first(article(animal.name))} says {animal.sound}")
+                     f"{article(animal.name)} says {animal.sound}")
 
 
 def addition(a: int, b: int) -> Wording:

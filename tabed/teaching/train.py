@@ -75,15 +75,15 @@ RECIPES = {
     "drafter": Recipe(
         LlavaSize(text_layers=2, text_width=128, text_heads=2, vision_layers=2, vision_width=96, vision_heads=2,
                   **IMAGE),
-        steps=3000, batch_size=64, lr=2e-3, seed=4321, vision_pretrain_steps=1500, image_dropout=0.3,
-        followup_image_dropout=0.8,
+        steps=3000, batch_size=64, lr=2e-3, seed=4321, vision_pretrain_steps=1500, image_dropout=0.1,
+        followup_image_dropout=1.0,
     ),
 }
 # Fine-tuning a trained pair on this world (`train --init DIR`): the pair's vision and vocabulary are
 # there already; what is new is the wording, the longer answers and the knowledge. Sized for a 2-core CPU
 # inside one working session (fp32; the target's steps take about 5 s, the drafter's 0.5 s).
 FINE_TUNE = {
-    "target": replace(RECIPES["target"], steps=1050, batch_size=32, lr=8e-4, warmup=50, vision_frozen_steps=100),
+    "target": replace(RECIPES["target"], steps=800, batch_size=32, lr=8e-4, warmup=50, vision_frozen_steps=100),
     "drafter": replace(RECIPES["drafter"], steps=1600, batch_size=32, lr=1.5e-3, warmup=50, vision_frozen_steps=100),
 }
 RECIPES |= {
