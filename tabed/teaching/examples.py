@@ -30,7 +30,7 @@ EXAMPLES = (  # (pictures, prompt, follow-up, scenario)
     (("chart.png",), "Describe the chart bar by bar.", "Add up all the bars.", "image"),
     (("shapes.png",), "What language do people speak in Brazil?", "Is that right?", "text"),
     ((), "What is 47 plus 38?", "Tell me about the owl.", "text"),
-    (("texture.png", "noise.png", "inverted.png", "blur.png"), "Describe the image.", "What is 29 plus 46?", "odd"),
+    (("texture.png", "noise.png", "inverted.png", "blur.png"), "Describe the image.", "What is 17 plus 25?", "odd"),
 )
 
 
