@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from .knowledge import ANIMALS, COUNTRIES, DAYS, LETTERS, MONTHS, SPELL_WORDS, Animal, Country
 from .scenes import LABELS, NUMBER_WORDS, ChartScene, OddScene, Scene, Shape, ShapesScene, TextScene
-from .wording import vary
+from .wording import link, vary
 
 Wording = Callable[[random.Random], str]
 
@@ -39,7 +39,7 @@ class Exchange:
 def _answered(question: str, wording: Wording, rng: random.Random, number: int | None = None,
               gist: str | None = None, about_image: bool = False) -> Exchange:
     def varied(rng: random.Random) -> str:
-        return vary(rng, wording(rng))
+        return link(rng, vary(rng, wording(rng)))
 
     return Exchange(question, varied(rng), number, gist, about_image, varied)
 

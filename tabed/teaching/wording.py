@@ -59,3 +59,28 @@ def vary(rng: random.Random, text: str) -> str:
     for pattern, alternatives in _RULES:
         text = pattern.sub(lambda match, alternatives=alternatives: _alternative(rng, alternatives, match), text)
     return text
+
+
+CONNECTIVES = ("", "Also, ", "Additionally, ")  # drawn for each sentence after the first that opens so:
+_LINKABLE = {"The", "It", "It's", "Its", "In", "At", "There", "There's", "You", "People", "Bar", "Roughly", "Around",
+             "About", "This", "A", "An"}
+CLOSINGS = ("", "I hope this helps.", "Just ask if you want to know more.")
+
+
+def _linked(rng: random.Random, sentence: str) -> str:
+    first = sentence.split(" ", 1)[0]
+    if first not in _LINKABLE:
+        return sentence
+    connective = rng.choice(CONNECTIVES)
+    if not connective:
+        return sentence
+    return connective + sentence[:1].lower() + sentence[1:]
+
+
+def link(rng: random.Random, text: str) -> str:
+    """`text` with a connective drawn for each later sentence that can take one, and a closing drawn at
+    its end (each may be nothing)."""
+    sentences = re.split(r"(?<=\.) (?=[A-Z])", text)
+    sentences = sentences[:1] + [_linked(rng, sentence) for sentence in sentences[1:]]
+    closing = rng.choice(CLOSINGS)
+    return " ".join([*sentences, closing] if closing else sentences)
