@@ -27,7 +27,7 @@ LIMITS = {  # inclusive bounds of the numeric settings
 class GenerationConfig:
     """Decoding settings shared by speculative and autoregressive decoding."""
 
-    max_new_tokens: int = 128
+    max_new_tokens: int = 256  # the teaching pair's longest answers take about 160 tokens
     temperature: float = 0.0  # 0 = greedy
     top_p: float = 1.0
     seed: int = 0

@@ -1,8 +1,12 @@
 """Token trees: one forward scores every node as if its path had been fed alone, the caches keep exactly
 the accepted path, and decoding with trees stays lossless (greedy here; sampling in test_lossless)."""
 
+import json
+from pathlib import Path
+
 import pytest
 import torch
+from PIL import Image
 
 from conftest import SPECS, conversations, make_pair, perturbed
 from tabed.bench.suite import case_turns, default_suite, load_suite
@@ -48,12 +52,12 @@ def small_tree() -> DraftTree:
 # Cases of the bundled teaching suite that show what a test needs with the shipped pair (found by running
 # every case; a retrained pair may need others): the hedged first block's runner-up winning, an unsure
 # tree forking, an answer's start the ensemble is sure of (and how many tokens of it), a third choice kept
-# by a width-2 tree, a spare slot's path kept.
-HEDGED_CASE = "image-01"
+# by a width-2 tree; and the app's example that keeps a spare slot's path (no suite case does).
+HEDGED_CASE = "image-03"
 FORKING_CASE = "image-01"
 SURE_CASE = ("image-02", 8)
 THIRD_CHOICE_CASE = "image-03"
-SPARE_CASE = "image-01"
+SPARE_EXAMPLE = "Describe the image."  # the four odd pictures
 
 
 def teaching_turns(case_id: str) -> list[Turn]:
@@ -62,12 +66,19 @@ def teaching_turns(case_id: str) -> list[Turn]:
     return case_turns(next(c for c in load_suite(suite) if c.id == case_id), suite.parent)
 
 
-def width_2_equal_to_plain(pair, case_id: str):
+def example_turns(prompt: str) -> list[Turn]:
+    """The app's example that starts with `prompt`, with its pictures."""
+    folder = Path(__file__).parents[2] / "assets" / "examples"
+    row = next(row for row in json.loads((folder / "examples.json").read_text()) if row["prompt"] == prompt)
+    return [Turn(prompt, [Image.open(folder / name).convert("RGB") for name in row["images"]])]
+
+
+def width_2_equal_to_plain(pair, case: str | list[Turn]):
     """A teaching case decoded greedily with width-2 trees, checked token for token against plain decoding."""
-    turns = teaching_turns(case_id)
+    turns = teaching_turns(case) if isinstance(case, str) else case
     plain = collect(autoregressive_generate(pair, turns, GenerationConfig()))
     tree = collect(speculative_generate(pair, turns, *bench_row("tabed-MT+tree2")))
-    assert tree.token_ids == plain.token_ids, case_id
+    assert tree.token_ids == plain.token_ids, case
     return tree
 
 
@@ -387,10 +398,10 @@ def test_spare_nodes_are_unexpanded_ones_that_could_still_grow():
 
 
 def test_a_width_2_tree_grows_on_from_a_choice_its_depth_had_no_room_to_expand(teaching_pair):
-    """In a case of the teaching suite a depth's frontier of two goes on from the ensemble's top two, and
-    the target's token, drafted there as a further choice, is not expanded; once those paths end, the
-    spare slots grow it on and the block keeps that path. The answer stays the target's own."""
-    tree = width_2_equal_to_plain(teaching_pair, SPARE_CASE)
+    """In one of the app's examples a depth's frontier of two goes on from the ensemble's top two, and the
+    target's token, drafted there as a further choice, is not expanded; once those paths end, the spare
+    slots grow it on and the block keeps that path. The answer stays the target's own."""
+    tree = width_2_equal_to_plain(teaching_pair, example_turns(SPARE_EXAMPLE))
     grown = []
     for block in tree.blocks:
         depths = node_depths(block.tree)

@@ -135,7 +135,8 @@ def test_shape_descriptions_name_every_shape_and_true_relations():
         for shape in scene.shapes:
             assert re.search(rf"\b{shape.colour} {shape.kind}\b[^.]*\b{shape.position}\b|"
                              rf"\b{shape.position}\b[^.]*\b{shape.colour} {shape.kind}\b", exchange.answer)
-        relations = r"[Tt]he (\w+ \w+) (?:is|sits) (?:to the )?(left|right|above|below|over|under)(?: of)? the (\w+ \w+)\."
+        relations = (r"[Tt]he (\w+ \w+) (?:is|sits) (?:to the )?(left|right|above|below|over|under)(?: of)? "
+                     r"the (\w+ \w+)\.")
         stated = re.findall(relations, exchange.answer)
         assert len(stated) == len(answers._relations(scene))
         for a, relation, b in stated:
@@ -162,7 +163,8 @@ def test_chart_answers_read_the_chart_and_add_right():
                 assert re.search(rf"(Bar {label}\b[^.]*\b{colour}\b[^.]*\b{value}\b|{colour} bar {label} goes up to "
                                  rf"{value}\b)", exchange.answer, re.I)
         if "total" in exchange.question or exchange.question.startswith("Add up"):
-            assert _unclosed(exchange.answer).endswith(f" {sum(scene.values)}.") and exchange.number == sum(scene.values)
+            assert _unclosed(exchange.answer).endswith(f" {sum(scene.values)}.")
+            assert exchange.number == sum(scene.values)
 
 
 @pytest.mark.parametrize(("a", "b"), [(23, 48), (5, 4), (59, 39), (40, 2), (99, 0)])
