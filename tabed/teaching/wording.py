@@ -61,7 +61,7 @@ def vary(rng: random.Random, text: str) -> str:
     return text
 
 
-CONNECTIVES = ("", "Also, ", "Additionally, ")  # drawn for each sentence after the first that opens so:
+CONNECTIVES = ("", "Also, ", "Additionally, ")  # drawn before each later sentence opening with these words:
 _LINKABLE = {"The", "It", "It's", "Its", "In", "At", "There", "There's", "You", "People", "Bar", "Roughly", "Around",
              "About", "This", "A", "An"}
 CLOSINGS = ("", "I hope this helps.", "Just ask if you want to know more.")
