@@ -22,7 +22,7 @@ from ..models.pair import ModelPair
 from . import facts, world
 from .train import EVAL_SEED, dialogue_turns, say
 
-ANSWER_TOKENS = 200  # the world's longest answers take about 120 tokens
+ANSWER_TOKENS = 200  # the world's longest answers take about 185 tokens
 
 
 def answer(model: LlavaForConditionalGeneration, processor: LlavaProcessor, dialogue: world.Dialogue,

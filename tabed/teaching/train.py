@@ -81,7 +81,7 @@ RECIPES = {
 }
 # Fine-tuning a trained pair on this world (`train --init DIR`): the pair's vision and vocabulary are
 # there already; what is new is the wording, the longer answers and the knowledge. Sized for a 2-core CPU
-# inside one working session (fp32; the target's steps take about 4 s, the drafter's 0.4 s).
+# inside one working session (fp32; the target's steps take 4 to 5.5 s, the drafter's 0.4 s).
 FINE_TUNE = {
     "target": replace(RECIPES["target"], steps=800, batch_size=32, lr=8e-4, warmup=50, vision_frozen_steps=100),
     "drafter": replace(RECIPES["drafter"], steps=1600, batch_size=32, lr=1.5e-3, warmup=50, vision_frozen_steps=100),

@@ -63,7 +63,7 @@ def test_long_answers_state_the_worlds_facts_and_tabed_decodes_them_exactly(teac
         assert fast.token_ids == plain.token_ids
         assert len(plain.token_ids) >= 20 and len(fast.blocks) >= 2, plain.text
         scores.append(facts.check(plain.text, dialogue.exchanges[-1].answer))
-    assert facts.share_true(scores) >= 0.85, scores  # three answers; 30 a scenario give 93% to 98% (the card)
+    assert facts.share_true(scores) >= 0.85, scores  # three answers; 30 a scenario give 90% to 98% (the card)
 
 
 def test_eval_counts_the_drafters_misses_and_none_of_a_drafter_that_is_the_target(teaching_pair):
