@@ -24,6 +24,7 @@ from ..engine.spec import DEFAULT_SPEC
 from ..errors import InputError
 from ..models.chat import Turn
 from ..models.pair import ModelPair
+from .divergence import divergence
 from .overhead import batching_overhead
 from .peers import PEER_NOTE, PEERS, is_peer, peer_generate
 from .report import goals, pooled, summarize, write_reports
@@ -40,7 +41,15 @@ def _sd_run(pair: ModelPair, case: Case, turns: list[Turn], spec: str, config: G
     return Run(case.id, case.scenario, spec, m.new_tokens, m.target_forwards, max(0, m.new_tokens - 1),
                accepted, drafted, m.walltime_s, m.draft_s, m.verify_s, m.weights_s, m.decode_s,
                ar.metrics.walltime_s, ar.metrics.decode_s,
-               mismatch=is_greedy(config.temperature) and result.token_ids != ar.token_ids)
+               **_checked(pair, turns, config, ar.token_ids, result.token_ids))
+
+
+def _checked(pair: ModelPair, turns: list[Turn], config: GenerationConfig, plain: list[int],
+             ids: list[int]) -> dict:
+    """A greedy run's mismatch with plain decoding, and where and how narrowly it left it."""
+    if not is_greedy(config.temperature) or ids == plain:
+        return {"mismatch": False}
+    return {"mismatch": True, "divergence": divergence(pair, turns, plain, ids)}
 
 
 def _peer_run(pair: ModelPair, case: Case, turns: list[Turn], config: GenerationConfig,
@@ -53,7 +62,7 @@ def _peer_run(pair: ModelPair, case: Case, turns: list[Turn], config: Generation
         return Run(case.id, case.scenario, peer, 0, 0, 0, error=f"{type(exc).__name__}: {message}")
     return Run(case.id, case.scenario, peer, len(ids), forwards, len(ids), walltime_s=seconds, decode_s=seconds,
                ar_walltime_s=ar.metrics.walltime_s, ar_decode_s=ar.metrics.walltime_s,
-               mismatch=is_greedy(config.temperature) and ids != ar.token_ids)
+               **_checked(pair, turns, config, ar.token_ids, ids))
 
 
 def run_case(pair: ModelPair, case: Case, root: Path, specs: list[str], config: GenerationConfig,
@@ -81,7 +90,8 @@ def median_run(runs: list[Run]) -> Run:
     machine was busy moves none of them), the counts of the first, and a mismatch or error if any had one."""
     first = runs[0]
     times = {name: statistics.median(getattr(r, name) for r in runs) for name in TIMED}
-    return replace(first, **times, mismatch=any(r.mismatch for r in runs),
+    mismatched = next((r for r in runs if r.mismatch), first)
+    return replace(first, **times, mismatch=mismatched.mismatch, divergence=mismatched.divergence,
                    error=next((r.error for r in runs if r.error), ""))
 
 

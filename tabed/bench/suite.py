@@ -10,6 +10,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..models.chat import Turn, load_image
 from ..models.presets import ASSETS
+from .divergence import Divergence
 
 
 @dataclass
@@ -95,4 +96,5 @@ class Run:
     ar_walltime_s: float = 0.0
     ar_decode_s: float = 0.0
     mismatch: bool = False
+    divergence: Divergence | None = None  # where a mismatched answer left plain decoding's, and how close
     error: str = ""  # a peer that refused the case says why; its run is left out of the sums

@@ -6,12 +6,14 @@ from dataclasses import replace
 import pytest
 
 from tabed import cli
+from tabed.bench import divergence, runner, suite
 from tabed.bench import report as reports
-from tabed.bench import runner, suite
 from tabed.engine.config import GenerationConfig
+from tabed.engine.session import TargetSession
 from tabed.engine.settings import Settings
 from tabed.engine.spec import parse_spec
 from tabed.errors import InputError
+from tabed.models import chat
 
 
 def run(case, scenario, spec, emitted, forwards, walltime, ar_walltime, mismatch=False, accepted=0, drafted=0,
@@ -208,6 +210,47 @@ def test_a_repeated_runs_times_are_medians_and_a_mismatch_in_any_repeat_counts()
     merged = runner.median_run(runs)
     assert (merged.walltime_s, merged.decode_s, merged.ar_walltime_s) == (3.0, 1.5, 6.0)
     assert (merged.new_tokens, merged.target_forwards, merged.emitted) == (9, 2, 8) and merged.mismatch
+
+
+def test_first_difference():
+    assert divergence.first_difference([1, 2, 3], [1, 2, 3]) is None
+    assert divergence.first_difference([1, 2, 3], [1, 5, 3]) == 1
+    assert divergence.first_difference([1, 2], [1, 2, 3]) == 2  # one ended where the other went on
+    assert divergence.first_difference([], [4]) == 0
+
+
+def test_a_mismatch_says_where_it_left_plain_decoding_and_by_how_many_logits(pair, image, tmp_path, monkeypatch):
+    """Plain decoding's answer is tampered with at token 3 (a token the target ranks below its own), so
+    the speculative run, which is right, "mismatches" there: the report must name the token and give the
+    target's own margin, read independently here one step at a time."""
+    config = GenerationConfig(max_new_tokens=8)
+    sd_run, seen = runner._sd_run, {}
+
+    def tampered(pair, case, turns, spec, config, ar):
+        session = TargetSession(pair.backend("target"))
+        logits = session.prefill(chat.encode(pair.target_processor, turns, pair.device, pair.dtype))[-1]
+        for token in ar.token_ids[:3]:
+            logits = session.forward([token])[-1]
+        right, wrong = logits.topk(3).indices[[0, 2]].tolist()
+        assert right == ar.token_ids[3]
+        seen[case.id] = {"right": right, "wrong": wrong, "gap": float(logits[wrong] - logits[right])}
+        ids = ar.token_ids[:3] + [wrong] + ar.token_ids[4:]
+        return sd_run(pair, case, turns, spec, config, replace(ar, token_ids=ids))
+
+    monkeypatch.setattr(runner, "_sd_run", tampered)
+    settings = runner.BenchSettings(write_suite(tmp_path, image), ["M"], config, tmp_path / "out",
+                                   overhead=False, limit=1)
+    report = runner.run_bench(pair, settings)
+    first = report["runs"][0]
+    assert first["mismatch"] and report["scenarios"]["image"]["specs"]["M"]["mismatches"] == 1
+    found, seen = first["divergence"], seen[first["case"]]
+    decode = pair.target_processor.tokenizer.decode
+    assert (found["index"], found["plain"], found["other"]) == (3, decode([seen["wrong"]]), decode([seen["right"]]))
+    assert seen["gap"] < 0 and found["gap"] == pytest.approx(seen["gap"], abs=1e-4)
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    assert "## Mismatches" in markdown
+    assert f"- one, M: token 3: plain decoding {decode([seen['wrong']])!r}, this run {decode([seen['right']])!r}; " \
+           f"the target's logits {-seen['gap']:.4f} apart" in markdown
 
 
 def test_bench_command_line(pair_dirs, image, tmp_path, capsys):
