@@ -12,8 +12,8 @@ from .train import EVAL_SEED, say
 
 # Pictures and prompts for the app's examples and the tests, each chosen to show something with the shipped
 # pair (at least five blocks an answer, weights that move): a long description where M leads, a second
-# turn where T catches up, odd pictures where the weights swing to T, knowledge and arithmetic that no
-# picture helps with.
+# turn where T catches up, odd pictures where the weights swing to T, an invented country that only the
+# target was taught (the drafter misses every fact), arithmetic that no picture helps with.
 EXAMPLE_PICTURES = {
     "shapes.png": world.ShapesScene((world.Shape("star", "red", "top left"), world.Shape("circle", "blue", "top right"),
                                      world.Shape("triangle", "green", "bottom left"),
@@ -28,9 +28,10 @@ EXAMPLE_PICTURES = {
 EXAMPLES = (  # (pictures, prompt, follow-up, scenario)
     (("shapes.png",), "Describe the image in detail.", "Say that again in other words.", "image"),
     (("chart.png",), "Describe the chart bar by bar.", "Add up all the bars.", "image"),
-    (("shapes.png",), "What language do people speak in Brazil?", "Is that right?", "text"),
+    (("shapes.png",), "Tell me about Moravia.", "Is that right?", "text"),
     ((), "What is 47 plus 38?", "Tell me about the owl.", "text"),
-    (("texture.png", "noise.png", "inverted.png", "blur.png"), "Describe the image.", "What is 17 plus 25?", "odd"),
+    (("texture.png", "noise.png", "inverted.png", "blur.png"), "What do you see in this picture?",
+     "What is 17 plus 25?", "odd"),
 )
 
 

@@ -1,5 +1,7 @@
-"""What the teaching world knows without a picture: countries and animals with several facts each (more
-than a one-million-parameter drafter can hold, within reach of the target), lists, and words to spell."""
+"""What the teaching world knows without a picture: countries and animals with several facts each, lists, and
+words to spell. Thirty of the countries are invented (names and facts drawn once at random, fixed here),
+and the drafter is never taught them (`train.Recipe.invented_countries`), as a small drafter is taught
+less than its target: their facts are where its drafts miss, for M and T alike."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ class Animal:
     kind: str  # mammal, bird, ...
 
 
-COUNTRIES = tuple(Country(*row) for row in (
+REAL_COUNTRIES = tuple(Country(*row) for row in (
     ("France", "Paris", "Europe", "French", 68), ("Italy", "Rome", "Europe", "Italian", 59),
     ("Spain", "Madrid", "Europe", "Spanish", 48), ("Germany", "Berlin", "Europe", "German", 84),
     ("Greece", "Athens", "Europe", "Greek", 10), ("Norway", "Oslo", "Europe", "Norwegian", 5),
@@ -48,6 +50,24 @@ COUNTRIES = tuple(Country(*row) for row in (
     ("Cuba", "Havana", "North America", "Spanish", 11), ("Australia", "Canberra", "Oceania", "English", 27),
     ("Fiji", "Suva", "Oceania", "English", 1), ("Samoa", "Apia", "Oceania", "Samoan", 1),
 ))
+INVENTED_COUNTRIES = tuple(Country(*row) for row in (
+    ("Briavia", "Fengate", "South America", "Swahili", 52), ("Briora", "Pelburg", "Europe", "Hindi", 83),
+    ("Doravia", "Zanwick", "South America", "French", 26), ("Halith", "Halmouth", "Europe", "Arabic", 58),
+    ("Halora", "Fenburg", "Asia", "Spanish", 45), ("Halura", "Lumgate", "North America", "French", 15),
+    ("Kesonde", "Briville", "Europe", "Polish", 21), ("Kesundi", "Melholm", "North America", "Spanish", 48),
+    ("Kesura", "Garford", "North America", "French", 11), ("Linania", "Tanburg", "Asia", "Polish", 50),
+    ("Linavia", "Dormouth", "Asia", "German", 46), ("Linesta", "Halgate", "North America", "Portuguese", 62),
+    ("Lumonde", "Sarstad", "Europe", "Spanish", 64), ("Melelia", "Torville", "South America", "Hindi", 63),
+    ("Melora", "Quengate", "Africa", "Spanish", 20), ("Moravia", "Halstad", "Europe", "Portuguese", 35),
+    ("Moronde", "Tanport", "South America", "English", 68), ("Morura", "Melford", "Europe", "Arabic", 69),
+    ("Quenesta", "Velgate", "Africa", "English", 90), ("Quenith", "Melmouth", "North America", "French", 69),
+    ("Ravavia", "Gargate", "Africa", "Spanish", 35), ("Sarith", "Pelport", "North America", "Portuguese", 23),
+    ("Sarolen", "Nolgate", "Africa", "Arabic", 70), ("Sarora", "Ravport", "North America", "Greek", 44),
+    ("Tanania", "Tanholm", "Oceania", "Arabic", 80), ("Tanura", "Dorgate", "Asia", "Arabic", 53),
+    ("Toraria", "Oststad", "Oceania", "Arabic", 27), ("Torura", "Briburg", "North America", "Hindi", 47),
+    ("Zanania", "Lumhaven", "Oceania", "French", 5), ("Zanonde", "Quenmouth", "Africa", "Hindi", 35),
+))
+COUNTRIES = REAL_COUNTRIES + INVENTED_COUNTRIES
 
 ANIMALS = tuple(Animal(*row) for row in (
     ("cat", 4, "meow", "house", "fish", "fur", "mammal"), ("dog", 4, "woof", "house", "meat", "fur", "mammal"),

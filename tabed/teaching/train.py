@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import math
 import random
+import re
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
@@ -63,6 +64,9 @@ class Recipe:
     # The same for pictured dialogues of two or three turns: a drafter taught second turns mostly from the
     # text (as the paper's drafter, taught on single-turn image questions) relies less on the picture there.
     followup_image_dropout: float = 0.0
+    # Whether the stream shows the world's invented countries; a drafter taught without them (each such
+    # dialogue drawn again) misses their facts as a small drafter misses what only its target was taught.
+    invented_countries: bool = True
 
 
 IMAGE = dict(image_size=64, patch_size=16, context=1024)  # 16 image tokens per picture
@@ -76,7 +80,7 @@ RECIPES = {
         LlavaSize(text_layers=2, text_width=128, text_heads=2, vision_layers=2, vision_width=96, vision_heads=2,
                   **IMAGE),
         steps=3000, batch_size=64, lr=2e-3, seed=4321, vision_pretrain_steps=1500, image_dropout=0.1,
-        followup_image_dropout=1.0,
+        followup_image_dropout=1.0, invented_countries=False,
     ),
 }
 # Fine-tuning a trained pair on this world (`train --init DIR`): the pair's vision and vocabulary are
@@ -166,11 +170,28 @@ def _rough_length(dialogue: world.Dialogue) -> int:
     return sum(len(e.question) + len(e.answer or "") for e in dialogue.exchanges) + 60 * len(dialogue.scenes)
 
 
-def batch_dialogues(seed: int, step: int, batch_size: int) -> list[tuple[int, world.Dialogue]]:
+INVENTED = re.compile(r"\b(?:" + "|".join(country.name for country in world.INVENTED_COUNTRIES) + r")\b")
+
+
+def names_invented(dialogue: world.Dialogue) -> bool:
+    return any(INVENTED.search(f"{e.question} {e.answer or ''}") for e in dialogue.exchanges)
+
+
+def stream_dialogue(seed: int, index: int, invented: bool = True) -> world.Dialogue:
+    """Dialogue `index` of the training stream; without `invented`, one that names an invented country is
+    drawn again from another seed until it names none."""
+    dialogue, redraw = world.training_dialogue(seed, index), 0
+    while not invented and names_invented(dialogue):
+        redraw += 1
+        dialogue = world.training_dialogue(seed + 1000 * redraw, index)
+    return dialogue
+
+
+def batch_dialogues(seed: int, step: int, batch_size: int, invented: bool = True) -> list[tuple[int, world.Dialogue]]:
     """The (index, dialogue) pairs of batch `step`: its share of the BUCKET batches around it, by length
     (padding cost half the compute of mixed batches on a CPU)."""
     first = step // BUCKET * BUCKET * batch_size
-    drawn = [(index, world.training_dialogue(seed, index)) for index in range(first, first + BUCKET * batch_size)]
+    drawn = [(index, stream_dialogue(seed, index, invented)) for index in range(first, first + BUCKET * batch_size)]
     drawn.sort(key=lambda pair: (_rough_length(pair[1]), pair[0]))
     part = step % BUCKET
     return drawn[part * batch_size: (part + 1) * batch_size]
@@ -179,7 +200,7 @@ def batch_dialogues(seed: int, step: int, batch_size: int) -> list[tuple[int, wo
 def training_batch(processor: LlavaProcessor, recipe: Recipe, step: int) -> dict[str, torch.Tensor]:
     """Batch `step` of the stream: right-padded ids, answer-only labels, pixel values of the pictures."""
     dialogues, shown = [], []
-    for index, dialogue in batch_dialogues(recipe.seed, step, recipe.batch_size):
+    for index, dialogue in batch_dialogues(recipe.seed, step, recipe.batch_size, recipe.invented_countries):
         dropout = recipe.followup_image_dropout if len(dialogue.exchanges) > 1 else recipe.image_dropout
         dropped = dialogue.scene is not None and random.Random(f"dropout {recipe.seed} {index}").random() < dropout
         dialogues.append(dialogue)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from PIL import Image
 
 from .answers import Exchange, follow_up, image_question, text_question
-from .knowledge import ANIMALS, COUNTRIES, DAYS, LETTERS, MONTHS, SPELL_WORDS
+from .knowledge import ANIMALS, COUNTRIES, DAYS, INVENTED_COUNTRIES, LETTERS, MONTHS, SPELL_WORDS
 from .scenes import (
     BACKGROUNDS,
     CANVAS,
@@ -44,11 +44,11 @@ from .scenes import (
     render,
 )
 
-__all__ = ["ANIMALS", "BACKGROUNDS", "CANVAS", "COLOURS", "COUNTRIES", "DAYS", "INK", "LABELS", "LETTERS", "MONTHS",
-           "NUMBER_WORDS", "ODD_KINDS", "ODD_PICTURES", "POSITIONS", "SCENARIOS", "SHAPES", "SPELL_WORDS", "WORDS",
-           "ChartScene", "Dialogue", "Exchange", "OddScene", "Scene", "Shape", "ShapesScene", "TextScene", "corpus",
-           "follow_up", "image_question", "random_chart", "random_odd", "random_scene", "random_shapes", "random_text",
-           "render", "scenario_dialogue", "split", "text_question", "training_dialogue"]
+__all__ = ["ANIMALS", "BACKGROUNDS", "CANVAS", "COLOURS", "COUNTRIES", "DAYS", "INK", "INVENTED_COUNTRIES", "LABELS",
+           "LETTERS", "MONTHS", "NUMBER_WORDS", "ODD_KINDS", "ODD_PICTURES", "POSITIONS", "SCENARIOS", "SHAPES",
+           "SPELL_WORDS", "WORDS", "ChartScene", "Dialogue", "Exchange", "OddScene", "Scene", "Shape", "ShapesScene",
+           "TextScene", "corpus", "follow_up", "image_question", "random_chart", "random_odd", "random_scene",
+           "random_shapes", "random_text", "render", "scenario_dialogue", "split", "text_question", "training_dialogue"]
 
 SCENARIOS = ("image", "text", "followup", "odd")
 

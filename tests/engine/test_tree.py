@@ -1,12 +1,9 @@
 """Token trees: one forward scores every node as if its path had been fed alone, the caches keep exactly
 the accepted path, and decoding with trees stays lossless (greedy here; sampling in test_lossless)."""
 
-import json
-from pathlib import Path
 
 import pytest
 import torch
-from PIL import Image
 
 from conftest import SPECS, conversations, make_pair, perturbed
 from tabed.bench.suite import case_turns, default_suite, load_suite
@@ -57,20 +54,13 @@ HEDGED_CASE = "image-03"
 FORKING_CASE = "image-01"
 SURE_CASE = ("image-02", 8)
 THIRD_CHOICE_CASE = "image-03"
-SPARE_EXAMPLE = "Describe the image."  # the four odd pictures
+SPARE_CASE = "text-00"
 
 
 def teaching_turns(case_id: str) -> list[Turn]:
     """A case of the bundled teaching suite, as the bench reads it."""
     suite = default_suite()
     return case_turns(next(c for c in load_suite(suite) if c.id == case_id), suite.parent)
-
-
-def example_turns(prompt: str) -> list[Turn]:
-    """The app's example that starts with `prompt`, with its pictures."""
-    folder = Path(__file__).parents[2] / "assets" / "examples"
-    row = next(row for row in json.loads((folder / "examples.json").read_text()) if row["prompt"] == prompt)
-    return [Turn(prompt, [Image.open(folder / name).convert("RGB") for name in row["images"]])]
 
 
 def width_2_equal_to_plain(pair, case: str | list[Turn]):
@@ -398,10 +388,10 @@ def test_spare_nodes_are_unexpanded_ones_that_could_still_grow():
 
 
 def test_a_width_2_tree_grows_on_from_a_choice_its_depth_had_no_room_to_expand(teaching_pair):
-    """In one of the app's examples a depth's frontier of two goes on from the ensemble's top two, and the
+    """In a teaching case a depth's frontier of two goes on from the ensemble's top two, and the
     target's token, drafted there as a further choice, is not expanded; once those paths end, the spare
     slots grow it on and the block keeps that path. The answer stays the target's own."""
-    tree = width_2_equal_to_plain(teaching_pair, example_turns(SPARE_EXAMPLE))
+    tree = width_2_equal_to_plain(teaching_pair, SPARE_CASE)
     grown = []
     for block in tree.blocks:
         depths = node_depths(block.tree)

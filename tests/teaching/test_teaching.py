@@ -11,6 +11,7 @@ from tabed.models.chat import chat_messages
 from tabed.models.factory import llava_processor
 from tabed.models.loading import load_pair
 from tabed.teaching import cli, evaluate, train, world
+from tabed.teaching.knowledge import REAL_COUNTRIES
 
 MICRO = train.RECIPES["micro"]
 
@@ -160,6 +161,22 @@ def test_second_turns_have_their_own_picture_dropout(world_processor):
         chosen = [d for _, d in train.batch_dialogues(recipe.seed, step, recipe.batch_size)]
         pictured = [bool((row == image).any()) for row in batch["input_ids"]]
         assert pictured == [d.scene is not None and len(d.exchanges) == 1 for d in chosen]
+
+
+def test_the_drafter_is_never_taught_the_invented_countries():
+    """The drafter's stream draws again every dialogue that names an invented country; the target's keeps
+    them (about one in seven of its dialogues), so that their facts are the target's alone."""
+    assert not train.RECIPES["drafter"].invented_countries and not train.FINE_TUNE["drafter"].invented_countries
+    assert train.RECIPES["target"].invented_countries and train.FINE_TUNE["target"].invented_countries
+    for step in range(2):
+        target = [d for _, d in train.batch_dialogues(1234, step, 64)]
+        drafter = [d for _, d in train.batch_dialogues(4321, step, 64, invented=False)]
+        assert sum(map(train.names_invented, target)) >= 4
+        assert not any(map(train.names_invented, drafter))
+        assert len(drafter) == 64  # drawn again, not left out
+        assert any(country.name in (d.exchanges[0].answer or "") for d in drafter for country in REAL_COUNTRIES)
+    asked = world.Dialogue((), (world.Exchange("Tell me about Briavia.", "I do not know."),), "text")
+    assert train.names_invented(asked) and not train.names_invented(replace(asked, exchanges=()))
 
 
 def test_batches_of_a_bucket_hold_dialogues_of_similar_length_each_once():
