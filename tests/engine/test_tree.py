@@ -49,12 +49,12 @@ def small_tree() -> DraftTree:
 # Cases of the bundled teaching suite that show what a test needs with the shipped pair (found by running
 # every case; a retrained pair may need others): the hedged first block's runner-up winning, an unsure
 # tree forking, an answer's start the ensemble is sure of (and how many tokens of it), a third choice kept
-# by a width-2 tree; and the app's example that keeps a spare slot's path (no suite case does).
+# by a width-2 tree; a path kept from a spare slot (one suite case in 96 with this pair).
 HEDGED_CASE = "image-03"
 FORKING_CASE = "image-01"
 SURE_CASE = ("image-02", 8)
 THIRD_CHOICE_CASE = "image-03"
-SPARE_CASE = "text-00"
+SPARE_CASE = "image-10"
 
 
 def teaching_turns(case_id: str) -> list[Turn]:
@@ -268,7 +268,9 @@ def test_only_tabeds_first_block_with_a_picture_hedges_and_the_answers_stay_the_
             chain = collect(speculative_generate(loose_pair, turns, drafting,
                                                  GenerationConfig(max_new_tokens=24, hedge_first=False)))
             assert [b.draft for b in result.blocks] == [b.draft for b in chain.blocks], (spec, name)
-    assert forked == (2 if drafting.dynamic else 0)  # both answers about the picture really forked
+    # an answer about the picture really forked (the other's first draft is so unsure, 0.06, that its
+    # block stops below the first block's minimum before a second node is worth drafting)
+    assert forked >= 1 if drafting.dynamic else forked == 0
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0], ids=["greedy", "sampling"])
@@ -284,7 +286,8 @@ def test_an_unsure_tree_grown_on_from_its_chain_is_the_tree_drafted_whole(teachi
     for grow_on in (False, True):
         rows = build_rows(teaching_pair.drafter, teaching_pair.drafter_processor.tokenizer, prompt, ("M", "T"))
         drafter = BatchedDrafter(teaching_pair.drafter, rows, teaching_pair.backend("drafter", 2))
-        generator, length = torch.Generator().manual_seed(3), DraftLength(20, adaptive=True)
+        # a low minimum, so that the chain goes on to the case's first doubt and the tree grows on from it
+        generator, length = torch.Generator().manual_seed(3), DraftLength(20, adaptive=True, first_min_survival=0.02)
         drafting = Drafting(drafter, [], weights, 2, config, generator, length, start=drafter.prefill(),
                             banned=banned, ends=frozenset(teaching_pair.eos_token_ids))
         chain = draft_block(drafting, 20, fork_below=UNSURE) if grow_on else None
