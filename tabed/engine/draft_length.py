@@ -4,16 +4,16 @@ Adaptive drafting keeps drafting while the block is likely to survive verificati
 confidence (its probability under the ensemble: every method's opinion, weighted) is turned into an
 acceptance estimate, calibrated on this answer's own verifications: every draft token the target judged
 is a (confidence, accepted) example, counted in its confidence bin, starting from the confidence itself
-as the prior. The product of the estimates over the block is the probability that every draft so far
-is accepted; once it falls below `MIN_SURVIVAL` the block stops. The minimum is high, a coin flip, for
-two reasons: a draft is not free (on the teaching pair on a CPU a drafter step and the longer verify it
+as the prior. The product of the estimates over the block is the probability that every draft so far is
+accepted; once it falls below `MIN_SURVIVAL` the block stops. The minimum is high, a coin flip, for two
+reasons: a draft is not free (on the teaching pair on a CPU a drafter step and the longer verify it
 makes cost about a quarter of a target step), and where misses cluster, as on facts the drafter was
-never taught, the calibration learns too slowly and the estimate stays optimistic. Measured on the
-bench suite (`assets/bench/README.md`), 0.5 beat 0.2, 0.35, 0.65 and 0.8 overall and on the slowest
-answers. The first block goes on to a lower minimum: its drafts ride on the prompt's pass, which
-verifies them at no extra cost, and it has no verifications to be calibrated on. A drafter that is sure
-and right drafts long blocks; one that is sure and wrong learns that its confidence means less; under
-sampling at a high temperature blocks stay short.
+never taught, the calibration learns too slowly and the estimate stays optimistic. Chosen on the bench
+suite (`assets/bench/README.md`): 0.5 ran faster than 0.35, and 0.35 than 0.2; 0.65 and 0.8 were no
+faster on the slowest answers. The first block goes on to a lower minimum: its drafts ride on the
+prompt's pass, which verifies them at no extra cost, and it has no verifications to be calibrated on. A
+drafter that is sure and right drafts long blocks; one that is sure and wrong learns that its confidence
+means less; under sampling at a high temperature blocks stay short.
 """
 
 from __future__ import annotations
