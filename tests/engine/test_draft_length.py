@@ -115,7 +115,7 @@ def test_drafting_ends_at_a_drafted_end_token(teaching_answers, gamma, adaptive,
             # there; a tree (the hedged first block too) may go on deepening its other branches
             below_ends = {i for i, node in enumerate(block.tree) if node.token in ends}
             assert not any(node.parent in below_ends for node in block.tree)
-            tree_ends += bool(below_ends) and width > 1
+            tree_ends += bool(below_ends)
     # the path is exercised: some chains stop at a drafted end, some trees hold one as a leaf while their
     # other branches grow on (an answer's end is a near-tie between a closing remark and none, so the
     # drafts do not end where the target does in every answer)
