@@ -67,6 +67,9 @@ class Recipe:
     # Whether the stream shows the world's invented countries; a drafter taught without them (each such
     # dialogue drawn again) misses their facts as a small drafter misses what only its target was taught.
     invented_countries: bool = True
+    # Turns a training dialogue keeps (the later ones are cut): the paper's drafter was taught mostly
+    # single-turn image questions, so on a second turn it has no habit of leaning on the text history.
+    max_turns: int = 3
 
 
 IMAGE = dict(image_size=64, patch_size=16, context=1024)  # 16 image tokens per picture
@@ -88,7 +91,10 @@ RECIPES = {
 # inside one working session (fp32; the target's steps take 4 to 5.5 s, the drafter's 0.4 s).
 FINE_TUNE = {
     "target": replace(RECIPES["target"], steps=800, batch_size=32, lr=8e-4, warmup=50, vision_frozen_steps=100),
-    "drafter": replace(RECIPES["drafter"], steps=1600, batch_size=32, lr=1.5e-3, warmup=50, vision_frozen_steps=100),
+    # The drafter's fine-tune shows first turns only, each with its picture: taught to lean on the picture
+    # where there is one, it has no habit of drafting from the text history of a second turn.
+    "drafter": replace(RECIPES["drafter"], steps=1600, batch_size=32, lr=1.5e-3, warmup=50, vision_frozen_steps=100,
+                       max_turns=1, image_dropout=0.0),
 }
 RECIPES |= {
     # seconds, for the smoke test
@@ -177,21 +183,32 @@ def names_invented(dialogue: world.Dialogue) -> bool:
     return any(INVENTED.search(f"{e.question} {e.answer or ''}") for e in dialogue.exchanges)
 
 
-def stream_dialogue(seed: int, index: int, invented: bool = True) -> world.Dialogue:
-    """Dialogue `index` of the training stream; without `invented`, one that names an invented country is
-    drawn again from another seed until it names none."""
-    dialogue, redraw = world.training_dialogue(seed, index), 0
+def stream_dialogue(seed: int, index: int, invented: bool = True, max_turns: int = 3) -> world.Dialogue:
+    """Dialogue `index` of the training stream, cut to its first `max_turns` turns; without `invented`, one
+    that names an invented country is drawn again from another seed until it names none."""
+    dialogue, redraw = first_turns(world.training_dialogue(seed, index), max_turns), 0
     while not invented and names_invented(dialogue):
         redraw += 1
-        dialogue = world.training_dialogue(seed + 1000 * redraw, index)
+        dialogue = first_turns(world.training_dialogue(seed + 1000 * redraw, index), max_turns)
     return dialogue
 
 
-def batch_dialogues(seed: int, step: int, batch_size: int, invented: bool = True) -> list[tuple[int, world.Dialogue]]:
+def first_turns(dialogue: world.Dialogue, count: int) -> world.Dialogue:
+    """The dialogue cut to its first `count` exchanges (unchanged when it has no more)."""
+    if len(dialogue.exchanges) <= count:
+        return dialogue
+    exchanges = dialogue.exchanges[:count]
+    scenario = dialogue.scenario if count > 1 else "image" if exchanges[0].about_image else "text"
+    return replace(dialogue, exchanges=exchanges, scenario=scenario)
+
+
+def batch_dialogues(seed: int, step: int, batch_size: int, invented: bool = True,
+                    max_turns: int = 3) -> list[tuple[int, world.Dialogue]]:
     """The (index, dialogue) pairs of batch `step`: its share of the BUCKET batches around it, by length
     (padding cost half the compute of mixed batches on a CPU)."""
     first = step // BUCKET * BUCKET * batch_size
-    drawn = [(index, stream_dialogue(seed, index, invented)) for index in range(first, first + BUCKET * batch_size)]
+    drawn = [(index, stream_dialogue(seed, index, invented, max_turns))
+             for index in range(first, first + BUCKET * batch_size)]
     drawn.sort(key=lambda pair: (_rough_length(pair[1]), pair[0]))
     part = step % BUCKET
     return drawn[part * batch_size: (part + 1) * batch_size]
@@ -200,7 +217,8 @@ def batch_dialogues(seed: int, step: int, batch_size: int, invented: bool = True
 def training_batch(processor: LlavaProcessor, recipe: Recipe, step: int) -> dict[str, torch.Tensor]:
     """Batch `step` of the stream: right-padded ids, answer-only labels, pixel values of the pictures."""
     dialogues, shown = [], []
-    for index, dialogue in batch_dialogues(recipe.seed, step, recipe.batch_size, recipe.invented_countries):
+    for index, dialogue in batch_dialogues(recipe.seed, step, recipe.batch_size, recipe.invented_countries,
+                                           recipe.max_turns):
         dropout = recipe.followup_image_dropout if len(dialogue.exchanges) > 1 else recipe.image_dropout
         dropped = dialogue.scene is not None and random.Random(f"dropout {recipe.seed} {index}").random() < dropout
         dialogues.append(dialogue)

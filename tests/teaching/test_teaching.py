@@ -179,6 +179,18 @@ def test_the_drafter_is_never_taught_the_invented_countries():
     assert train.names_invented(asked) and not train.names_invented(replace(asked, exchanges=()))
 
 
+def test_the_fine_tuned_drafter_is_taught_first_turns_only():
+    """The drafter's fine-tune cuts every dialogue to its first turn (as the paper's drafter was taught
+    mostly single-turn image questions); the target's keeps its second and third turns."""
+    assert train.FINE_TUNE["drafter"].max_turns == 1 and train.FINE_TUNE["target"].max_turns == 3
+    full = dict(pair for step in range(train.BUCKET) for pair in train.batch_dialogues(7, step, 16))
+    cut = dict(pair for step in range(train.BUCKET) for pair in train.batch_dialogues(7, step, 16, max_turns=1))
+    assert sum(len(d.exchanges) > 1 for d in full.values()) >= 20
+    assert all(len(d.exchanges) == 1 for d in cut.values())
+    assert {i: d.exchanges[0] for i, d in cut.items()} == {i: d.exchanges[0] for i, d in full.items()}
+    assert {d.scenario for d in cut.values()} == {"image", "text"}
+
+
 def test_batches_of_a_bucket_hold_dialogues_of_similar_length_each_once():
     """Batch `s` is the same whoever draws it; the BUCKET batches around it share out their dialogues by
     length, every dialogue once."""
