@@ -186,20 +186,11 @@ def names_invented(dialogue: world.Dialogue) -> bool:
 def stream_dialogue(seed: int, index: int, invented: bool = True, max_turns: int = 3) -> world.Dialogue:
     """Dialogue `index` of the training stream, cut to its first `max_turns` turns; without `invented`, one
     that names an invented country is drawn again from another seed until it names none."""
-    dialogue, redraw = first_turns(world.training_dialogue(seed, index), max_turns), 0
+    dialogue, redraw = world.training_dialogue(seed, index).first_turns(max_turns), 0
     while not invented and names_invented(dialogue):
         redraw += 1
-        dialogue = first_turns(world.training_dialogue(seed + 1000 * redraw, index), max_turns)
+        dialogue = world.training_dialogue(seed + 1000 * redraw, index).first_turns(max_turns)
     return dialogue
-
-
-def first_turns(dialogue: world.Dialogue, count: int) -> world.Dialogue:
-    """The dialogue cut to its first `count` exchanges (unchanged when it has no more)."""
-    if len(dialogue.exchanges) <= count:
-        return dialogue
-    exchanges = dialogue.exchanges[:count]
-    scenario = dialogue.scenario if count > 1 else "image" if exchanges[0].about_image else "text"
-    return replace(dialogue, exchanges=exchanges, scenario=scenario)
 
 
 def batch_dialogues(seed: int, step: int, batch_size: int, invented: bool = True,

@@ -12,7 +12,7 @@ scenario shows one to four at once.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from PIL import Image
 
@@ -48,7 +48,8 @@ __all__ = ["ANIMALS", "BACKGROUNDS", "CANVAS", "COLOURS", "COUNTRIES", "DAYS", "
            "LETTERS", "MONTHS", "NUMBER_WORDS", "ODD_KINDS", "ODD_PICTURES", "POSITIONS", "SCENARIOS", "SHAPES",
            "SPELL_WORDS", "WORDS", "ChartScene", "Dialogue", "Exchange", "OddScene", "Scene", "Shape", "ShapesScene",
            "TextScene", "corpus", "follow_up", "image_question", "random_chart", "random_odd", "random_scene",
-           "random_shapes", "random_text", "render", "scenario_dialogue", "split", "text_question", "training_dialogue"]
+           "random_shapes", "random_text", "render", "scenario_dialogue", "split", "text_question", "training_dialogue",
+           "training_scenario"]
 
 SCENARIOS = ("image", "text", "followup", "odd")
 
@@ -71,6 +72,19 @@ class Dialogue:
     def images(self, size: int = CANVAS) -> list[Image.Image]:
         return [render(scene, size) for scene in self.scenes]
 
+    def first_turns(self, count: int) -> Dialogue:
+        """The dialogue cut to its first `count` exchanges (itself when it has no more)."""
+        if len(self.exchanges) <= count:
+            return self
+        exchanges = self.exchanges[:count]
+        return replace(self, exchanges=exchanges, scenario=training_scenario(exchanges))
+
+
+def training_scenario(exchanges: tuple[Exchange, ...]) -> str:
+    """What a training dialogue's last turn is: a second or third turn, or a first question on its picture
+    or not."""
+    return "followup" if len(exchanges) > 1 else ("image" if exchanges[0].about_image else "text")
+
 
 # ---------------------------------------------------------------- dialogues and splits
 
@@ -91,8 +105,8 @@ def training_dialogue(seed: int, index: int) -> Dialogue:
     turns = rng.choices([1, 2, 3], weights=[6, 3, 1])[0]
     while len(exchanges) < turns:
         exchanges.append(follow_up(scene, exchanges[-1], rng))
-    scenario = "followup" if turns > 1 else ("image" if first.about_image else "text")
-    return Dialogue(() if scene is None else (scene,), tuple(exchanges), scenario, seed=index)
+    return Dialogue(() if scene is None else (scene,), tuple(exchanges), training_scenario(tuple(exchanges)),
+                    seed=index)
 
 
 def scenario_dialogue(scenario: str, seed: int, index: int) -> Dialogue:
