@@ -70,13 +70,6 @@ class Recipe:
     # Turns a training dialogue keeps (the later ones are cut): the paper's drafter was taught mostly
     # single-turn image questions, so on a second turn it has no habit of leaning on the text history.
     max_turns: int = 3
-    # Share of training dialogues that show one to four odd pictures (noise, textures, inverted scenes), and
-    # the share of those the model sees without their pictures, each replaced by a newline as in the T row.
-    # The target is taught to say what such pictures are, as a strong model reads a picture it cannot use;
-    # a drafter taught their answers from the text only drafts them well in its T row, and in its M row
-    # reads an odd picture as one of the world's (its vision tower never saw one).
-    odd_share: float = 0.0
-    odd_image_dropout: float = 0.0
 
 
 IMAGE = dict(image_size=64, patch_size=16, context=1024)  # 16 image tokens per picture
@@ -94,18 +87,14 @@ RECIPES = {
     ),
 }
 # Fine-tuning a trained pair on this world (`train --init DIR`): the pair's vision and vocabulary are
-# there already; what is new is the wording, the longer answers, the knowledge and the odd pictures. Sized
-# for a 2-core CPU inside one working session (fp32; the target's steps take 4 to 5.5 s, the drafter's 0.4 s).
+# there already; what is new is the wording, the longer answers and the knowledge. Sized for a 2-core CPU
+# inside one working session (fp32; the target's steps take 4 to 5.5 s, the drafter's 0.4 s).
 FINE_TUNE = {
-    # A quarter of the target's dialogues show odd pictures, most of them asking about the pictures: the
-    # target learns to say what each one is (the rest of the stream keeps what it knows).
-    "target": replace(RECIPES["target"], steps=400, batch_size=32, lr=8e-4, warmup=50, vision_frozen_steps=100,
-                      odd_share=0.25),
+    "target": replace(RECIPES["target"], steps=800, batch_size=32, lr=8e-4, warmup=50, vision_frozen_steps=100),
     # The drafter's fine-tune shows first turns only, each with its picture: taught to lean on the picture
-    # where there is one, it has no habit of drafting from the text history of a second turn. It reads the
-    # target's answers on odd pictures from the text alone, never seeing such a picture.
-    "drafter": replace(RECIPES["drafter"], steps=800, batch_size=32, lr=1.5e-3, warmup=50, vision_frozen_steps=100,
-                       max_turns=1, image_dropout=0.0, odd_share=0.25, odd_image_dropout=1.0),
+    # where there is one, it has no habit of drafting from the text history of a second turn.
+    "drafter": replace(RECIPES["drafter"], steps=1600, batch_size=32, lr=1.5e-3, warmup=50, vision_frozen_steps=100,
+                       max_turns=1, image_dropout=0.0),
 }
 RECIPES |= {
     # seconds, for the smoke test
@@ -194,23 +183,22 @@ def names_invented(dialogue: world.Dialogue) -> bool:
     return any(INVENTED.search(f"{e.question} {e.answer or ''}") for e in dialogue.exchanges)
 
 
-def stream_dialogue(seed: int, index: int, invented: bool = True, max_turns: int = 3,
-                    odd_share: float = 0.0) -> world.Dialogue:
+def stream_dialogue(seed: int, index: int, invented: bool = True, max_turns: int = 3) -> world.Dialogue:
     """Dialogue `index` of the training stream, cut to its first `max_turns` turns; without `invented`, one
     that names an invented country is drawn again from another seed until it names none."""
-    dialogue, redraw = world.training_dialogue(seed, index, odd_share).first_turns(max_turns), 0
+    dialogue, redraw = world.training_dialogue(seed, index).first_turns(max_turns), 0
     while not invented and names_invented(dialogue):
         redraw += 1
-        dialogue = world.training_dialogue(seed + 1000 * redraw, index, odd_share).first_turns(max_turns)
+        dialogue = world.training_dialogue(seed + 1000 * redraw, index).first_turns(max_turns)
     return dialogue
 
 
-def batch_dialogues(seed: int, step: int, batch_size: int, invented: bool = True, max_turns: int = 3,
-                    odd_share: float = 0.0) -> list[tuple[int, world.Dialogue]]:
+def batch_dialogues(seed: int, step: int, batch_size: int, invented: bool = True,
+                    max_turns: int = 3) -> list[tuple[int, world.Dialogue]]:
     """The (index, dialogue) pairs of batch `step`: its share of the BUCKET batches around it, by length
     (padding cost half the compute of mixed batches on a CPU)."""
     first = step // BUCKET * BUCKET * batch_size
-    drawn = [(index, stream_dialogue(seed, index, invented, max_turns, odd_share))
+    drawn = [(index, stream_dialogue(seed, index, invented, max_turns))
              for index in range(first, first + BUCKET * batch_size)]
     drawn.sort(key=lambda pair: (_rough_length(pair[1]), pair[0]))
     part = step % BUCKET
@@ -221,11 +209,8 @@ def training_batch(processor: LlavaProcessor, recipe: Recipe, step: int) -> dict
     """Batch `step` of the stream: right-padded ids, answer-only labels, pixel values of the pictures."""
     dialogues, shown = [], []
     for index, dialogue in batch_dialogues(recipe.seed, step, recipe.batch_size, recipe.invented_countries,
-                                           recipe.max_turns, recipe.odd_share):
-        if isinstance(dialogue.scene, world.OddScene):
-            dropout = recipe.odd_image_dropout
-        else:
-            dropout = recipe.followup_image_dropout if len(dialogue.exchanges) > 1 else recipe.image_dropout
+                                           recipe.max_turns):
+        dropout = recipe.followup_image_dropout if len(dialogue.exchanges) > 1 else recipe.image_dropout
         dropped = dialogue.scene is not None and random.Random(f"dropout {recipe.seed} {index}").random() < dropout
         dialogues.append(dialogue)
         shown.append(dialogue.scene is not None and not dropped)

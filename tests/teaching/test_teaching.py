@@ -191,27 +191,6 @@ def test_the_fine_tuned_drafter_is_taught_first_turns_only():
     assert {d.scenario for d in cut.values()} == {"image", "text"}
 
 
-def test_odd_pictures_are_taught_to_the_target_with_them_and_to_the_drafter_without(world_processor):
-    """A quarter of both fine-tunes' dialogues show odd pictures; the target sees them, the drafter sees each
-    replaced by a newline (as its T row shows them), and both keep the pictures of the world's scenes."""
-    image = world_processor.tokenizer.convert_tokens_to_ids("<image>")
-    for role, shown in (("target", True), ("drafter", False)):
-        recipe = replace(train.FINE_TUNE[role], size=MICRO.size, batch_size=16)
-        assert recipe.odd_share == 0.25
-        odd = 0
-        for step in range(train.BUCKET):
-            batch = train.training_batch(world_processor, recipe, step)
-            chosen = [d for _, d in train.batch_dialogues(recipe.seed, step, 16, recipe.invented_countries,
-                                                          recipe.max_turns, recipe.odd_share)]
-            for row, dialogue in zip(batch["input_ids"], chosen, strict=True):
-                pictures = int((row == image).sum()) // train.image_tokens(world_processor)
-                is_odd = isinstance(dialogue.scene, world.OddScene)
-                odd += is_odd
-                assert pictures == (len(dialogue.scenes) if shown or not is_odd else 0)
-        assert 16 <= odd <= 48  # of 128 dialogues
-    assert train.RECIPES["target"].odd_share == train.RECIPES["drafter"].odd_share == 0.0  # from scratch: none
-
-
 def test_batches_of_a_bucket_hold_dialogues_of_similar_length_each_once():
     """Batch `s` is the same whoever draws it; the BUCKET batches around it share out their dialogues by
     length, every dialogue once."""

@@ -41,28 +41,10 @@ def test_scenarios_have_the_pictures_they_promise():
     for d in odd:
         assert all(isinstance(scene, world.OddScene) for scene in d.scenes)
         assert all(image.mode == "RGB" for image in d.images())
-        if d.exchanges[0].about_image:  # the answer says what each picture is, in order
-            sentences = d.exchanges[0].answer.split(". ")
-            said = [sentence for sentence in sentences if " picture " in sentence][-len(d.scenes):]
-            assert len(said) == len(d.scenes)
-            for sentence, scene in zip(said, d.scenes, strict=True):
-                kind = "inverted" if scene.kind == "inverted" else scene.kind
-                assert kind in sentence and not any(other in sentence for other in world.ODD_KINDS if other != kind)
+        if d.exchanges[0].about_image:
+            assert d.exchanges[0].answer is None  # nothing in an odd picture has a right answer
     assert any(d.scene is None and not d.images() for d in world.split("text", 1, 40))
     assert all(not d.exchanges[0].about_image for d in world.split("text", 1, 40))
-
-
-def test_the_training_stream_shows_odd_pictures_only_where_a_recipe_asks():
-    """A share of odd dialogues leaves every other dialogue of the stream as it was."""
-    plain = [world.training_dialogue(3, i) for i in range(400)]
-    mixed = [world.training_dialogue(3, i, odd_share=0.25) for i in range(400)]
-    assert not any(isinstance(d.scene, world.OddScene) for d in plain)
-    odd = [d for d in mixed if isinstance(d.scene, world.OddScene)]
-    assert 70 <= len(odd) <= 130
-    assert all(m == p for m, p in zip(mixed, plain, strict=True) if m not in odd)
-    assert 0.45 <= sum(d.exchanges[0].about_image for d in odd) / len(odd) <= 0.75
-    assert {len(d.scenes) for d in odd} == set(range(world.ODD_PICTURES[0], world.ODD_PICTURES[1] + 1))
-    assert any(len(d.exchanges) > 1 for d in odd)
 
 
 def _exchanges(count: int = 1500):
