@@ -15,9 +15,9 @@ from .train import EVAL_SEED, say
 # turn where T catches up, odd pictures where the weights swing to T, an invented country that only the
 # target was taught (the drafter misses every fact), arithmetic that no picture helps with.
 EXAMPLE_PICTURES = {
-    "shapes.png": world.ShapesScene((world.Shape("star", "red", "top left"), world.Shape("circle", "blue", "top right"),
-                                     world.Shape("triangle", "green", "bottom left"),
-                                     world.Shape("square", "yellow", "bottom right")), "white", seed=3),
+    "shapes.png": world.ShapesScene((world.Shape("star", "blue", "top right"),
+                                     world.Shape("triangle", "orange", "bottom left"),
+                                     world.Shape("square", "yellow", "bottom right")), "striped", seed=35),
     "chart.png": world.ChartScene((3, 8, 5, 6), ("blue", "orange", "green", "purple"), seed=7),
     "texture.png": world.OddScene("texture", seed=11),
     "noise.png": world.OddScene("noise", seed=12),

@@ -31,10 +31,51 @@ ONE = re.compile(r"\bone(?= (?:shape|bar|leg|letter)\b)")  # "one shape" is a co
 FACT = re.compile(r"\b(?:" + "|".join(re.escape(word) for word in VOCABULARY) + r")\b|\b\d+\b")
 
 
+_COLOUR, _KIND = "|".join(world.COLOURS), "|".join(world.SHAPES)
+_PLACE = "|".join(world.POSITIONS)
+SHAPE = re.compile(rf"\b(?:{_COLOUR}) (?:{_KIND})\b")  # "blue circle": one fact, a shape with its colour
+COLOURED = re.compile(rf"\bthe ({_KIND}) is (?:coloured )?({_COLOUR})\b")  # "the circle is blue"
+PLACE = re.compile(rf"\b(?:{_PLACE})\b")
+RELATION = re.compile(rf"\b((?:{_COLOUR}) (?:{_KIND})) (?:is|sits) (?:to the )?(left of|right of|above|over|below|"
+                      rf"under) the ((?:{_COLOUR}) (?:{_KIND}))\b")
+BAR = re.compile(r"\bbar [a-d]\b")
+BAR_FACT = re.compile(rf"\b(?:{_COLOUR}|{'|'.join(world.NUMBER_WORDS[2:10])})\b|\b\d+\b")
+FLIPPED = {"left of": ("left of", False), "right of": ("left of", True), "above": ("above", False),
+           "over": ("above", False), "below": ("above", True), "under": ("above", True)}
+
+
+def _bound(lowered: str) -> tuple[Counter[str], str]:
+    """Shapes with their colours, corners and neighbours, each bound into one fact ("blue circle at bottom
+    right", "red star left of blue circle", from either side), and a bar with the colour and value said in
+    its sentence ("bar b: 8"), so that a colour, a corner, a neighbour or a value said of the wrong shape or
+    bar is wrong; and the text without them."""
+    found, rest = Counter(), []
+    for sentence in re.split(r"(?<=\.)\s+", lowered):
+        for first, relation, second in RELATION.findall(sentence):
+            relation, flip = FLIPPED[relation]
+            found[f"{second} {relation} {first}" if flip else f"{first} {relation} {second}"] += 1
+        sentence = RELATION.sub(" ", sentence)
+        sentence = COLOURED.sub(lambda match: f"{match[2]} {match[1]}", sentence)
+        for part in re.split(r",| and ", sentence):  # "a red star at the top left, a blue circle at the ..."
+            shapes, places = SHAPE.findall(part), PLACE.findall(part)
+            if len(shapes) == 1 and len(places) == 1:
+                found[f"{shapes[0]} at {places[0]}"] += 1
+                sentence = sentence.replace(part, PLACE.sub(" ", part), 1)
+        found.update(SHAPE.findall(sentence))
+        sentence = SHAPE.sub(" ", sentence)
+        bars = BAR.findall(sentence)
+        if len(set(bars)) == 1 and " plus " not in sentence:  # "bar b, the orange one, reaches 8"
+            said = [NUMBERS.get(word, word) for word in BAR_FACT.findall(BAR.sub(" ", sentence))]
+            found.update(f"{bars[0]}: {fact}" for fact in said)
+            sentence = BAR_FACT.sub(" ", sentence)
+        rest.append(sentence)
+    return found, " ".join(rest)
+
+
 def facts(text: str) -> Counter[str]:
     """The world's facts a text states, each as often as it states it (numbers as digits)."""
-    lowered = text.lower()
-    found = Counter("spelled " + match.replace(" - ", "") for match in SPELLED.findall(lowered))
+    found, lowered = _bound(text.lower())
+    found += Counter("spelled " + match.replace(" - ", "") for match in SPELLED.findall(lowered))
     lowered = SPELLED.sub(" ", lowered)
     found.update("1" for _ in ONE.findall(lowered))
     found.update(NUMBERS.get(match, match) for match in FACT.findall(lowered))
