@@ -1,8 +1,8 @@
-"""Checking an answer on facts, not on its string: the world's facts it states (colours, shapes, positions,
-backgrounds, values and counts, printed words, labels, spelled words, knowledge), against those of the
-world's own answer. Wording and order may vary as they like; a fact the true answer does not state (a
-wrong colour, a wrong value, a shape too many) counts against the answer, and a fact it leaves out counts
-for nothing here (`Score.missed` keeps them)."""
+"""Checking an answer on facts, not on its string: the world's facts it states (shapes bound to their
+colours, corners and neighbours, bars to their colours and values, backgrounds, counts, printed words,
+labels, spelled words, knowledge), against those of the world's own answer. Wording and order may vary as
+they like; a fact the true answer does not state (a wrong colour, a wrong value, a shape too many) counts
+against the answer, and a fact it leaves out counts for nothing here (`Score.missed` keeps them)."""
 
 from __future__ import annotations
 
@@ -44,30 +44,42 @@ FLIPPED = {"left of": ("left of", False), "right of": ("left of", True), "above"
            "over": ("above", False), "below": ("above", True), "under": ("above", True)}
 
 
+def _shape_facts(sentence: str) -> tuple[Counter[str], str]:
+    """A sentence's shapes with their colours, corners and neighbours, each bound into one fact ("blue circle
+    at bottom right", "red star left of blue circle", from either side); and the sentence without them."""
+    found = Counter()
+    for first, relation, second in RELATION.findall(sentence):
+        relation, flip = FLIPPED[relation]
+        found[f"{second} {relation} {first}" if flip else f"{first} {relation} {second}"] += 1
+    sentence = RELATION.sub(" ", sentence)
+    sentence = COLOURED.sub(lambda match: f"{match[2]} {match[1]}", sentence)
+    for part in re.split(r",| and ", sentence):  # "a red star at the top left, a blue circle at the ..."
+        shapes, places = SHAPE.findall(part), PLACE.findall(part)
+        if len(shapes) == 1 and len(places) == 1:
+            found[f"{shapes[0]} at {places[0]}"] += 1
+            sentence = sentence.replace(part, PLACE.sub(" ", part), 1)
+    found.update(SHAPE.findall(sentence))
+    return found, SHAPE.sub(" ", sentence)
+
+
+def _bar_facts(sentence: str) -> tuple[Counter[str], str]:
+    """The colour and value a sentence about one bar says of it ("bar b, the orange one, reaches 8": "bar b:
+    orange", "bar b: 8"); and the sentence without them. Sums name several bars and bind nothing."""
+    bars = BAR.findall(sentence)
+    if len(set(bars)) != 1 or " plus " in sentence:
+        return Counter(), sentence
+    said = [NUMBERS.get(word, word) for word in BAR_FACT.findall(BAR.sub(" ", sentence))]
+    return Counter(f"{bars[0]}: {fact}" for fact in said), BAR_FACT.sub(" ", sentence)
+
+
 def _bound(lowered: str) -> tuple[Counter[str], str]:
-    """Shapes with their colours, corners and neighbours, each bound into one fact ("blue circle at bottom
-    right", "red star left of blue circle", from either side), and a bar with the colour and value said in
-    its sentence ("bar b: 8"), so that a colour, a corner, a neighbour or a value said of the wrong shape or
-    bar is wrong; and the text without them."""
+    """The facts bound to a shape or a bar, sentence by sentence, so that a colour, a corner, a neighbour
+    or a value said of the wrong shape or bar is wrong; and the text without them."""
     found, rest = Counter(), []
     for sentence in re.split(r"(?<=\.)\s+", lowered):
-        for first, relation, second in RELATION.findall(sentence):
-            relation, flip = FLIPPED[relation]
-            found[f"{second} {relation} {first}" if flip else f"{first} {relation} {second}"] += 1
-        sentence = RELATION.sub(" ", sentence)
-        sentence = COLOURED.sub(lambda match: f"{match[2]} {match[1]}", sentence)
-        for part in re.split(r",| and ", sentence):  # "a red star at the top left, a blue circle at the ..."
-            shapes, places = SHAPE.findall(part), PLACE.findall(part)
-            if len(shapes) == 1 and len(places) == 1:
-                found[f"{shapes[0]} at {places[0]}"] += 1
-                sentence = sentence.replace(part, PLACE.sub(" ", part), 1)
-        found.update(SHAPE.findall(sentence))
-        sentence = SHAPE.sub(" ", sentence)
-        bars = BAR.findall(sentence)
-        if len(set(bars)) == 1 and " plus " not in sentence:  # "bar b, the orange one, reaches 8"
-            said = [NUMBERS.get(word, word) for word in BAR_FACT.findall(BAR.sub(" ", sentence))]
-            found.update(f"{bars[0]}: {fact}" for fact in said)
-            sentence = BAR_FACT.sub(" ", sentence)
+        shapes, sentence = _shape_facts(sentence)
+        bars, sentence = _bar_facts(sentence)
+        found += shapes + bars
         rest.append(sentence)
     return found, " ".join(rest)
 
