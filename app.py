@@ -305,7 +305,7 @@ def _question_column(default: str) -> SimpleNamespace:
     ui.settings = _settings(default)
     starts, follow_ups = load_examples()
     gr.Examples(starts, inputs=[ui.image, ui.prompt], cache_examples=False, elem_id="examples",
-                label="Examples: image-oriented, text-oriented, no picture, four odd pictures (then Run)")
+                label="Examples: image-oriented, text-oriented, no picture, three odd pictures (then Run)")
     gr.Examples(follow_ups, inputs=[ui.prompt], cache_examples=False, elem_id="follow-up-examples",
                 label="Follow-ups: after a run, pick one and press 'Ask as follow-up'")
     return ui

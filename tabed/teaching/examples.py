@@ -15,23 +15,21 @@ from .train import EVAL_SEED, say
 # turn where T catches up, odd pictures where the weights swing to T, an invented country that only the
 # target was taught (the drafter misses every fact), arithmetic that no picture helps with.
 EXAMPLE_PICTURES = {
-    "shapes.png": world.ShapesScene((world.Shape("star", "blue", "top right"),
-                                     world.Shape("triangle", "orange", "bottom left"),
-                                     world.Shape("square", "yellow", "bottom right")), "striped", seed=35),
+    "shapes.png": world.ShapesScene((world.Shape("square", "yellow", "top right"),
+                                     world.Shape("circle", "purple", "bottom left"),
+                                     world.Shape("triangle", "green", "bottom right")), "white", seed=2350867335),
     "chart.png": world.ChartScene((3, 8, 5, 6), ("blue", "orange", "green", "purple"), seed=7),
     "texture.png": world.OddScene("texture", seed=11),
     "noise.png": world.OddScene("noise", seed=12),
     "inverted.png": world.OddScene("inverted", seed=13, base=world.ChartScene((6, 2, 4), ("red", "green", "blue"),
                                                                               seed=14)),
-    "blur.png": world.OddScene("texture", seed=15),
 }
 EXAMPLES = (  # (pictures, prompt, follow-up, scenario)
     (("shapes.png",), "Describe the image in detail.", "Say that again in other words.", "image"),
     (("chart.png",), "Describe the chart bar by bar.", "Add up all the bars.", "image"),
     (("shapes.png",), "Tell me about Moravia.", "Is that right?", "text"),
     ((), "What is 47 plus 38?", "Tell me about the owl.", "text"),
-    (("texture.png", "noise.png", "inverted.png", "blur.png"), "What do you see in this picture?",
-     "What is 17 plus 25?", "odd"),
+    (("noise.png", "inverted.png", "texture.png"), "Describe the image in detail.", "What is 17 plus 25?", "odd"),
 )
 
 

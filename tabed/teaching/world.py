@@ -93,10 +93,11 @@ def _dialogue_rng(seed: int, index: int) -> random.Random:
     return random.Random(seed * 1_000_003 + index)
 
 
-def training_dialogue(seed: int, index: int) -> Dialogue:
-    """Dialogue `index` of the training stream named by `seed`: 1 to 3 turns, in-world pictures."""
+def training_dialogue(seed: int, index: int, shapes_share: float = 0.0) -> Dialogue:
+    """Dialogue `index` of the training stream named by `seed`: 1 to 3 turns, in-world pictures. With
+    `shapes_share`, that share of its pictures are scenes of shapes, the rest drawn from the world's mix."""
     rng = _dialogue_rng(seed, index)
-    scene = random_scene(rng) if rng.random() < 0.8 else None
+    scene = _training_scene(rng, shapes_share) if rng.random() < 0.8 else None
     if scene is not None and rng.random() < 0.75:
         first = image_question(scene, rng)
     else:
@@ -107,6 +108,12 @@ def training_dialogue(seed: int, index: int) -> Dialogue:
         exchanges.append(follow_up(scene, exchanges[-1], rng))
     return Dialogue(() if scene is None else (scene,), tuple(exchanges), training_scenario(tuple(exchanges)),
                     seed=index)
+
+
+def _training_scene(rng: random.Random, shapes_share: float) -> Scene:
+    if shapes_share and rng.random() < shapes_share:
+        return random_shapes(rng)
+    return random_scene(rng)
 
 
 def scenario_dialogue(scenario: str, seed: int, index: int) -> Dialogue:

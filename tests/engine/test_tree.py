@@ -50,11 +50,11 @@ def small_tree() -> DraftTree:
 # every case; a retrained pair may need others): the hedged first block's runner-up winning, an unsure
 # tree forking, an answer's start the ensemble is sure of (and how many tokens of it), a third choice kept
 # by a width-2 tree; a path kept from a spare slot (one suite case in 96 with this pair).
-HEDGED_CASE = "image-11"
+HEDGED_CASE = "image-00"
 FORKING_CASE = "image-01"
 SURE_CASE = ("image-02", 8)
 THIRD_CHOICE_CASE = "image-03"
-SPARE_CASE = "image-08"
+SPARE_CASE = "image-09"
 
 
 def teaching_turns(case_id: str) -> list[Turn]:

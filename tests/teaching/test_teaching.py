@@ -129,7 +129,7 @@ def test_examples_command_writes_pictures_and_prompts(tmp_path):
     rows = json.loads((tmp_path / "examples.json").read_text())
     assert {row["scenario"] for row in rows} == {"image", "text", "odd"}
     assert all((tmp_path / name).exists() for row in rows for name in row["images"])
-    assert [len(row["images"]) for row in rows if row["scenario"] == "odd"] == [4]
+    assert [len(row["images"]) for row in rows if row["scenario"] == "odd"] == [3]
 
 
 def test_a_dropped_picture_is_encoded_as_the_text_only_row_shows_it(world_processor):
@@ -189,6 +189,20 @@ def test_the_fine_tuned_drafter_is_taught_first_turns_only():
     assert all(len(d.exchanges) == 1 for d in cut.values())
     assert {i: d.exchanges[0] for i, d in cut.items()} == {i: d.exchanges[0] for i, d in full.items()}
     assert {d.scenario for d in cut.values()} == {"image", "text"}
+
+
+def test_the_targets_fine_tune_shows_the_pictures_of_its_richer_stream(world_processor):
+    """The target's last fine-tune draws half its pictures as scenes of shapes (the drafter's none beyond the
+    world's own), and its batches show exactly the pictures of that stream."""
+    assert train.FINE_TUNE["target"].shapes_share == 0.5 and train.FINE_TUNE["drafter"].shapes_share == 0.0
+    recipe = replace(MICRO, batch_size=16, shapes_share=1.0)
+    for step in range(2):
+        batch = train.training_batch(world_processor, recipe, step)
+        chosen = [d for _, d in train.batch_dialogues(recipe.seed, step, recipe.batch_size, shapes_share=1.0)]
+        pictures = [d.images()[0] for d in chosen if d.scene is not None]
+        assert pictures and all(isinstance(d.scene, world.ShapesScene) for d in chosen if d.scene is not None)
+        shown = world_processor.image_processor(pictures, return_tensors="pt")["pixel_values"]
+        assert torch.equal(batch["pixel_values"], shown)
 
 
 def test_batches_of_a_bucket_hold_dialogues_of_similar_length_each_once():

@@ -88,12 +88,12 @@ def test_eval_counts_the_drafters_misses_and_none_of_a_drafter_that_is_the_targe
 
 def test_held_out_image_questions_target_right_drafter_weaker(teaching_pair):
     """Checked with each shape bound to its colour, corner and neighbours and each bar to its colour and
-    value, the target states 85% true facts on image questions (the card; short of the 90% goal: it mixes
-    up shapes in scenes of three or four) and the drafter clearly fewer."""
+    value, the target states 91% true facts on image questions (the card; 93% on these 20) and the
+    drafter clearly fewer."""
     dialogues = world.split("image", train.EVAL_SEED, 20)
     shares = {}
     for role, model, processor in (("target", teaching_pair.target, teaching_pair.target_processor),
                                    ("drafter", teaching_pair.drafter, teaching_pair.drafter_processor)):
         shares[role] = facts.share_true(evaluate.fact_scores(evaluate.answers(model, processor, dialogues), dialogues))
-    assert shares["target"] >= 0.82, shares
+    assert shares["target"] >= 0.9, shares
     assert 0.5 <= shares["drafter"] <= shares["target"] - 0.05, shares  # it reads pictures, less well

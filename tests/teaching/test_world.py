@@ -20,6 +20,22 @@ def test_training_stream_is_deterministic_per_seed():
     assert sum(a == b for a, b in zip(first, other, strict=True)) < 5
 
 
+def test_a_shapes_share_draws_more_scenes_of_shapes_and_none_leaves_the_stream_as_it_was():
+    """The target's last fine-tune (`Recipe.shapes_share`) sees scenes of shapes more often than the world's
+    own 40%; a stream without one is exactly the world's, so every other recipe's batches are unchanged."""
+    def shapes(dialogues):
+        pictured = [d for d in dialogues if d.scene is not None]
+        return sum(isinstance(d.scene, world.ShapesScene) for d in pictured) / len(pictured)
+
+    plain = [world.training_dialogue(3, i) for i in range(500)]
+    richer = [world.training_dialogue(3, i, shapes_share=0.5) for i in range(500)]
+    assert 0.3 < shapes(plain) < 0.5 and 0.6 < shapes(richer) < 0.8
+    assert shapes([world.training_dialogue(3, i, shapes_share=1.0) for i in range(100)]) == 1.0
+    for dialogue, unshared in zip(plain, (world.training_dialogue(3, i, shapes_share=0.0) for i in range(500)),
+                                  strict=True):
+        assert dialogue == unshared and [e.answer for e in dialogue.exchanges] == [e.answer for e in unshared.exchanges]
+
+
 def test_held_out_splits_are_reproducible_and_differ_from_training():
     training = {world.training_dialogue(1234, i).scene for i in range(2000)}
     for scenario in world.SCENARIOS:
