@@ -261,7 +261,7 @@ def test_an_unreadable_upload_is_taken_off_and_the_readable_ones_stay(image_path
 def test_the_examples_start_with_their_pictures():
     starts, follow_ups = app.load_examples()
     counts = sorted(len(pictures or []) for pictures, _ in starts)
-    assert counts[0] == 0 and counts[-1] == 4
+    assert counts[0] == 0 and counts[-1] == 3  # no picture, up to three odd ones at once
     assert all(Path(p).exists() for pictures, _ in starts for p in pictures or [])
     assert follow_ups
 
