@@ -90,8 +90,9 @@ RECIPES = {
     ),
 }
 # Fine-tuning a trained pair on this world (`train --init DIR`): the pair's vision and vocabulary are
-# there already; what is new is the wording, the longer answers and the knowledge. Sized for a 2-core CPU
-# inside one working session (fp32; the target's steps take 4 to 5.5 s, the drafter's 0.4 s).
+# there already; what each fine-tune adds (the wording, the longer answers, the knowledge, which colour goes
+# with which shape) is in the model card. Sized for a 2-core CPU inside one working session (fp32; the
+# target's steps take 4 to 6 s, the drafter's 0.3 to 0.4 s).
 FINE_TUNE = {
     # The target's last fine-tune taught it which colour and corner go with which shape: half the pictures
     # scenes of shapes (70% with the world's own), the vision tower as it was (its features tell each

@@ -111,6 +111,7 @@ def training_dialogue(seed: int, index: int, shapes_share: float = 0.0) -> Dialo
 
 
 def _training_scene(rng: random.Random, shapes_share: float) -> Scene:
+    """A picture of the stream; without a share it draws exactly what the world's mix draws (same rng use)."""
     if shapes_share and rng.random() < shapes_share:
         return random_shapes(rng)
     return random_scene(rng)
