@@ -28,7 +28,7 @@ from .divergence import divergence
 from .overhead import batching_overhead
 from .peers import PEER_NOTE, PEERS, is_peer, peer_generate
 from .report import goals, pooled, summarize, write_reports
-from .suite import Case, Run, case_turns, limit_cases, load_suite
+from .suite import Case, Run, case_turns, in_turn, limit_cases, load_suite
 
 
 def _sd_run(pair: ModelPair, case: Case, turns: list[Turn], spec: str, config: GenerationConfig,
@@ -115,7 +115,7 @@ def check_settings(settings: BenchSettings) -> list[Case]:
         Settings(config=settings.config).row(spec)
     if not 1 <= settings.repeat <= 100:
         raise InputError(f"repeat must be between 1 and 100, got {settings.repeat}")
-    return limit_cases(load_suite(settings.suite), settings.limit)
+    return in_turn(limit_cases(load_suite(settings.suite), settings.limit))
 
 
 def run_bench(pair: ModelPair, settings: BenchSettings, progress: Callable[[str], None] = lambda line: None) -> dict:

@@ -3,6 +3,7 @@ the record of one case decoded by one spec."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +66,16 @@ def limit_cases(cases: list[Case], per_scenario: int | None) -> list[Case]:
         if seen[case.scenario] <= per_scenario:
             kept.append(case)
     return kept
+
+
+def in_turn(cases: list[Case]) -> list[Case]:
+    """The cases taken from each scenario in turn (its first case, the next scenario's first, ...), each
+    scenario's in suite order, so that a run cut short has measured every scenario alike."""
+    by_scenario: dict[str, list[Case]] = {}
+    for case in cases:
+        by_scenario.setdefault(case.scenario, []).append(case)
+    rounds = itertools.zip_longest(*by_scenario.values())
+    return [case for round_ in rounds for case in round_ if case is not None]
 
 
 def case_turns(case: Case, root: Path) -> list[Turn]:

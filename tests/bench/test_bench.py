@@ -145,6 +145,12 @@ def test_limit_keeps_the_first_cases_of_each_scenario():
     assert suite.limit_cases(cases, None) == cases
 
 
+def test_cases_run_one_scenario_after_another_so_a_cut_run_has_every_scenario():
+    cases = [suite.Case(str(i), scenario, [], [{"prompt": "p"}]) for i, scenario in enumerate("aabbac")]
+    assert [c.id for c in suite.in_turn(cases)] == ["0", "2", "5", "1", "3", "4"]
+    assert sorted(suite.in_turn(cases), key=lambda c: int(c.id)) == cases
+
+
 def test_smoke_run_writes_every_report(pair, image, tmp_path):
     settings = runner.BenchSettings(write_suite(tmp_path, image), ["M", "tabed-MT"],
                                    GenerationConfig(max_new_tokens=12), tmp_path / "out", peer=True)
