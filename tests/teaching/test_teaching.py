@@ -198,7 +198,8 @@ def test_the_targets_fine_tune_shows_the_pictures_of_its_richer_stream(world_pro
     recipe = replace(MICRO, batch_size=16, shapes_share=1.0)
     for step in range(2):
         batch = train.training_batch(world_processor, recipe, step)
-        chosen = [d for _, d in train.batch_dialogues(recipe.seed, step, recipe.batch_size, shapes_share=1.0)]
+        chosen = [d for _, d in train.batch_dialogues(recipe.seed, step, recipe.batch_size,
+                                                      shapes_share=recipe.shapes_share)]
         pictures = [d.images()[0] for d in chosen if d.scene is not None]
         assert pictures and all(isinstance(d.scene, world.ShapesScene) for d in chosen if d.scene is not None)
         shown = world_processor.image_processor(pictures, return_tensors="pt")["pixel_values"]

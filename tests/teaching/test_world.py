@@ -31,9 +31,7 @@ def test_a_shapes_share_draws_more_scenes_of_shapes_and_none_leaves_the_stream_a
     richer = [world.training_dialogue(3, i, shapes_share=0.5) for i in range(500)]
     assert 0.3 < shapes(plain) < 0.5 and 0.6 < shapes(richer) < 0.8
     assert shapes([world.training_dialogue(3, i, shapes_share=1.0) for i in range(100)]) == 1.0
-    for dialogue, unshared in zip(plain, (world.training_dialogue(3, i, shapes_share=0.0) for i in range(500)),
-                                  strict=True):
-        assert dialogue == unshared and [e.answer for e in dialogue.exchanges] == [e.answer for e in unshared.exchanges]
+    assert plain == [world.training_dialogue(3, i, shapes_share=0.0) for i in range(500)]  # answers compared too
 
 
 def test_held_out_splits_are_reproducible_and_differ_from_training():
