@@ -372,12 +372,69 @@ def text_scene_question(scene: TextScene, rng: random.Random) -> Exchange:
     return _answered(question, _read_text(scene, kind), rng, number, f"the text says {scene.text}", True)
 
 
-def _odd_question(rng: random.Random) -> Exchange:
-    """An image question about a picture outside the world: no answer is right."""
+ORDINALS = ("first", "second", "third", "fourth")
+INVERTED_BASE = {ShapesScene: "inverted shapes", TextScene: "inverted printed text",
+                 ChartScene: "an inverted bar chart"}
+# What an odd picture is, as the checker reads it: an inverted one is named by what it inverts (a wording may
+# also say "has its colours inverted" or not, so "inverted" alone is no fact).
+ODD_FACTS = ("noise", "texture", "inverted shapes", "inverted printed text", "inverted bar chart")
+
+
+def _odd_picture(scene: OddScene, subject: str) -> Wording:
+    """One sentence on what an odd picture is: its kind, and for an inverted one what it inverts."""
+    def wording(rng: random.Random) -> str:
+        if scene.kind == "noise":
+            return pick(rng, f"{subject} is random noise.", f"{subject} is noise with no pattern.")
+        if scene.kind == "texture":
+            return pick(rng, f"{subject} is a blurry texture.", f"{subject} is a soft, blurry texture.")
+        base = INVERTED_BASE[type(scene.base)]
+        return pick(rng, f"{subject} has its colours inverted: it looks like {base}.",
+                    f"{subject} looks like {base}.")
+
+    return wording
+
+
+def _odd_closing(question: str) -> Wording:
+    """Why the question has no answer in such pictures, in the question's own terms."""
+    def wording(rng: random.Random) -> str:
+        if "shapes" in question:
+            return pick(rng, "So I cannot count any shapes in them.", "There are no shapes here that I can count.")
+        if "text" in question:
+            return pick(rng, "So I cannot read any text in them.", "There is no text here that I can read.")
+        if "bar" in question:
+            return pick(rng, "So I cannot tell which bar is the highest.", "No bar here is clear enough to compare.")
+        if "circle" in question:
+            return pick(rng, "So I cannot find a circle in them.", "There is no circle here that I can see.")
+        return pick(rng, "I cannot make out any clear shapes, text or bars in them.",
+                    "Nothing in them is clear enough to name.")
+
+    return wording
+
+
+def odd_question(scenes: tuple[OddScene, ...], rng: random.Random) -> Exchange:
+    """An image question about pictures outside the world: the answer says what each picture is (noise, a
+    blurry texture, an inverted scene and what kind) and why the question has no answer in them, as a
+    strong model answers a picture it cannot read; a drafter that never saw such pictures reads them as the
+    world's."""
     question = pick(rng, "Describe the image.", "Describe the image in detail.", "How many shapes are there?",
                     "What does the text say?", "Which bar is the highest?", "What colour is the circle?",
                     "What is in the image?")
-    return Exchange(question, None, about_image=True)
+    several = len(scenes) > 1
+    subjects = [f"The {ORDINALS[i]} picture" if several else "The picture" for i in range(len(scenes))]
+    pictures = [_odd_picture(scene, subject) for scene, subject in zip(scenes, subjects, strict=True)]
+    counted = count_phrase(len(scenes), "picture")
+    closing = _odd_closing(question)
+
+    def wording(rng: random.Random) -> str:
+        opening = (pick(rng, f"I was given {counted}, and none of them is a clear scene.",
+                        f"There are {counted} here, and none of them shows a clear scene.") if several
+                   else pick(rng, "This picture is not a clear scene.", "The picture does not show a clear scene."))
+        return " ".join([opening, *(picture(rng) for picture in pictures), closing(rng)])
+
+    kinds = join([{"noise": "random noise", "texture": "a blurry texture"}.get(s.kind) or INVERTED_BASE[type(s.base)]
+                  for s in scenes])
+    return _answered(question, wording, rng, gist=f"the pictures show {kinds}" if several else f"it is {kinds}",
+                     about_image=True)
 
 
 def image_question(scene: Scene, rng: random.Random) -> Exchange:
@@ -388,7 +445,7 @@ def image_question(scene: Scene, rng: random.Random) -> Exchange:
     if isinstance(scene, ChartScene):
         return chart_question(scene, rng)
     if isinstance(scene, OddScene):
-        return _odd_question(rng)
+        return odd_question((scene,), rng)
     raise TypeError(f"not a scene: {scene!r}")
 
 

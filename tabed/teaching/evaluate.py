@@ -38,8 +38,7 @@ def answer(model: LlavaForConditionalGeneration, processor: LlavaProcessor, dial
 
 def answers(model: LlavaForConditionalGeneration, processor: LlavaProcessor,
             dialogues: list[world.Dialogue]) -> list[str | None]:
-    """Each dialogue's last answer by the model alone (None where the world has no right answer: a question
-    about an odd picture)."""
+    """Each dialogue's last answer by the model alone (None where the world has no answer to check it by)."""
     return [None if d.exchanges[-1].answer is None else answer(model, processor, d) for d in dialogues]
 
 
@@ -147,7 +146,7 @@ def eval_command(args: argparse.Namespace) -> int:
                                             ("drafter", pair.drafter, pair.drafter_processor))}
     right = {role: {s: exactly_right(g, splits[s]) for s, g in per_scenario.items()}
              for role, per_scenario in given.items()}
-    for role in given:  # on odd pictures only the text questions have a right answer
+    for role in given:
         report["accuracy"][role] = {s: share_right(r) for s, r in right[role].items()}
         report["fact_accuracy"][role] = {s: facts.share_true(fact_scores(g, splits[s]))
                                          for s, g in given[role].items()}

@@ -21,8 +21,8 @@ EXAMPLE_PICTURES = {
     "chart.png": world.ChartScene((3, 8, 5, 6), ("blue", "orange", "green", "purple"), seed=7),
     "texture.png": world.OddScene("texture", seed=11),
     "noise.png": world.OddScene("noise", seed=12),
-    "inverted.png": world.OddScene("inverted", seed=13, base=world.ChartScene((6, 2, 4), ("red", "green", "blue"),
-                                                                              seed=14)),
+    "inverted.png": world.OddScene("inverted", seed=13, base=world.ShapesScene(
+        (world.Shape("star", "red", "top left"), world.Shape("circle", "blue", "bottom right")), "white", seed=14)),
 }
 EXAMPLES = (  # (pictures, prompt, follow-up, scenario)
     (("shapes.png",), "Describe the image in detail.", "Say that again in other words.", "image"),

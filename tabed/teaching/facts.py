@@ -1,8 +1,9 @@
 """Checking an answer on facts, not on its string: the world's facts it states (shapes bound to their
 colours, corners and neighbours, bars to their colours and values, backgrounds, counts, printed words,
-labels, spelled words, knowledge), against those of the world's own answer. Wording and order may vary as
-they like; a fact the true answer does not state (a wrong colour, a wrong value, a shape too many) counts
-against the answer, and a fact it leaves out counts for nothing here (`Score.missed` keeps them)."""
+labels, spelled words, knowledge, what an odd picture is), against those of the world's own answer.
+Wording and order may vary as they like; a fact the true answer does not state (a wrong colour, a wrong
+value, a shape too many) counts against the answer, and a fact it leaves out counts for nothing here
+(`Score.missed` keeps them)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from . import world
 def _vocabulary() -> list[str]:
     """Every fact word or phrase of the world, lower case, longest first (so "top left" wins over "left")."""
     words = {*world.COLOURS, *world.INK, *world.SHAPES, *world.POSITIONS, *world.BACKGROUNDS, *world.WORDS,
-             *(f"bar {label.lower()}" for label in world.LABELS), *world.NUMBER_WORDS, *world.DAYS, *world.MONTHS}
+             *(f"bar {label.lower()}" for label in world.LABELS), *world.NUMBER_WORDS, *world.DAYS, *world.MONTHS,
+             *world.ODD_FACTS}
     for row in (*world.COUNTRIES, *world.ANIMALS):
         words |= {item for item in astuple(row) if isinstance(item, str)}
     words -= {"one"}  # "the orange one" names no number; a count of one is written with its noun anyway

@@ -40,6 +40,15 @@ SYNONYMS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (r"\bIt lives\b", ("It lives", "It makes its home")),
     (r"\bcovered with\b", ("covered with", "covered in")),
     (r"\bis a country in\b", ("is a country in", "is a nation in")),
+    # what an odd picture is (only answers about odd pictures say these)
+    (r"\b([Tt]he (?:first|second|third|fourth)) picture\b", (r"\1 picture", r"\1 image")),
+    (r"\bnone of them\b", ("none of them", "not one of them")),
+    (r"\ba clear scene\b", ("a clear scene", "a real scene")),
+    (r"\brandom noise\b", ("random noise", "pure noise")),
+    (r"\bblurry texture\b", ("blurry texture", "fuzzy texture", "blurred texture")),
+    (r"\bhas its colours inverted\b", ("has its colours inverted", "has inverted colours")),
+    (r"\blooks like\b", ("looks like", "seems to be", "appears to be")),
+    (r"\bI cannot\b", ("I cannot", "I can't")),
 )
 _RULES = tuple((re.compile(pattern), alternatives) for pattern, alternatives in SYNONYMS)
 

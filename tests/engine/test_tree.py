@@ -49,12 +49,12 @@ def small_tree() -> DraftTree:
 # Cases of the bundled teaching suite that show what a test needs with the shipped pair (found by running
 # every case; a retrained pair may need others): the hedged first block's runner-up winning, an unsure
 # tree forking, an answer's start the ensemble is sure of (and how many tokens of it), a third choice kept
-# by a width-2 tree; a path kept from a spare slot (one suite case in 96 with this pair).
-HEDGED_CASE = "image-00"
+# by a width-2 tree; a path kept from a spare slot (rare: no image case of the suite has one with this pair).
+HEDGED_CASE = "image-02"
 FORKING_CASE = "image-01"
-SURE_CASE = ("image-02", 8)
+SURE_CASE = ("image-04", 8)
 THIRD_CHOICE_CASE = "image-03"
-SPARE_CASE = "image-09"
+SPARE_CASE = "odd-17"
 
 
 def teaching_turns(case_id: str) -> list[Turn]:

@@ -68,3 +68,15 @@ def test_numbers_letters_and_spellings_are_facts_but_articles_and_pronouns_are_n
 def test_the_share_of_true_facts_pools_over_answers():
     assert facts.share_true([Score(3, 4, 0), Score(1, 1, 2)]) == 0.8
     assert facts.share_true([Score(0, 0, 3)]) != facts.share_true([Score(0, 0, 3)])  # NaN: nothing stated
+
+
+def test_what_an_odd_picture_is_counts_as_a_fact():
+    """On odd pictures the facts are what each picture is: mistaking noise for a texture, or an inverted
+    chart for inverted text, is wrong; the count of pictures is a fact too."""
+    truth = ("There are two pictures here, and none of them shows a clear scene. The first picture is random "
+             "noise. The second picture looks like an inverted bar chart.")
+    assert check(truth, truth) == Score(right=3, stated=3, missed=0)
+    swapped = truth.replace("random noise", "a blurry texture").replace("bar chart", "printed text")
+    assert check(swapped, truth) == Score(right=1, stated=3, missed=2)
+    invented = truth + " It shows a red circle at the top left."
+    assert check(invented, truth).wrong == 2  # the red circle, and the red circle at the top left

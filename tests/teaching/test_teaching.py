@@ -192,18 +192,39 @@ def test_the_fine_tuned_drafter_is_taught_first_turns_only():
 
 
 def test_the_targets_fine_tune_shows_the_pictures_of_its_richer_stream(world_processor):
-    """The target's last fine-tune draws half its pictures as scenes of shapes (the drafter's none beyond the
-    world's own), and its batches show exactly the pictures of that stream."""
-    assert train.FINE_TUNE["target"].shapes_share == 0.5 and train.FINE_TUNE["drafter"].shapes_share == 0.0
+    """The target's last fine-tune draws more of its pictures as scenes of shapes than the world does (the
+    drafter's none beyond the world's own), and its batches show exactly the pictures of that stream."""
+    assert train.FINE_TUNE["target"].shapes_share >= 0.5 and train.FINE_TUNE["drafter"].shapes_share == 0.0
     recipe = replace(MICRO, batch_size=16, shapes_share=1.0)
     for step in range(2):
         batch = train.training_batch(world_processor, recipe, step)
-        chosen = [d for _, d in train.batch_dialogues(recipe.seed, step, recipe.batch_size,
-                                                      shapes_share=recipe.shapes_share)]
+        chosen = [d for _, d in train.batch_dialogues(recipe.seed, step, recipe.batch_size, shapes_share=1.0)]
         pictures = [d.images()[0] for d in chosen if d.scene is not None]
         assert pictures and all(isinstance(d.scene, world.ShapesScene) for d in chosen if d.scene is not None)
         shown = world_processor.image_processor(pictures, return_tensors="pt")["pixel_values"]
         assert torch.equal(batch["pixel_values"], shown)
+
+
+def test_odd_pictures_are_taught_to_the_target_and_their_answers_to_the_drafter_without_them(world_processor):
+    """The target's last fine-tune shows odd pictures in a share of its dialogues, each picture in its batch;
+    the drafter's shows their answers with each picture replaced by a newline, as its T row sees them: the
+    paper's drafter never saw pictures unlike its training."""
+    target, drafter = train.FINE_TUNE["target"], train.FINE_TUNE["drafter"]
+    assert target.odd_share > 0 and target.odd_image_dropout == 0
+    assert drafter.odd_share > 0 and drafter.odd_image_dropout == 1
+    image = world_processor.tokenizer.convert_tokens_to_ids("<image>")
+    for dropout in (0.0, 1.0):
+        recipe = replace(MICRO, batch_size=16, odd_share=0.4, odd_image_dropout=dropout)
+        odd = 0
+        for step in range(train.BUCKET):
+            batch = train.training_batch(world_processor, recipe, step)
+            chosen = [d for _, d in train.batch_dialogues(recipe.seed, step, 16, odd_share=0.4)]
+            for row, dialogue in zip(batch["input_ids"], chosen, strict=True):
+                is_odd = isinstance(dialogue.scene, world.OddScene)
+                odd += is_odd
+                shown = len(dialogue.scenes) if not (is_odd and dropout) else 0
+                assert int((row == image).sum()) == shown * train.image_tokens(world_processor)
+        assert 24 <= odd <= 80  # of 128 dialogues
 
 
 def test_batches_of_a_bucket_hold_dialogues_of_similar_length_each_once():

@@ -31,7 +31,9 @@ def test_a_shapes_share_draws_more_scenes_of_shapes_and_none_leaves_the_stream_a
     richer = [world.training_dialogue(3, i, shapes_share=0.5) for i in range(500)]
     assert 0.3 < shapes(plain) < 0.5 and 0.6 < shapes(richer) < 0.8
     assert shapes([world.training_dialogue(3, i, shapes_share=1.0) for i in range(100)]) == 1.0
-    assert plain == [world.training_dialogue(3, i, shapes_share=0.0) for i in range(500)]  # answers compared too
+    for dialogue, unshared in zip(plain, (world.training_dialogue(3, i, shapes_share=0.0) for i in range(500)),
+                                  strict=True):
+        assert dialogue == unshared and [e.answer for e in dialogue.exchanges] == [e.answer for e in unshared.exchanges]
 
 
 def test_held_out_splits_are_reproducible_and_differ_from_training():
@@ -55,15 +57,34 @@ def test_scenarios_have_the_pictures_they_promise():
     for d in odd:
         assert all(isinstance(scene, world.OddScene) for scene in d.scenes)
         assert all(image.mode == "RGB" for image in d.images())
-        if d.exchanges[0].about_image:
-            assert d.exchanges[0].answer is None  # nothing in an odd picture has a right answer
+        assert d.exchanges[0].about_image  # asked about the pictures, the answer says what each is, in order
+        sentences = d.exchanges[0].answer.split(". ")
+        said = [sentence for sentence in sentences if any(kind in sentence for kind in world.ODD_KINDS)]
+        assert len(said) == len(d.scenes)
+        for sentence, scene in zip(said, d.scenes, strict=True):
+            others = [kind for kind in world.ODD_KINDS if kind != scene.kind]
+            assert scene.kind in sentence and not any(other in sentence for other in others)
     assert any(d.scene is None and not d.images() for d in world.split("text", 1, 40))
     assert all(not d.exchanges[0].about_image for d in world.split("text", 1, 40))
 
 
+def test_the_training_stream_shows_odd_pictures_only_where_a_recipe_asks():
+    """A share of odd dialogues leaves every other dialogue of the stream as it was."""
+    plain = [world.training_dialogue(3, i) for i in range(400)]
+    mixed = [world.training_dialogue(3, i, odd_share=0.25) for i in range(400)]
+    assert not any(isinstance(d.scene, world.OddScene) for d in plain)
+    odd = [d for d in mixed if isinstance(d.scene, world.OddScene)]
+    assert 70 <= len(odd) <= 130
+    assert all(m == p for m, p in zip(mixed, plain, strict=True) if m not in odd)
+    assert 0.45 <= sum(d.exchanges[0].about_image for d in odd) / len(odd) <= 0.75
+    assert {len(d.scenes) for d in odd} == set(range(world.ODD_PICTURES[0], world.ODD_PICTURES[1] + 1))
+    assert any(len(d.exchanges) > 1 for d in odd)
+
+
 def _exchanges(count: int = 1500):
+    """The exchanges of a training stream that shows odd pictures too (a tenth of its dialogues)."""
     for index in range(count):
-        dialogue = world.training_dialogue(7, index)
+        dialogue = world.training_dialogue(7, index, odd_share=0.1)
         for exchange in dialogue.exchanges:
             yield dialogue, exchange
 
