@@ -377,7 +377,7 @@ INVERTED_BASE = {ShapesScene: "inverted shapes", TextScene: "inverted printed te
                  ChartScene: "an inverted bar chart"}
 # What an odd picture is, as the checker reads it: an inverted one is named by what it inverts (a wording may
 # also say "has its colours inverted" or not, so "inverted" alone is no fact).
-ODD_FACTS = ("noise", "texture", "inverted shapes", "inverted printed text", "inverted bar chart")
+ODD_FACTS = ("noise", "texture", *(base.removeprefix("an ") for base in INVERTED_BASE.values()))
 
 
 def _odd_picture(scene: OddScene, subject: str) -> Wording:
