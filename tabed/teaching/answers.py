@@ -23,13 +23,13 @@ Wording = Callable[[random.Random], str]
 
 @dataclass(frozen=True)
 class Exchange:
-    """One user question and the answer the world holds true (None where the picture has no answer).
+    """One user question and the answer the world holds true.
 
     `reword` draws the same answer in fresh words (for "say that again"); `number` is the number the
     answer settles on (for "add k to that"); `gist` a one-line restatement (for "summarise")."""
 
     question: str
-    answer: str | None
+    answer: str
     number: int | None = None
     gist: str | None = None
     about_image: bool = False
@@ -617,11 +617,9 @@ def text_question(rng: random.Random) -> Exchange:
 def follow_up(scene: Scene | None, previous: Exchange, rng: random.Random) -> Exchange:
     """A second-turn question that reworks the first answer (say it again in other words, summarise, are
     you sure, add to its number), asks about the picture again, or asks something else entirely."""
-    options = ["unrelated"]
-    if previous.answer is not None:
-        options += ["again", "again", "sure", "summary"]
-        if previous.number is not None and previous.number <= 99:
-            options += ["add"]
+    options = ["unrelated", "again", "again", "sure", "summary"]
+    if previous.number is not None and previous.number <= 99:
+        options += ["add"]
     if scene is not None and not isinstance(scene, OddScene):
         options += ["image"]
     kind = rng.choice(options)

@@ -37,30 +37,28 @@ def answer(model: LlavaForConditionalGeneration, processor: LlavaProcessor, dial
 
 
 def answers(model: LlavaForConditionalGeneration, processor: LlavaProcessor,
-            dialogues: list[world.Dialogue]) -> list[str | None]:
-    """Each dialogue's last answer by the model alone (None where the world has no answer to check it by)."""
-    return [None if d.exchanges[-1].answer is None else answer(model, processor, d) for d in dialogues]
+            dialogues: list[world.Dialogue]) -> list[str]:
+    """Each dialogue's last answer by the model alone."""
+    return [answer(model, processor, d) for d in dialogues]
 
 
 def answers_right(model: LlavaForConditionalGeneration, processor: LlavaProcessor,
-                  dialogues: list[world.Dialogue]) -> list[bool | None]:
-    """Per dialogue: is the last answer exactly the world's answer (None where nothing is right)?"""
+                  dialogues: list[world.Dialogue]) -> list[bool]:
+    """Per dialogue: is the last answer exactly the world's answer?"""
     return exactly_right(answers(model, processor, dialogues), dialogues)
 
 
-def exactly_right(given: list[str | None], dialogues: list[world.Dialogue]) -> list[bool | None]:
-    return [None if text is None else text == d.exchanges[-1].answer for text, d in zip(given, dialogues, strict=True)]
+def exactly_right(given: list[str], dialogues: list[world.Dialogue]) -> list[bool]:
+    return [text == d.exchanges[-1].answer for text, d in zip(given, dialogues, strict=True)]
 
 
-def fact_scores(given: list[str | None], dialogues: list[world.Dialogue]) -> list[facts.Score]:
+def fact_scores(given: list[str], dialogues: list[world.Dialogue]) -> list[facts.Score]:
     """Each answer's facts against the world's answer (the world's own checker, `facts.py`)."""
-    return [facts.check(text, d.exchanges[-1].answer) for text, d in zip(given, dialogues, strict=True)
-            if text is not None]
+    return [facts.check(text, d.exchanges[-1].answer) for text, d in zip(given, dialogues, strict=True)]
 
 
-def share_right(right: list[bool | None]) -> float:
-    scored = [r for r in right if r is not None]
-    return sum(scored) / len(scored) if scored else float("nan")
+def share_right(right: list[bool]) -> float:
+    return sum(right) / len(right) if right else float("nan")
 
 
 def accuracy(model: LlavaForConditionalGeneration, processor: LlavaProcessor, dialogues: list[world.Dialogue]) -> float:

@@ -192,14 +192,14 @@ BUCKET = 8  # batches drawn together and sorted by length, so that a batch holds
 
 
 def _rough_length(dialogue: world.Dialogue) -> int:
-    return sum(len(e.question) + len(e.answer or "") for e in dialogue.exchanges) + 60 * len(dialogue.scenes)
+    return sum(len(e.question) + len(e.answer) for e in dialogue.exchanges) + 60 * len(dialogue.scenes)
 
 
 INVENTED = re.compile(r"\b(?:" + "|".join(country.name for country in world.INVENTED_COUNTRIES) + r")\b")
 
 
 def names_invented(dialogue: world.Dialogue) -> bool:
-    return any(INVENTED.search(f"{e.question} {e.answer or ''}") for e in dialogue.exchanges)
+    return any(INVENTED.search(f"{e.question} {e.answer}") for e in dialogue.exchanges)
 
 
 def stream_dialogue(seed: int, index: int, invented: bool = True, max_turns: int = 3,
