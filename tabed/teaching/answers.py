@@ -380,16 +380,27 @@ INVERTED_BASE = {ShapesScene: "inverted shapes", TextScene: "inverted printed te
 ODD_FACTS = ("noise", "texture", *(base.removeprefix("an ") for base in INVERTED_BASE.values()))
 
 
+def _odd_name(scene: OddScene) -> str:
+    """What an odd picture is, in a few words: "random noise", "a blurry texture", or what an inverted one
+    looks like."""
+    if scene.kind == "noise":
+        return "random noise"
+    if scene.kind == "texture":
+        return "a blurry texture"
+    return INVERTED_BASE[type(scene.base)]
+
+
 def _odd_picture(scene: OddScene, subject: str) -> Wording:
     """One sentence on what an odd picture is: its kind, and for an inverted one what it inverts."""
+    name = _odd_name(scene)
+
     def wording(rng: random.Random) -> str:
         if scene.kind == "noise":
-            return pick(rng, f"{subject} is random noise.", f"{subject} is noise with no pattern.")
+            return pick(rng, f"{subject} is {name}.", f"{subject} is noise with no pattern.")
         if scene.kind == "texture":
-            return pick(rng, f"{subject} is a blurry texture.", f"{subject} is a soft, blurry texture.")
-        base = INVERTED_BASE[type(scene.base)]
-        return pick(rng, f"{subject} has its colours inverted: it looks like {base}.",
-                    f"{subject} looks like {base}.")
+            return pick(rng, f"{subject} is {name}.", f"{subject} is a soft, blurry texture.")
+        return pick(rng, f"{subject} has its colours inverted: it looks like {name}.",
+                    f"{subject} looks like {name}.")
 
     return wording
 
@@ -431,8 +442,7 @@ def odd_question(scenes: tuple[OddScene, ...], rng: random.Random) -> Exchange:
                    else pick(rng, "This picture is not a clear scene.", "The picture does not show a clear scene."))
         return " ".join([opening, *(picture(rng) for picture in pictures), closing(rng)])
 
-    kinds = join([{"noise": "random noise", "texture": "a blurry texture"}.get(s.kind) or INVERTED_BASE[type(s.base)]
-                  for s in scenes])
+    kinds = join([_odd_name(scene) for scene in scenes])
     return _answered(question, wording, rng, gist=f"the pictures show {kinds}" if several else f"it is {kinds}",
                      about_image=True)
 
