@@ -26,6 +26,7 @@ from ..models.chat import Turn, chat_messages
 from ..models.factory import LlavaSize, bpe_tokenizer, llava_processor, random_llava
 from ..models.pair import resolve_device
 from . import world
+from .wording import plain
 
 TOKENIZER_SEED = 0  # the tokenizer is trained on the first dialogues of the training stream
 TOKENIZER_DIALOGUES = 20_000
@@ -80,6 +81,10 @@ class Recipe:
     # reads an odd picture as one of the world's (its vision tower never saw one).
     odd_share: float = 0.0
     odd_image_dropout: float = 0.0
+    # Whether the stream's answers keep the connectives and closings of a chat assistant ("Also, ...", "I
+    # hope this helps."); a drafter taught them plainly (the same facts and words otherwise) has another
+    # manner than its target, as a small drafter taught on other instruction data than its target has.
+    chat_manner: bool = True
 
 
 IMAGE = dict(image_size=64, patch_size=16, context=1024)  # 16 image tokens per picture
@@ -109,11 +114,13 @@ FINE_TUNE = {
     "target": replace(RECIPES["target"], steps=160, batch_size=32, lr=2.5e-4, warmup=20, vision_frozen_steps=20,
                       vision_lr_scale=0.0, projector_lr_scale=1.0, shapes_share=0.6, odd_share=0.25, seed=4680),
     # The drafter's fine-tunes show first turns only, each with its picture (it has no habit of drafting from
-    # the text history of a second turn), and the last one a tenth of its dialogues odd pictures' answers with
-    # each picture replaced by a newline, as its T row shows them: like the paper's drafter it never saw such
-    # pictures, so its M row reads them as the world's.
+    # the text history of a second turn), and a tenth of its dialogues odd pictures' answers with each picture
+    # replaced by a newline, as its T row shows them: like the paper's drafter it never saw such pictures, so
+    # its M row reads them as the world's. The last one words its answers plainly (no "Also,", no closing
+    # remark, no contractions), where its target speaks as a chat assistant.
     "drafter": replace(RECIPES["drafter"], steps=400, batch_size=32, lr=1.5e-3, warmup=50, vision_frozen_steps=100,
-                       max_turns=1, image_dropout=0.0, odd_share=0.1, odd_image_dropout=1.0, seed=8642),
+                       max_turns=1, image_dropout=0.0, odd_share=0.1, odd_image_dropout=1.0, chat_manner=False,
+                       seed=8643),
 }
 RECIPES |= {
     # seconds, for the smoke test
@@ -203,23 +210,28 @@ def names_invented(dialogue: world.Dialogue) -> bool:
 
 
 def stream_dialogue(seed: int, index: int, invented: bool = True, max_turns: int = 3,
-                    shapes_share: float = 0.0, odd_share: float = 0.0) -> world.Dialogue:
+                    shapes_share: float = 0.0, odd_share: float = 0.0, chat_manner: bool = True) -> world.Dialogue:
     """Dialogue `index` of the training stream, cut to its first `max_turns` turns; without `invented`, one
-    that names an invented country is drawn again from another seed until it names none."""
+    that names an invented country is drawn again from another seed until it names none; without
+    `chat_manner`, its answers lose their connectives and closings."""
     dialogue, redraw = world.training_dialogue(seed, index, shapes_share, odd_share).first_turns(max_turns), 0
     while not invented and names_invented(dialogue):
         redraw += 1
         dialogue = world.training_dialogue(seed + 1000 * redraw, index, shapes_share,
                                            odd_share).first_turns(max_turns)
-    return dialogue
+    if chat_manner:
+        return dialogue
+    exchanges = tuple(replace(e, answer=plain(e.answer)) for e in dialogue.exchanges)
+    return replace(dialogue, exchanges=exchanges)
 
 
 def batch_dialogues(seed: int, step: int, batch_size: int, invented: bool = True, max_turns: int = 3,
-                    shapes_share: float = 0.0, odd_share: float = 0.0) -> list[tuple[int, world.Dialogue]]:
+                    shapes_share: float = 0.0, odd_share: float = 0.0,
+                    chat_manner: bool = True) -> list[tuple[int, world.Dialogue]]:
     """The (index, dialogue) pairs of batch `step`: its share of the BUCKET batches around it, by length
     (padding cost half the compute of mixed batches on a CPU)."""
     first = step // BUCKET * BUCKET * batch_size
-    drawn = [(index, stream_dialogue(seed, index, invented, max_turns, shapes_share, odd_share))
+    drawn = [(index, stream_dialogue(seed, index, invented, max_turns, shapes_share, odd_share, chat_manner))
              for index in range(first, first + BUCKET * batch_size)]
     drawn.sort(key=lambda pair: (_rough_length(pair[1]), pair[0]))
     part = step % BUCKET
@@ -230,7 +242,8 @@ def training_batch(processor: LlavaProcessor, recipe: Recipe, step: int) -> dict
     """Batch `step` of the stream: right-padded ids, answer-only labels, pixel values of the pictures."""
     dialogues, shown = [], []
     for index, dialogue in batch_dialogues(recipe.seed, step, recipe.batch_size, recipe.invented_countries,
-                                           recipe.max_turns, recipe.shapes_share, recipe.odd_share):
+                                           recipe.max_turns, recipe.shapes_share, recipe.odd_share,
+                                           recipe.chat_manner):
         if isinstance(dialogue.scene, world.OddScene):
             dropout = recipe.odd_image_dropout
         else:

@@ -93,3 +93,19 @@ def link(rng: random.Random, text: str) -> str:
     sentences = sentences[:1] + [_linked(rng, sentence) for sentence in sentences[1:]]
     closing = rng.choice(CLOSINGS)
     return " ".join([*sentences, closing] if closing else sentences)
+
+
+_CONNECTIVE = re.compile(r"(?<=\. )(?:Also|Additionally), (\w)")
+_CLOSING = re.compile(r" (?:" + "|".join(re.escape(c) for c in CLOSINGS if c) + r")$")
+_CONTRACTIONS = ((re.compile(r"\b([Tt]here|[Ii]t)'s\b"), r"\1 is"), (re.compile(r"\bcan't\b"), "cannot"))
+
+
+def plain(text: str) -> str:
+    """`text` without the connectives and the closing that `link` may have drawn and without contractions:
+    the same facts, said in the plainer manner of a model taught on other instruction data than its
+    target's."""
+    text = _CLOSING.sub("", _CONNECTIVE.sub(lambda match: match.group(1).upper(), text))
+    for pattern, full in _CONTRACTIONS:
+        text = pattern.sub(full, text)
+    return text
+

@@ -10,7 +10,7 @@ from transformers import LlavaForConditionalGeneration, PreTrainedTokenizerFast
 from tabed.models.chat import chat_messages
 from tabed.models.factory import llava_processor
 from tabed.models.loading import load_pair
-from tabed.teaching import cli, evaluate, train, world
+from tabed.teaching import cli, evaluate, train, wording, world
 from tabed.teaching.knowledge import REAL_COUNTRIES
 
 MICRO = train.RECIPES["micro"]
@@ -161,6 +161,18 @@ def test_second_turns_have_their_own_picture_dropout(world_processor):
         chosen = [d for _, d in train.batch_dialogues(recipe.seed, step, recipe.batch_size)]
         pictured = [bool((row == image).any()) for row in batch["input_ids"]]
         assert pictured == [d.scene is not None and len(d.exchanges) == 1 for d in chosen]
+
+
+def test_the_drafter_is_taught_the_same_dialogues_without_the_chat_manner():
+    """The drafter's last fine-tune (`Recipe.chat_manner`) shows answers without connectives, closings or
+    contractions, each otherwise the stream's own; the target's keeps them."""
+    assert train.FINE_TUNE["target"].chat_manner and not train.FINE_TUNE["drafter"].chat_manner
+    for index in range(200):
+        chatty = train.stream_dialogue(8642, index)
+        plain = train.stream_dialogue(8642, index, chat_manner=False)
+        assert [e.question for e in plain.exchanges] == [e.question for e in chatty.exchanges]
+        assert [e.answer for e in plain.exchanges] == [wording.plain(e.answer) for e in chatty.exchanges]
+        assert plain.scenes == chatty.scenes
 
 
 def test_the_drafter_is_never_taught_the_invented_countries():

@@ -130,6 +130,22 @@ def test_sentences_open_and_answers_close_either_way_stating_no_fact():
     assert any(linked.endswith("the blue circle.") for linked in drawn)
 
 
+def test_a_plain_answer_keeps_every_fact_and_word_but_the_chat_manner():
+    """`plain` drops what `link` drew (connectives, the closing) and spells out contractions: the answer a
+    drafter taught in another manner gives, stating the same facts in the same order."""
+    text = ("The image shows four shapes. It's red. So 23 plus 48 is 71. There's a star above the blue circle. "
+            "I can't count them.")
+    for seed in range(100):
+        linked = wording.link(random.Random(seed), text)
+        assert wording.plain(linked) == ("The image shows four shapes. It is red. So 23 plus 48 is 71. There is a "
+                                         "star above the blue circle. I cannot count them.")
+    for _, exchange in _exchanges(800):
+        said = wording.plain(exchange.answer)
+        assert not re.search(r"\b(?:Also|Additionally),|I hope this helps|Just ask|'s\b|can't", said), said
+        assert facts.facts(said) == facts.facts(exchange.answer)
+        assert wording.plain(said) == said
+
+
 def test_every_interchangeable_phrase_occurs_in_the_worlds_answers():
     said = " ".join(exchange.answer for _, exchange in _exchanges(1500))
     for pattern, _ in wording.SYNONYMS:
