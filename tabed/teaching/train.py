@@ -81,9 +81,9 @@ class Recipe:
     # reads an odd picture as one of the world's (its vision tower never saw one).
     odd_share: float = 0.0
     odd_image_dropout: float = 0.0
-    # Whether the stream's answers keep the connectives and closings of a chat assistant ("Also, ...", "I
-    # hope this helps."); a drafter taught them plainly (the same facts and words otherwise) has another
-    # manner than its target, as a small drafter taught on other instruction data than its target has.
+    # Whether the stream's answers keep a chat assistant's manner ("Also, ...", "I hope this helps.",
+    # "there's"); a drafter taught them plainly (`wording.plain`: the same facts and words otherwise) has
+    # another manner than its target, as a small drafter taught on other instruction data than its target has.
     chat_manner: bool = True
 
 
@@ -213,7 +213,7 @@ def stream_dialogue(seed: int, index: int, invented: bool = True, max_turns: int
                     shapes_share: float = 0.0, odd_share: float = 0.0, chat_manner: bool = True) -> world.Dialogue:
     """Dialogue `index` of the training stream, cut to its first `max_turns` turns; without `invented`, one
     that names an invented country is drawn again from another seed until it names none; without
-    `chat_manner`, its answers lose their connectives and closings."""
+    `chat_manner`, its answers are said plainly (`wording.plain`)."""
     dialogue, redraw = world.training_dialogue(seed, index, shapes_share, odd_share).first_turns(max_turns), 0
     while not invented and names_invented(dialogue):
         redraw += 1

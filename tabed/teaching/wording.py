@@ -108,4 +108,3 @@ def plain(text: str) -> str:
     for pattern, full in _CONTRACTIONS:
         text = pattern.sub(full, text)
     return text
-
