@@ -95,7 +95,7 @@ def link(rng: random.Random, text: str) -> str:
     return " ".join([*sentences, closing] if closing else sentences)
 
 
-_CONNECTIVE = re.compile(r"(?<=\. )(?:Also|Additionally), (\w)")
+_CONNECTIVE = re.compile(r"(?<=\. )(?:" + "|".join(re.escape(c) for c in CONNECTIVES if c) + r")(\w)")
 _CLOSING = re.compile(r" (?:" + "|".join(re.escape(c) for c in CLOSINGS if c) + r")$")
 _CONTRACTIONS = ((re.compile(r"\b([Tt]here|[Ii]t)'s\b"), r"\1 is"), (re.compile(r"\bcan't\b"), "cannot"))
 
