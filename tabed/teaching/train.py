@@ -209,41 +209,38 @@ def names_invented(dialogue: world.Dialogue) -> bool:
     return any(INVENTED.search(f"{e.question} {e.answer}") for e in dialogue.exchanges)
 
 
-def stream_dialogue(seed: int, index: int, invented: bool = True, max_turns: int = 3,
-                    shapes_share: float = 0.0, odd_share: float = 0.0, chat_manner: bool = True) -> world.Dialogue:
-    """Dialogue `index` of the training stream, cut to its first `max_turns` turns; without `invented`, one
-    that names an invented country is drawn again from another seed until it names none; without
-    `chat_manner`, its answers are said plainly (`wording.plain`)."""
-    dialogue, redraw = world.training_dialogue(seed, index, shapes_share, odd_share).first_turns(max_turns), 0
-    while not invented and names_invented(dialogue):
+def stream_dialogue(recipe: Recipe, index: int) -> world.Dialogue:
+    """Dialogue `index` of the recipe's training stream, cut to its first `max_turns` turns; without
+    `invented_countries`, one that names an invented country is drawn again from another seed until it names
+    none; without `chat_manner`, its answers are said plainly (`wording.plain`)."""
+    def draw(seed: int) -> world.Dialogue:
+        return world.training_dialogue(seed, index, recipe.shapes_share, recipe.odd_share).first_turns(recipe.max_turns)
+
+    dialogue, redraw = draw(recipe.seed), 0
+    while not recipe.invented_countries and names_invented(dialogue):
         redraw += 1
-        dialogue = world.training_dialogue(seed + 1000 * redraw, index, shapes_share,
-                                           odd_share).first_turns(max_turns)
-    if chat_manner:
+        dialogue = draw(recipe.seed + 1000 * redraw)
+    if recipe.chat_manner:
         return dialogue
     exchanges = tuple(replace(e, answer=plain(e.answer)) for e in dialogue.exchanges)
     return replace(dialogue, exchanges=exchanges)
 
 
-def batch_dialogues(seed: int, step: int, batch_size: int, invented: bool = True, max_turns: int = 3,
-                    shapes_share: float = 0.0, odd_share: float = 0.0,
-                    chat_manner: bool = True) -> list[tuple[int, world.Dialogue]]:
+def batch_dialogues(recipe: Recipe, step: int) -> list[tuple[int, world.Dialogue]]:
     """The (index, dialogue) pairs of batch `step`: its share of the BUCKET batches around it, by length
     (padding cost half the compute of mixed batches on a CPU)."""
-    first = step // BUCKET * BUCKET * batch_size
-    drawn = [(index, stream_dialogue(seed, index, invented, max_turns, shapes_share, odd_share, chat_manner))
-             for index in range(first, first + BUCKET * batch_size)]
+    size = recipe.batch_size
+    first = step // BUCKET * BUCKET * size
+    drawn = [(index, stream_dialogue(recipe, index)) for index in range(first, first + BUCKET * size)]
     drawn.sort(key=lambda pair: (_rough_length(pair[1]), pair[0]))
     part = step % BUCKET
-    return drawn[part * batch_size: (part + 1) * batch_size]
+    return drawn[part * size: (part + 1) * size]
 
 
 def training_batch(processor: LlavaProcessor, recipe: Recipe, step: int) -> dict[str, torch.Tensor]:
     """Batch `step` of the stream: right-padded ids, answer-only labels, pixel values of the pictures."""
     dialogues, shown = [], []
-    for index, dialogue in batch_dialogues(recipe.seed, step, recipe.batch_size, recipe.invented_countries,
-                                           recipe.max_turns, recipe.shapes_share, recipe.odd_share,
-                                           recipe.chat_manner):
+    for index, dialogue in batch_dialogues(recipe, step):
         if isinstance(dialogue.scene, world.OddScene):
             dropout = recipe.odd_image_dropout
         else:

@@ -158,7 +158,7 @@ def test_second_turns_have_their_own_picture_dropout(world_processor):
     image = world_processor.tokenizer.convert_tokens_to_ids("<image>")
     for step in range(train.BUCKET):
         batch = train.training_batch(world_processor, recipe, step)
-        chosen = [d for _, d in train.batch_dialogues(recipe.seed, step, recipe.batch_size)]
+        chosen = [d for _, d in train.batch_dialogues(recipe, step)]
         pictured = [bool((row == image).any()) for row in batch["input_ids"]]
         assert pictured == [d.scene is not None and len(d.exchanges) == 1 for d in chosen]
 
@@ -168,8 +168,8 @@ def test_the_drafter_is_taught_the_same_dialogues_without_the_chat_manner():
     contractions, each otherwise the stream's own; the target's keeps them."""
     assert train.FINE_TUNE["target"].chat_manner and not train.FINE_TUNE["drafter"].chat_manner
     for index in range(200):
-        chatty = train.stream_dialogue(8642, index)
-        plain = train.stream_dialogue(8642, index, chat_manner=False)
+        chatty = train.stream_dialogue(replace(MICRO, seed=8642), index)
+        plain = train.stream_dialogue(replace(MICRO, seed=8642, chat_manner=False), index)
         assert [e.question for e in plain.exchanges] == [e.question for e in chatty.exchanges]
         assert [e.answer for e in plain.exchanges] == [wording.plain(e.answer) for e in chatty.exchanges]
         assert plain.scenes == chatty.scenes
@@ -181,8 +181,9 @@ def test_the_drafter_is_never_taught_the_invented_countries():
     assert not train.RECIPES["drafter"].invented_countries and not train.FINE_TUNE["drafter"].invented_countries
     assert train.RECIPES["target"].invented_countries and train.FINE_TUNE["target"].invented_countries
     for step in range(2):
-        target = [d for _, d in train.batch_dialogues(1234, step, 64)]
-        drafter = [d for _, d in train.batch_dialogues(4321, step, 64, invented=False)]
+        target = [d for _, d in train.batch_dialogues(replace(MICRO, seed=1234, batch_size=64), step)]
+        drafter = [d for _, d in train.batch_dialogues(replace(MICRO, seed=4321, batch_size=64,
+                                                               invented_countries=False), step)]
         assert sum(map(train.names_invented, target)) >= 4
         assert not any(map(train.names_invented, drafter))
         assert len(drafter) == 64  # drawn again, not left out
@@ -195,8 +196,10 @@ def test_the_fine_tuned_drafter_is_taught_first_turns_only():
     """The drafter's fine-tune cuts every dialogue to its first turn (as the paper's drafter was taught
     mostly single-turn image questions); the target's keeps its second and third turns."""
     assert train.FINE_TUNE["drafter"].max_turns == 1 and train.FINE_TUNE["target"].max_turns == 3
-    full = dict(pair for step in range(train.BUCKET) for pair in train.batch_dialogues(7, step, 16))
-    cut = dict(pair for step in range(train.BUCKET) for pair in train.batch_dialogues(7, step, 16, max_turns=1))
+    recipe = replace(MICRO, seed=7, batch_size=16)
+    full = dict(pair for step in range(train.BUCKET) for pair in train.batch_dialogues(recipe, step))
+    first_only = replace(recipe, max_turns=1)
+    cut = dict(pair for step in range(train.BUCKET) for pair in train.batch_dialogues(first_only, step))
     assert sum(len(d.exchanges) > 1 for d in full.values()) >= 20
     assert all(len(d.exchanges) == 1 for d in cut.values())
     assert {i: d.exchanges[0] for i, d in cut.items()} == {i: d.exchanges[0] for i, d in full.items()}
@@ -210,7 +213,7 @@ def test_the_targets_fine_tune_shows_the_pictures_of_its_richer_stream(world_pro
     recipe = replace(MICRO, batch_size=16, shapes_share=1.0)
     for step in range(2):
         batch = train.training_batch(world_processor, recipe, step)
-        chosen = [d for _, d in train.batch_dialogues(recipe.seed, step, recipe.batch_size, shapes_share=1.0)]
+        chosen = [d for _, d in train.batch_dialogues(recipe, step)]
         pictures = [d.images()[0] for d in chosen if d.scene is not None]
         assert pictures and all(isinstance(d.scene, world.ShapesScene) for d in chosen if d.scene is not None)
         shown = world_processor.image_processor(pictures, return_tensors="pt")["pixel_values"]
@@ -230,7 +233,7 @@ def test_odd_pictures_are_taught_to_the_target_and_their_answers_to_the_drafter_
         odd = 0
         for step in range(train.BUCKET):
             batch = train.training_batch(world_processor, recipe, step)
-            chosen = [d for _, d in train.batch_dialogues(recipe.seed, step, 16, odd_share=0.4)]
+            chosen = [d for _, d in train.batch_dialogues(recipe, step)]
             for row, dialogue in zip(batch["input_ids"], chosen, strict=True):
                 is_odd = isinstance(dialogue.scene, world.OddScene)
                 odd += is_odd
@@ -242,8 +245,9 @@ def test_odd_pictures_are_taught_to_the_target_and_their_answers_to_the_drafter_
 def test_batches_of_a_bucket_hold_dialogues_of_similar_length_each_once():
     """Batch `s` is the same whoever draws it; the BUCKET batches around it share out their dialogues by
     length, every dialogue once."""
-    parts = [train.batch_dialogues(5, step, 8) for step in range(train.BUCKET)]
-    assert parts[3] == train.batch_dialogues(5, 3, 8)
+    recipe = replace(MICRO, seed=5, batch_size=8)
+    parts = [train.batch_dialogues(recipe, step) for step in range(train.BUCKET)]
+    assert parts[3] == train.batch_dialogues(recipe, 3)
     indices = sorted(index for part in parts for index, _ in part)
     assert indices == list(range(8 * train.BUCKET))
     lengths = [[sum(len(e.answer or "") + len(e.question) for e in d.exchanges) + 60 * len(d.scenes)
