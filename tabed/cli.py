@@ -252,6 +252,15 @@ def _summary(report: dict) -> str:
     return " | ".join(part for part in parts if part)
 
 
+def _conversation(report: dict) -> str:
+    """The answer alone for one prompt (to pipe on); with follow-ups, every prompt and its answer in turn."""
+    turns = report["turns"]
+    if len(turns) == 1:
+        return report["text"]
+    answers = [turn["answer"] for turn in turns[:-1]] + [report["text"]]
+    return "\n\n".join(f"> {turn['prompt']}\n{answer}" for turn, answer in zip(turns, answers, strict=True))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -279,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report))
     else:
-        print(report["text"])
+        print(_conversation(report))
         for note in report["notes"]:
             print(f"note: {note}", file=sys.stderr)
         print(_summary(report), file=sys.stderr)

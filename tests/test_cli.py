@@ -55,13 +55,26 @@ def test_several_images_go_with_the_first_prompt(capsys, pair_dirs, image_file):
     assert report["same_output"] is True
 
 
-def test_text_output_and_follow_up(capsys, pair_dirs):
+def test_text_output_shows_each_prompt_and_its_answer(capsys, pair_dirs):
     code, out, err = run_cli(
         capsys, "--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter",
         "--prompt", "w1 w2", "--prompt", "w7", "--max-new-tokens", 8, "--drafting", "MT",
     )
     assert code == 0, err
-    assert out.strip() and "block efficiency" in err
+    assert out.startswith("> w1 w2\n") and "\n\n> w7\n" in out and "block efficiency" in err
+    first, second = out.removeprefix("> w1 w2\n").split("\n\n> w7\n")
+    assert first.strip() and second.strip()  # each prompt's answer
+
+
+def test_one_prompt_prints_its_answer_alone(capsys, pair_dirs):
+    code, out, err = run_cli(capsys, "--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter",
+                             "--prompt", "w1 w2", "--max-new-tokens", 8, "--json")
+    assert code == 0, err
+    text = json.loads(out)["text"]
+    code, out, err = run_cli(capsys, "--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter",
+                             "--prompt", "w1 w2", "--max-new-tokens", 8)
+    assert code == 0, err
+    assert out == text + "\n"
 
 
 @pytest.mark.parametrize("extra, message", [
