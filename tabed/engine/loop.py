@@ -37,25 +37,31 @@ from .tree import HEDGE_WIDTH, UNSURE, DraftTree, TreeVerifier, draft_tree
 from .weights_graph import graphed_stats
 
 
-def _fit_context(config: GenerationConfig, length: int, limit: int) -> tuple[GenerationConfig, list[str]]:
-    """The config with max new tokens lowered to what the model's context leaves after the prompt (and a
-    note saying so); a prompt that leaves no room is refused. Plain and speculative decoding fit alike."""
-    room = limit - length
-    if room < 1:
-        raise InputError(f"the prompt is {length} tokens, which fills the model's context of {limit} tokens: "
-                         "shorten the prompt")
-    if config.max_new_tokens <= room:
-        return config, []
+def _fit_context(pair: ModelPair, turns: list[chat.Turn], config: GenerationConfig, prompt: chat.EncodedPrompt,
+                 ) -> tuple[GenerationConfig, list[str], chat.EncodedPrompt]:
+    """The config with max new tokens lowered to what both models' contexts leave after their prompts (and
+    a note saying so), and the drafter's prompt; a prompt that leaves no room is refused. Plain and
+    speculative decoding fit alike, so that both decode the same number of tokens."""
+    draft_prompt = chat.encode(pair.drafter_processor, turns, pair.device, pair.dtype)
+    room, why = config.max_new_tokens, ""
+    for role, length in (("target", prompt.length), ("drafter", draft_prompt.length)):
+        limit = pair.context_of(role)
+        if limit - length < 1:
+            raise InputError(f"the prompt is {length} tokens, which fills the {role}'s context of {limit} tokens: "
+                             "shorten the prompt" + (" or give fewer pictures" if chat.images_of(turns) else ""))
+        if limit - length < room:
+            room, why = limit - length, f"the prompt is {length} tokens and the {role}'s context {limit}"
+    if room == config.max_new_tokens:
+        return config, [], draft_prompt
     return replace(config, max_new_tokens=room), [
-        f"max new tokens lowered from {config.max_new_tokens} to {room}: the prompt is {length} tokens and the "
-        f"model's context {limit}"]
+        f"max new tokens lowered from {config.max_new_tokens} to {room}: {why}"], draft_prompt
 
 
 def _check_context(length: int, config: GenerationConfig, limit: int, what: str) -> None:
     if length + config.max_new_tokens > limit:
         raise InputError(
             f"the {what} is {length} tokens; with {config.max_new_tokens} new tokens it exceeds the "
-            f"model's context of {limit} tokens: shorten the prompt or lower max new tokens"
+            f"drafter's context of {limit} tokens: shorten the prompt or lower max new tokens"
         )
 
 
@@ -85,7 +91,7 @@ def autoregressive_generate(
 ) -> Iterator[Event]:
     """Plain decoding with the target alone: one forward per token, same cache and stopping rules."""
     prompt = chat.encode(pair.target_processor, turns, pair.device, pair.dtype)
-    config, notes = _fit_context(config, prompt.length, pair.context_length)
+    config, notes, _ = _fit_context(pair, turns, config, prompt)
     yield Started(mode="autoregressive", prompt_tokens=prompt.length, notes=notes)
     generator = _new_generator(pair, config.seed)
     clock = Clock(pair.device)
@@ -215,12 +221,10 @@ def speculative_generate(
     """TABED speculative decoding: batched multi-method drafts, ensembled, verified losslessly."""
     images = chat.images_of(turns)
     prompt = chat.encode(pair.target_processor, turns, pair.device, pair.dtype)
-    config, fitted = _fit_context(config, prompt.length, pair.context_length)
+    config, fitted, draft_prompt = _fit_context(pair, turns, config, prompt)
     caption_clock = Clock(pair.device)
     captions = (captioner or captioner_for(pair)).caption(images) if "C" in spec.methods and images else []
     caption_s = caption_clock.elapsed()
-    draft_prompt = chat.encode(pair.drafter_processor, turns, pair.device, pair.dtype)
-    _check_context(draft_prompt.length, config, pair.context_length, "drafter's prompt")
     notes = list(pair.notes) + fitted
     if not images and set(spec.methods) & {"M", "C", "P"}:
         notes.append("no image in the conversation: the M, C and P rows are the same text-only prompt as T")
@@ -271,7 +275,7 @@ def _start_drafter(run: SpeculativeRun, prompt: chat.EncodedPrompt, methods: tup
     with torch.inference_mode():
         rows = build_rows(pair.drafter, pair.drafter_processor.tokenizer, prompt, methods, captions)
     for row in rows:
-        _check_context(int(row.input_ids.shape[0]), config, pair.context_length, f"{row.method} row")
+        _check_context(int(row.input_ids.shape[0]), config, pair.context_of("drafter"), f"{row.method} row")
     run.drafter = BatchedDrafter(pair.drafter, rows, pair.backend("drafter", len(rows)))
     start = run.drafter.prefill()
     if run.history is not None and config.resting and run.drafter.can_rest:

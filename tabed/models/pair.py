@@ -109,7 +109,7 @@ class ModelPair:
         if self.cache == "dynamic":
             return DynamicBackend(model, self.vocab_size, self.suppressed)
         backend = self.reused((role, batch), lambda: StaticBackend(
-            model, batch, self.context_length + MAX_GAMMA + 1, self.vocab_size, self.suppressed,
+            model, batch, self.context_of(role) + MAX_GAMMA + 1, self.vocab_size, self.suppressed,
             graphs=self.device.type == "cuda"))
         if backend.why_eager and backend.why_eager not in self.notes:
             self.notes.append(backend.why_eager)
@@ -122,11 +122,8 @@ class ModelPair:
             self._static[key] = make()
         return self._static[key]
 
-    @property
-    def context_length(self) -> int:
-        """The shortest context of the two language models (max position embeddings)."""
-        lengths = []
-        for model in (self.target, self.drafter):
-            text = model.config.get_text_config()
-            lengths.append(getattr(text, "max_position_embeddings", None) or 1 << 30)
-        return min(lengths)
+    def context_of(self, role: str) -> int:
+        """The context of the target's or the drafter's language model (its max position embeddings): each
+        model's prompt is checked against its own, as a drafter may see a picture as more tokens."""
+        model = self.target if role == "target" else self.drafter
+        return getattr(model.config.get_text_config(), "max_position_embeddings", None) or 1 << 30

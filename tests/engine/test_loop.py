@@ -5,7 +5,7 @@ import threading
 import pytest
 import torch
 
-from conftest import ending_on_a_draft
+from conftest import SIZE, ending_on_a_draft
 from tabed.engine.config import GenerationConfig
 from tabed.engine.ensemble import WeightHistory
 from tabed.engine.events import BlockEvent, Finished, Started, TokenEvent
@@ -216,3 +216,46 @@ def test_an_answer_that_ends_on_a_draft_has_no_bonus_token_and_no_phantom_effici
     assert all(value <= tokens for value in result.metrics.method_block_efficiency.values())
     if spec == "M":
         assert result.metrics.method_block_efficiency["M"] == pytest.approx(result.metrics.block_efficiency)
+
+
+def _drafter_pair(target, processor, tokenizer, patch_size: int, context: int):
+    """The target beside a random drafter of its own vocabulary whose pictures take (32 / patch)² tokens and
+    whose context is `context`, each model with its own processor."""
+    from tabed.models.factory import LlavaSize, llava_processor, random_llava
+    from tabed.models.pair import ModelPair
+
+    size = LlavaSize(patch_size=patch_size, context=context)
+    drafter = random_llava(size, tokenizer, seed=3)
+    return ModelPair(target, drafter, processor, llava_processor(tokenizer, SIZE.image_size, patch_size),
+                     torch.device("cpu"), torch.float32, "mixed")
+
+
+def test_each_model_prompt_is_held_against_its_own_context(target, processor, tokenizer, image):
+    """A drafter that sees a picture as 64 tokens (the target: 16) and has twice the target's context drafts
+    a prompt longer than the target's context: it runs, nothing is lowered, and the answer is the target's."""
+    pair = _drafter_pair(target, processor, tokenizer, patch_size=4, context=2 * SIZE.context)
+    turns = [Turn("w1 w2", [image] * 9)]
+    config = GenerationConfig(max_new_tokens=24, gamma=4)
+    target_length = encode(pair.target_processor, turns, pair.device, pair.dtype).length
+    drafter_length = encode(pair.drafter_processor, turns, pair.device, pair.dtype).length
+    assert target_length < SIZE.context < drafter_length  # one context for both would refuse the drafter's
+    plain = collect(autoregressive_generate(pair, turns, config))
+    events = list(speculative_generate(pair, turns, parse_spec("tabed-MT"), config))
+    assert not [note for note in events[0].notes if "lowered" in note]
+    assert events[-1].result.token_ids == plain.token_ids
+
+
+def test_a_drafter_with_a_shorter_context_lowers_max_new_tokens_for_plain_decoding_too(target, processor,
+                                                                                          tokenizer, image):
+    pair = _drafter_pair(target, processor, tokenizer, patch_size=8, context=64)
+    turns = [Turn("w1 w2", [image])]
+    room = 64 - encode(pair.drafter_processor, turns, pair.device, pair.dtype).length
+    config = GenerationConfig(max_new_tokens=200, gamma=4)
+    plain = list(autoregressive_generate(pair, turns, config))
+    speculative = list(speculative_generate(pair, turns, parse_spec("tabed-MT"), config))
+    for events in (plain, speculative):
+        assert f"max new tokens lowered from 200 to {room}: the prompt is {64 - room} tokens and the drafter's " \
+               "context 64" in events[0].notes
+    assert speculative[-1].result.token_ids == plain[-1].result.token_ids
+    with pytest.raises(InputError, match="fills the drafter's context of 64 tokens.*fewer pictures"):
+        collect(speculative_generate(pair, [Turn("w1", [image] * 4)], parse_spec("MT"), config))

@@ -292,7 +292,7 @@ def test_every_image_mode_runs(tiny_app, tmp_path, mode):
         ("w1", None, {"methods": ["M", "T"], "mode": app.MODES[2]}, "uses one method"),
         ("w1", None, {"gamma": 0}, "gamma"),
         ("w1", None, {"methods": ["N"], "mode": app.MODES[2]}, "beside a model method"),
-        (" ".join(["w1"] * 600), None, {}, "fills the model's context"),
+        (" ".join(["w1"] * 600), None, {}, "fills the target's context"),
     ],
 )
 def test_bad_input_gives_a_message_not_a_trace(tiny_app, tmp_path, prompt, image, changes, message):

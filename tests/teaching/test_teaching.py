@@ -285,3 +285,30 @@ def test_fine_tuning_starts_from_the_saved_pair_and_keeps_its_tokenizer(tmp_path
     assert cli.main(["train", "--micro", "--role", "drafter", "--init", str(out), "--work", str(tmp_path / "d"),
                      "--out", str(tmp_path / "tuned")]) == 0
     assert PreTrainedTokenizerFast.from_pretrained(tmp_path / "tuned" / "drafter").get_vocab() == tokenizer.get_vocab()
+
+
+def test_fine_tuning_with_smaller_patches_keeps_what_fits_and_pretrains_the_new_tower(tmp_path, capsys):
+    """A fine-tune that cuts pictures into smaller patches (more image tokens) starts from every saved weight
+    whose shape fits, gives the tower fresh patch and position embeddings, and pretrains the tower again
+    (from its saved layers) before fine-tuning; the exported drafter sees a picture as the new tokens."""
+    out = tmp_path / "models"
+    assert cli.main(["train", "--micro", "--role", "drafter", "--work", str(tmp_path / "a"), "--out", str(out)]) == 0
+    saved = LlavaForConditionalGeneration.from_pretrained(out / "drafter", dtype=torch.float32).state_dict()
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(out / "drafter")
+    finer = replace(MICRO.size, patch_size=MICRO.size.patch_size // 2, context=2 * MICRO.size.context)
+    recipe = replace(MICRO, size=finer, steps=0)
+    processor = llava_processor(tokenizer, finer.image_size, finer.patch_size)
+    capsys.readouterr()
+    model = train.train("drafter", processor, train.Sitting(tmp_path / "b", init=out), recipe).state_dict()
+    assert "pretraining its vision tower again" in capsys.readouterr().err
+    assert (tmp_path / "b" / "drafter-vision.pt").exists()
+    embeddings = {k for k in model if k.startswith(train.VISION_EMBEDDINGS)}
+    assert all(model[k].shape != saved[k].shape for k in embeddings if "class_embedding" not in k)
+    tower = {k for k in model if k.startswith("model.vision_tower.")}
+    assert all(torch.equal(model[k], saved[k]) for k in model.keys() - tower)  # the language model and projector
+    assert any(not torch.equal(model[k], saved[k]) for k in tower - embeddings)  # the tower learned again
+    assert train.image_tokens(processor) == 4 * train.image_tokens(
+        llava_processor(tokenizer, MICRO.size.image_size, MICRO.size.patch_size))
+    assert cli.main(["train", "--micro", "--role", "drafter", "--init", str(out), "--work", str(tmp_path / "c"),
+                     "--out", str(tmp_path / "tuned")]) == 0  # the saved patches again: nothing to pretrain
+    assert not (tmp_path / "c" / "drafter-vision.pt").exists()
