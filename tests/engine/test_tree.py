@@ -50,11 +50,11 @@ def small_tree() -> DraftTree:
 # every case; a retrained pair may need others): the hedged first block's runner-up winning, an unsure
 # tree forking, an answer's start the ensemble is sure of (and how many tokens of it), a third choice kept
 # by a width-2 tree; a path kept from a spare slot (rare: no image case of the suite has one with this pair).
-HEDGED_CASE = "image-02"
+HEDGED_CASE = "image-01"
 FORKING_CASE = "image-01"
 SURE_CASE = ("image-04", 8)
 THIRD_CHOICE_CASE = "image-03"
-SPARE_CASE = "odd-05"
+SPARE_CASE = "odd-03"
 
 
 def teaching_turns(case_id: str) -> list[Turn]:

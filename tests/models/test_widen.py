@@ -31,15 +31,17 @@ def small():
             for role, path in (("target", TARGET), ("drafter", DRAFTER))}
 
 
-def _inputs(pair, turns):
-    return encode(pair.target_processor, turns, torch.device("cpu"), torch.float32)
+def _inputs(pair, turns, role: str = "target"):
+    """The prompt as one model of the pair sees it (the drafter sees a picture as more tokens)."""
+    processor = pair.target_processor if role == "target" else pair.drafter_processor
+    return encode(processor, turns, torch.device("cpu"), torch.float32)
 
 
 @pytest.mark.parametrize("index", range(len(SHAPES)))
 def test_widened_models_give_the_same_logits(small, teaching_pair, index):
-    prompt = _inputs(teaching_pair, [Turn("Which bar is the highest?", [load_image(CHART)], answer="Bar B."),
-                                Turn("Add 5 to that number.")])
+    turns = [Turn("Which bar is the highest?", [load_image(CHART)], answer="Bar B."), Turn("Add 5 to that number.")]
     for role, shape in zip(("target", "drafter"), SHAPES[index], strict=True):
+        prompt = _inputs(teaching_pair, turns, role)
         model = small[role]
         big = widen(model, shape)
         text = big.config.text_config
