@@ -72,8 +72,10 @@ def perturbed(model, noise: float, seed: int = 1):
     return copy_
 
 
-def make_pair(target, drafter, processor, name="tiny") -> ModelPair:
-    return ModelPair(target, drafter, processor, processor, torch.device("cpu"), torch.float32, name)
+def make_pair(target, drafter, processor, name="tiny", drafter_processor=None) -> ModelPair:
+    """A CPU pair; the drafter shares the target's processor unless it sees pictures otherwise."""
+    return ModelPair(target, drafter, processor, drafter_processor or processor, torch.device("cpu"), torch.float32,
+                     name)
 
 
 @contextlib.contextmanager

@@ -5,7 +5,7 @@ import threading
 import pytest
 import torch
 
-from conftest import SIZE, ending_on_a_draft
+from conftest import SIZE, ending_on_a_draft, make_pair
 from tabed.engine.config import GenerationConfig
 from tabed.engine.ensemble import WeightHistory
 from tabed.engine.events import BlockEvent, Finished, Started, TokenEvent
@@ -13,6 +13,7 @@ from tabed.engine.loop import autoregressive_generate, collect, compare, specula
 from tabed.engine.spec import parse_spec
 from tabed.errors import InputError
 from tabed.models.chat import Turn, encode
+from tabed.models.factory import LlavaSize, llava_processor, random_llava
 
 
 def test_event_stream_and_metrics(pair, image):
@@ -221,13 +222,8 @@ def test_an_answer_that_ends_on_a_draft_has_no_bonus_token_and_no_phantom_effici
 def _drafter_pair(target, processor, tokenizer, patch_size: int, context: int):
     """The target beside a random drafter of its own vocabulary whose pictures take (32 / patch)² tokens and
     whose context is `context`, each model with its own processor."""
-    from tabed.models.factory import LlavaSize, llava_processor, random_llava
-    from tabed.models.pair import ModelPair
-
-    size = LlavaSize(patch_size=patch_size, context=context)
-    drafter = random_llava(size, tokenizer, seed=3)
-    return ModelPair(target, drafter, processor, llava_processor(tokenizer, SIZE.image_size, patch_size),
-                     torch.device("cpu"), torch.float32, "mixed")
+    drafter = random_llava(LlavaSize(patch_size=patch_size, context=context), tokenizer, seed=3)
+    return make_pair(target, drafter, processor, "mixed", llava_processor(tokenizer, SIZE.image_size, patch_size))
 
 
 def test_each_model_prompt_is_held_against_its_own_context(target, processor, tokenizer, image):
