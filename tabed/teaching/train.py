@@ -123,7 +123,8 @@ FINE_TUNE = {
     # drafter's context leaves the text history less of its attention, as in the paper's pair.
     "drafter": replace(RECIPES["drafter"], size=replace(RECIPES["drafter"].size, patch_size=4, context=2048),
                        steps=800, batch_size=32, lr=1.5e-3, warmup=50, vision_frozen_steps=100, max_turns=1,
-                       image_dropout=0.0, odd_share=0.1, odd_image_dropout=1.0, chat_manner=False, seed=8643),
+                       projector_lr_scale=1.0, image_dropout=0.0, odd_share=0.1, odd_image_dropout=1.0,
+                       chat_manner=False, seed=8643),
 }
 RECIPES |= {
     # seconds, for the smoke test

@@ -54,7 +54,7 @@ HEDGED_CASE = "image-01"
 FORKING_CASE = "image-01"
 SURE_CASE = ("image-04", 8)
 THIRD_CHOICE_CASE = "image-03"
-SPARE_CASE = "odd-03"
+SPARE_CASE = "odd-09"
 
 
 def teaching_turns(case_id: str) -> list[Turn]:
