@@ -81,10 +81,21 @@ def test_resting_rows_change_no_draft_and_no_weight_when_they_catch_up_every_blo
     assert rested >= 3
 
 
-def test_a_resting_row_catches_up_and_rejoins_when_it_earns_again(odd_pictures):
+@pytest.fixture(scope="module")
+def every_scenario(teaching_pair):
+    """The bundled pair on the first cases of each scenario of its suite: on odd pictures M's weight stays
+    at 0 once it falls; on image questions and second turns a method's weight falls to 0 and comes back."""
+    suite = default_suite()
+    cases = load_suite(suite)
+    scenarios = dict.fromkeys(case.scenario for case in cases)
+    return teaching_pair, [case_turns(case, suite.parent) for scenario in scenarios
+                           for case in [c for c in cases if c.scenario == scenario][:3]]
+
+
+def test_a_resting_row_catches_up_and_rejoins_when_it_earns_again(every_scenario):
     """With the defaults, a row rests after two blocks at 0 and the weights are recomputed with it every
     three blocks: at those blocks they equal the weights of a run without resting."""
-    pair, conversations = odd_pictures
+    pair, conversations = every_scenario
     config = GenerationConfig(max_new_tokens=96)
     woke = 0
     for turns in conversations:
