@@ -120,7 +120,9 @@ FINE_TUNE = {
     # remark, no contractions), where its target speaks as a chat assistant. Its last one also cuts pictures
     # into patches of 4 pixels: 256 tokens a picture, most of its prompt as LLaVA's 576 are of a 68M drafter's,
     # where the target takes 16 (its tower pretrained again first, `start_from`); a picture that fills the
-    # drafter's context leaves the text history less of its attention, as in the paper's pair.
+    # drafter's context leaves the text history less of its attention, as in the paper's pair. Its projector
+    # learns at the full rate: the new tower's features are new to it (M leads T on image questions by 1.10x;
+    # by 1.08x with the projector at a fifth of the rate).
     "drafter": replace(RECIPES["drafter"], size=replace(RECIPES["drafter"].size, patch_size=4, context=2048),
                        steps=800, batch_size=32, lr=1.5e-3, warmup=50, vision_frozen_steps=100, max_turns=1,
                        projector_lr_scale=1.0, image_dropout=0.0, odd_share=0.1, odd_image_dropout=1.0,
