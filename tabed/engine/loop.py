@@ -258,7 +258,7 @@ def _start_run(pair: ModelPair, spec: DraftingSpec, config: GenerationConfig,
                              summed=None if config.window else graphed_stats(pair, config.rule, len(spec.methods)))
                if spec.dynamic else None)
     run = SpeculativeRun(pair, config, spec.methods, clock, session, generator, history,
-                         DraftLength(config.gamma, config.adaptive))
+                         DraftLength(config.gamma, config.adaptive, config.min_survival))
     if "N" in spec.methods:
         run.lookup = NgramLookup(prompt.input_ids[0].tolist(), run.out)
     return run

@@ -45,7 +45,8 @@ class Settings:
         '/' (`tabed-MT/hedge`), its own draft length after '@' (`tabed-MT@5`: always 5 tokens, the paper's
         setting; `tabed-MT@auto:8`) and its own token trees after '+tree' (`tabed-MT+tree2`: width 2;
         `tabed-MT+tree2:methods`: and the "methods" policy; `tabed-MT+tree2:first`: in the first block only;
-        `tabed-MT+tree1`: chains in every block, no hedged first block either)."""
+        `tabed-MT+tree1`: chains in every block, no hedged first block either) and the adaptive draft length's
+        own minimum survival after '~' (`tabed-MT~0.65`)."""
         config = self.config
         text, _, tree = text.partition("+tree")
         if tree:
@@ -57,6 +58,13 @@ class Settings:
             config = replace(config, tree_width=int(width), hedge_first=False,
                              tree_policy=policies[-1] if policies else config.tree_policy,
                              tree_blocks=blocks[-1] if blocks else config.tree_blocks)
+        text, _, survival = text.partition("~")
+        if survival:
+            try:
+                config = replace(config, min_survival=float(survival))
+            except ValueError:
+                raise InputError(f"bench row {text}~{survival}: give the minimum survival as a number, "
+                                 "e.g. ~0.65") from None
         name, _, gamma = text.partition("@")
         name, _, rule = name.partition("/")
         if rule:

@@ -73,6 +73,10 @@ def test_a_bench_row_may_pin_its_rule_and_draft_length():
         "tabed-MT", "hedge", 5, False, 9)
     assert Settings(config=config).row("tabed-MTCP@auto:8").config.gamma == 8
     assert Settings(config=config).row("M") == Settings(parse_spec("M"), config)
+    tuned = Settings(config=config).row("tabed-MT@auto:8~0.65+tree2").config
+    assert (tuned.min_survival, tuned.gamma, tuned.adaptive, tuned.tree_width) == (0.65, 8, True, 2)
+    with pytest.raises(InputError, match="minimum survival as a number"):
+        Settings(config=config).row("tabed-MT~high")
     with pytest.raises(InputError, match="unknown weight rule"):
         Settings(config=config).row("tabed-MT/median")
 

@@ -72,6 +72,24 @@ def test_adaptive_blocks_stop_when_the_ensemble_is_unsure_and_say_so(pair, image
             assert len(block.draft) == 8
 
 
+def test_a_higher_minimum_survival_stops_blocks_sooner_and_changes_no_answer(pair, image):
+    turns = [Turn("w1 w2 w3", [image])]
+    plain = collect(autoregressive_generate(pair, turns, GenerationConfig(max_new_tokens=60))).token_ids
+    drafted = {}
+    for minimum in (0.2, 0.8):
+        config = GenerationConfig(max_new_tokens=60, gamma=8, min_survival=minimum)
+        result = collect(speculative_generate(pair, turns, parse_spec("tabed-MT"), config))
+        assert result.token_ids == plain
+        later = result.blocks[1:]
+        assert later and all(block.threshold == minimum for block in later)
+        assert all(block.survival < minimum for block in later if block.stop == "unsure")
+        drafted[minimum] = sum(len(block.draft) for block in later) / len(later)
+    assert drafted[0.8] < drafted[0.2]
+    for bad in (0.0, 1.0):
+        with pytest.raises(InputError, match="minimum survival"):
+            GenerationConfig(min_survival=bad)
+
+
 @pytest.mark.parametrize("hedge", [False, True])
 def test_a_fixed_gamma_drafts_gamma_tokens_until_the_budget(pair, image, hedge):
     """Chains of γ drafts; the hedged first block, a tree, is γ deep (its kept path may end higher up, on a
