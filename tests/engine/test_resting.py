@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from tabed.bench.suite import case_turns, default_suite, load_suite
+from tabed.bench.suite import case_turns, default_suite, limit_cases, load_suite
 from tabed.engine import resting
 from tabed.engine.config import GenerationConfig
 from tabed.engine.drafter import BatchedDrafter, build_rows
@@ -86,10 +86,7 @@ def every_scenario(teaching_pair):
     """The bundled pair on the first cases of each scenario of its suite: on odd pictures M's weight stays
     at 0 once it falls; on image questions and second turns a method's weight falls to 0 and comes back."""
     suite = default_suite()
-    cases = load_suite(suite)
-    scenarios = dict.fromkeys(case.scenario for case in cases)
-    return teaching_pair, [case_turns(case, suite.parent) for scenario in scenarios
-                           for case in [c for c in cases if c.scenario == scenario][:3]]
+    return teaching_pair, [case_turns(case, suite.parent) for case in limit_cases(load_suite(suite), 3)]
 
 
 def test_a_resting_row_catches_up_and_rejoins_when_it_earns_again(every_scenario):
