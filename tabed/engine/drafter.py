@@ -221,8 +221,12 @@ class BatchedDrafter:
 
     @torch.inference_mode()
     def prefill(self) -> torch.Tensor:
-        """Run every row's prompt in one left-padded forward; returns the last logits (K, V)."""
+        """Run every row's prompt; returns the last logits (K, V). A dynamic cache runs rows of different
+        lengths one by one (`DynamicBackend.prefill_each`); a static one, whose batch is fixed, in one
+        left-padded forward."""
         embeds = [self._embed(row) for row in self.rows]
+        if isinstance(self.backend, DynamicBackend) and len({e.shape[0] for e in embeds}) > 1:
+            return self.backend.prefill_each([e[None] for e in embeds])
         longest = max(e.shape[0] for e in embeds)
         width = embeds[0].shape[1]
         batch = embeds[0].new_zeros(len(embeds), longest, width)

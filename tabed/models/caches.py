@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from transformers import DynamicCache, StaticCache
 
 CACHES = ("dynamic", "static")
@@ -121,6 +122,11 @@ def additive(attend: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return torch.zeros(attend.shape, dtype=dtype, device=attend.device).masked_fill_(~attend, torch.finfo(dtype).min)
 
 
+def _left_pad(entries: torch.Tensor, width: int) -> torch.Tensor:
+    """Cache entries (B, H, L, D) padded on the left to `width` positions (masked: any value will do)."""
+    return F.pad(entries, (0, 0, width - entries.shape[-2], 0))
+
+
 class DynamicBackend:
     """Eager forwards over a `DynamicCache`; a fresh cache per prefill."""
 
@@ -148,6 +154,24 @@ class DynamicBackend:
                          cache=self.cache, use_cache=True, logits_to_keep=keep)
         self.mask, self.lengths, self.padded = mask, mask.sum(dim=-1), not bool(mask.all())
         return fit_logits(out.logits[:, -keep:], self.vocab_size, self.suppressed)
+
+    @torch.inference_mode()
+    def prefill_each(self, embeds: list[torch.Tensor]) -> torch.Tensor:
+        """Run prompts of different lengths ((1, L, D) embeddings each) one by one and keep their caches as
+        one left-padded batch; the last logits (B, V). Prefilled together, every row would be padded to the
+        longest and cost as much: on a CPU a text-only row beside three pictures' tokens made the drafter's
+        prefill 28 ms against 10 ms."""
+        parts = [DynamicBackend(self.model, self.vocab_size, self.suppressed) for _ in embeds]
+        logits = torch.cat([part.prefill(e.new_ones(e.shape[:2], dtype=torch.long), inputs_embeds=e)[:, -1]
+                            for part, e in zip(parts, embeds, strict=True)])
+        width = max(e.shape[1] for e in embeds)
+        self.cache = parts[0].cache
+        for i, layer in enumerate(self.cache.layers):
+            layer.keys = torch.cat([_left_pad(part.cache.layers[i].keys, width) for part in parts])
+            layer.values = torch.cat([_left_pad(part.cache.layers[i].values, width) for part in parts])
+        self.mask = torch.cat([F.pad(part.mask, (width - part.mask.shape[1], 0)) for part in parts])
+        self.lengths, self.padded = self.mask.sum(dim=-1), not bool(self.mask.all())
+        return logits
 
     @torch.inference_mode()
     def forward(self, ids: torch.Tensor, layout: TreeLayout | None = None) -> torch.Tensor:

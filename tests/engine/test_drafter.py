@@ -75,6 +75,26 @@ def test_one_batched_forward_equals_separate_forwards(pair, image):
         assert torch.allclose(together, torch.cat(separate), atol=1e-4), (together - torch.cat(separate)).abs().max()
 
 
+def test_rows_of_different_lengths_are_prefilled_one_by_one_unpadded(pair, image):
+    """A row padded to the longest costs as much as the longest: on a dynamic cache each row's prompt runs
+    alone, at its own length, and the caches are stacked left-padded (the steps after it are checked
+    against separate forwards above)."""
+    rows = rows_for(pair, [Turn("w1 w2 w3", [image])], ("M", "T", "P"))
+    seen = []
+    hook = pair.drafter.model.language_model.register_forward_pre_hook(
+        lambda _, args, kwargs: seen.append(tuple(kwargs["inputs_embeds"].shape[:2])), with_kwargs=True)
+    try:
+        drafter = BatchedDrafter(pair.drafter, rows, pair.backend("drafter", len(rows)))
+        drafter.prefill()
+    finally:
+        hook.remove()
+    assert seen == [(1, len(row.input_ids)) for row in rows]
+    longest = max(len(row.input_ids) for row in rows)
+    assert drafter.backend.mask.shape == (3, longest)
+    assert drafter.backend.lengths.tolist() == [len(row.input_ids) for row in rows]
+    assert all(layer.keys.shape[0] == 3 and layer.keys.shape[-2] == longest for layer in drafter.backend.cache.layers)
+
+
 def _cache_tensors(cache):
     return [(layer.keys, layer.values) for layer in cache.layers]
 
