@@ -221,12 +221,16 @@ class DynamicBackend:
         self.cache.batch_select_indices(torch.tensor(others, device=self.mask.device))
         part.mask, part.lengths = self.mask[rows], self.lengths[rows]
         self.mask, self.lengths = self.mask[others], self.lengths[others]
-        part.padded, self.padded = not bool(part.mask.all()), not bool(self.mask.all())
+        part._drop_shared_padding()
+        self._drop_shared_padding()
         return part
 
     def join(self, part: DynamicBackend, order: list[int]) -> None:
-        """Take the rows of `part` back (their caches as long as this one's): the joined batch's row i is
-        row `order[i]` of this batch's rows followed by those of `part`."""
+        """Take the rows of `part` back: the joined batch's row i is row `order[i]` of this batch's rows
+        followed by those of `part`."""
+        width = max(self.mask.shape[1], part.mask.shape[1])
+        self._pad_to(width)
+        part._pad_to(width)
         index = torch.tensor(order, device=self.mask.device)
         for mine, theirs in zip(self.cache.layers, part.cache.layers, strict=True):
             mine.keys = torch.cat([mine.keys, theirs.keys])[index]
@@ -234,6 +238,24 @@ class DynamicBackend:
         self.mask = torch.cat([self.mask, part.mask])[index]
         self.lengths = torch.cat([self.lengths, part.lengths])[index]
         self.padded = not bool(self.mask.all())
+
+    def _drop_shared_padding(self) -> None:
+        """Drop the leading cache columns that are padding in every row: a short row left alone in the batch
+        (T, once M rests) would otherwise attend through a mask over the pictures' padding at every step
+        (on a CPU, with three pictures, a sixth of the drafter's time)."""
+        lead = int((self.mask == 0).all(dim=0).long().cumprod(dim=0).sum())
+        if lead:
+            for layer in self.cache.layers:
+                layer.keys, layer.values = layer.keys[..., lead:, :], layer.values[..., lead:, :]
+            self.mask = self.mask[:, lead:]
+        self.padded = not bool(self.mask.all())
+
+    def _pad_to(self, width: int) -> None:
+        """Left-pad the cache and the mask to `width` columns (to join a batch whose rows are longer)."""
+        if width > self.mask.shape[1]:
+            for layer in self.cache.layers:
+                layer.keys, layer.values = _left_pad(layer.keys, width), _left_pad(layer.values, width)
+            self.mask = F.pad(self.mask, (width - self.mask.shape[1], 0))
 
 
 class StaticBackend:

@@ -21,22 +21,28 @@ def _drafter(pair, image, cache=DynamicBackend) -> BatchedDrafter:
     return BatchedDrafter(pair.drafter, rows, cache(pair.drafter, pair.vocab_size))
 
 
-def test_a_row_that_rested_and_caught_up_scores_as_if_it_never_left(pair, image):
-    """Split off a row, go on with the other (with a roll-back), catch the row up on the committed
-    tokens, join: every row's next logits equal those of a drafter that kept both rows all along."""
+@pytest.mark.parametrize("rests", [0, 1])
+def test_a_row_that_rested_and_caught_up_scores_as_if_it_never_left(pair, image, rests):
+    """Split off a row (M, the longer, or T, the shorter and left-padded), go on with the other (with a
+    roll-back), catch the row up on the committed tokens, join: every row's next logits equal those of a
+    drafter that kept both rows all along. Apart, neither keeps the other's padding: a row alone runs
+    unpadded, without a mask."""
     steady, resting_one = _drafter(pair, image), _drafter(pair, image)
+    stays = 1 - rests
     steady.prefill(), resting_one.prefill()
     steady.step([5, 6]), resting_one.step([5, 6])
-    resting_one.rest([0])  # M leaves; T, the shorter (left-padded) row, goes on alone
-    assert resting_one.placed == [1]
+    resting_one.rest([rests])
+    assert resting_one.placed == [stays]
+    for backend, row in ((resting_one.backend, stays), (resting_one.resting, rests)):
+        assert not backend.padded and backend.mask.shape[1] == len(resting_one.rows[row].input_ids) + 2
     alone = resting_one.step([7, 8, 9])
     assert alone.shape[0] == 1
-    torch.testing.assert_close(alone[0], steady.step([7, 8, 9])[1], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(alone[0], steady.step([7, 8, 9])[stays], rtol=1e-4, atol=1e-5)
     resting_one.rollback(1), steady.rollback(1)  # the last token was rejected
-    caught = resting_one.catch_up([7, 8])  # what the batch kept since M left
+    caught = resting_one.catch_up([7, 8])  # what the batch kept since the row left
     assert caught.shape[:2] == (1, 2)
     resting_one.wake()
-    assert resting_one.placed is None and resting_one.active == [0, 1]
+    assert resting_one.placed is None and resting_one.active == [0, 1] and resting_one.backend.padded
     torch.testing.assert_close(resting_one.step([10]), steady.step([10]), rtol=1e-4, atol=1e-5)
 
 
