@@ -186,6 +186,7 @@ def generate(args: argparse.Namespace) -> dict:
 def overhead(args: argparse.Namespace) -> dict:
     from PIL import Image
 
+    from .bench.machine import describe_machine
     from .bench.overhead import batching_overhead, step_costs
 
     image = load_image(args.image) if args.image else Image.new("RGB", (336, 336), (128, 128, 128))
@@ -194,7 +195,8 @@ def overhead(args: argparse.Namespace) -> dict:
     turns = [Turn(args.prompt, [image])]
     ratios = batching_overhead(pair, turns, steps=args.steps, rounds=args.rounds)
     return {"pair": pair.name, "device": str(pair.device), "cache": pair.cache,
-            **{str(k): v for k, v in ratios.items()}, **step_costs(pair, turns, args.gamma, args.steps),
+            "machine": describe_machine(pair.device), **{str(k): v for k, v in ratios.items()},
+            **step_costs(pair, turns, args.gamma, args.steps),
             "notes": pair.notes}
 
 

@@ -207,6 +207,7 @@ def test_overhead_reports_per_step_costs(capsys, pair_dirs):
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert report["cache"] == "dynamic" and report["1"] == 1.0
+    assert {"cpu", "cores", "torch_threads", "blas", "torch"} <= set(report["machine"])
     for key in ("target_ms", "verify_ms", "verify_tree_ms", "draft_k1_ms", "draft_k2_ms", "draft_k4_ms",
                 "draft_tree2_ms", "draft_tree3_ms"):
         assert report[key] > 0

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..engine.spec import DEFAULT_SPEC
+from .machine import machine_line
 from .peers import is_peer
 from .suite import Run
 
@@ -147,6 +148,7 @@ def markdown(report: dict) -> str:
     scenarios, specs = report["scenarios"], report["specs_run"]
     gamma = f"γ adaptive, at most {report['gamma']}" if report.get("adaptive") else f"γ = {report['gamma']}"
     lines = [f"# Benchmark: {report['pair']} on {report['device']} ({report['dtype']})", "",
+             *([f"Measured on {machine_line(report['machine'])}.", ""] if report.get("machine") else []),
              f"{gamma} (a spec's own after '@'), max new tokens {report['max_new_tokens']}, temperature "
              f"{report['temperature']}, suite `{report['suite']}`, {report['cases']} cases"
              + ("" if report["complete"] else " (interrupted: partial results)") + ".", "",

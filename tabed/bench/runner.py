@@ -25,6 +25,7 @@ from ..errors import InputError
 from ..models.chat import Turn
 from ..models.pair import ModelPair
 from .divergence import divergence
+from .machine import describe_machine
 from .overhead import batching_overhead
 from .peers import PEER_NOTE, PEERS, is_peer, peer_generate
 from .report import goals, pooled, summarize, write_reports
@@ -123,7 +124,7 @@ def run_bench(pair: ModelPair, settings: BenchSettings, progress: Callable[[str]
     cases = check_settings(settings)
     root = settings.suite.parent
     report = {"pair": pair.name, "default_spec": DEFAULT_SPEC, "device": str(pair.device),
-              "dtype": str(pair.dtype).removeprefix("torch."),
+              "dtype": str(pair.dtype).removeprefix("torch."), "machine": describe_machine(pair.device),
               "suite": str(settings.suite), "gamma": settings.config.gamma,
               "adaptive": settings.config.adaptive,
               "max_new_tokens": settings.config.max_new_tokens, "temperature": settings.config.temperature,

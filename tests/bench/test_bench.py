@@ -4,6 +4,7 @@ import json
 from dataclasses import replace
 
 import pytest
+import torch
 
 from tabed import cli
 from tabed.bench import divergence, runner, suite
@@ -177,6 +178,10 @@ def test_smoke_run_writes_every_report(pair, image, tmp_path):
     assert len(saved["runs"]) == 10 and report["goals"] == []  # no T run: the goals need M and T
     markdown = (tmp_path / "out" / "report.md").read_text()
     assert "| spec | image | followup | average |" in markdown and "peer" in markdown
+    machine = saved["machine"]  # a speed figure names where it was measured
+    assert machine["cores"] >= 1 and machine["torch_threads"] == torch.get_num_threads() and "gpu" not in machine
+    assert f"Measured on {machine['cpu']}, {machine['cores']} cores, {machine['torch_threads']} torch threads, " \
+           f"BLAS {machine['blas']}" in markdown
     assert "plotly" in (tmp_path / "out" / "report.html").read_text()
 
 

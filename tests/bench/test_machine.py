@@ -1,0 +1,24 @@
+"""Every timed report names where it ran: the same pair gave 1.72x plain decoding on one x86 CPU and 1.24x
+on another."""
+
+import torch
+
+from tabed.bench import machine
+
+
+def test_the_machine_is_described_from_what_the_process_sees(monkeypatch):
+    monkeypatch.setattr(machine, "cpu_model", lambda: "Test CPU 9000")
+    described = machine.describe_machine("cpu")
+    assert described["cpu"] == "Test CPU 9000" and described["torch_threads"] == torch.get_num_threads()
+    assert described["cores"] >= 1 and described["torch"] == torch.__version__ and "gpu" not in described
+    assert described["blas"].split(",")[0] in torch.__config__.show()
+
+
+def test_the_report_line_names_the_gpu_first_then_its_host():
+    cpu = {"cpu": "AMD EPYC 9B14", "cores": 2, "torch_threads": 2, "blas": "mkl, oneDNN", "torch": "2.13.0"}
+    assert machine.machine_line(cpu) == "AMD EPYC 9B14, 2 cores, 2 torch threads, BLAS mkl, oneDNN, torch 2.13.0"
+    assert machine.machine_line(cpu | {"gpu": "NVIDIA H200"}).startswith("NVIDIA H200; host AMD EPYC 9B14, 2 cores")
+
+
+def test_the_cpu_model_is_read_from_cpuinfo_when_there_is_one():
+    assert machine.cpu_model() and machine.cpu_model() != "unknown"
