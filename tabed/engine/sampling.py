@@ -62,6 +62,14 @@ def verify_greedy(drafts: torch.Tensor, target_logits: torch.Tensor) -> tuple[in
     return accepted, int(choices[accepted])
 
 
+def residual(p: torch.Tensor, proposal: torch.Tensor) -> torch.Tensor:
+    """What is left of p once a draw from `proposal` was rejected: norm(max(p - q, 0)), or p itself where
+    p == q up to rounding (nothing is left)."""
+    left = (p - proposal).clamp_min(0.0)
+    total = left.sum()
+    return left / total if total > 0 else p
+
+
 def verify_sampling(
     drafts: torch.Tensor,
     draft_probs: torch.Tensor,
@@ -81,8 +89,5 @@ def verify_sampling(
         accepted = 0
     if accepted == gamma:
         return accepted, int(torch.multinomial(target_probs[gamma], 1, generator=generator))
-    residual = (target_probs[accepted] - draft_probs[accepted]).clamp_min(0.0)
-    total = residual.sum()
-    if total <= 0:  # p == q up to rounding: the residual is empty, p itself is the right law
-        residual, total = target_probs[accepted], target_probs[accepted].sum()
-    return accepted, int(torch.multinomial(residual / total, 1, generator=generator))
+    left = residual(target_probs[accepted], draft_probs[accepted])
+    return accepted, int(torch.multinomial(left, 1, generator=generator))

@@ -41,7 +41,7 @@ from .draft_length import DraftLength
 from .drafter import BatchedDrafter
 from .drafts import Draft, Drafting, Opinions, Verdict
 from .events import TreeNode
-from .sampling import is_greedy, logits_to_probs
+from .sampling import is_greedy, logits_to_probs, residual
 from .session import TargetSession
 
 BRANCH_MIN = 0.05  # greedy "ensemble" trees: the least ensemble probability of a token beyond the top one
@@ -348,7 +348,7 @@ class TreeVerifier:
         if is_greedy(config.temperature):
             path, token = _walk_greedy(tree, logits.argmax(-1).tolist())
         else:
-            path, token = _walk_sampling(tree, probs, generator)
+            path, token = _walk_sampling(tree, probs, RandomChoices(generator))
         view = path + tree.best_below(path[-1] if path else ROOT)
         return Verdict(len(path), token, probs[[0] + [node + 1 for node in view]], path=tree.as_draft(view),
                        nodes=self._nodes(tree, set(path), probs))
@@ -387,23 +387,36 @@ def _walk_greedy(tree: DraftTree, choices: list[int]) -> tuple[list[int], int]:
     return path, choices[at + 1]
 
 
-def _walk_sampling(tree: DraftTree, probs: torch.Tensor, generator: torch.Generator) -> tuple[list[int], int]:
+class RandomChoices:
+    """The random choices of a sampling walk, drawn from `generator`: a draw x of a proposal q is accepted
+    when u·q(x) < p(x) for a uniform u (with probability min(1, p(x)/q(x))); a token is sampled from p
+    (weights: they need not sum to 1)."""
+
+    def __init__(self, generator: torch.Generator) -> None:
+        self.generator = generator
+
+    def accepts(self, p_x: torch.Tensor, q_x: torch.Tensor) -> bool:
+        return bool(torch.rand((), generator=self.generator, device=p_x.device) * q_x < p_x)
+
+    def sample(self, p: torch.Tensor) -> int:
+        return int(torch.multinomial(p, 1, generator=self.generator))
+
+
+def _walk_sampling(tree: DraftTree, probs: torch.Tensor, choices: RandomChoices) -> tuple[list[int], int]:
     """Recursive rejection down the tree: at each node its draws are tried in order against the target's
-    distribution, which loses each rejected draw's distribution; the first accepted draw is followed.
-    When none is (or the node is a leaf), the target's token is sampled from what is left."""
+    distribution, which loses each rejected draw's distribution (`residual`); the first accepted draw is
+    followed. When none is (or the node is a leaf), the target's token is sampled from what is left."""
     path, at = [], ROOT
     while True:
         p, chosen = probs[at + 1], None
         context = tree.contexts.get(at)
         for node, proposal in context.draws if context else ():
             token = tree.tokens[node]
-            if torch.rand((), generator=generator, device=p.device) * proposal[token] < p[token]:
+            if choices.accepts(p[token], proposal[token]):
                 chosen = node
                 break
-            residual = (p - proposal).clamp_min(0.0)
-            total = residual.sum()
-            p = residual / total if total > 0 else p  # p == q up to rounding: p itself is what is left
+            p = residual(p, proposal)
         if chosen is None:
-            return path, int(torch.multinomial(p, 1, generator=generator))
+            return path, choices.sample(p)
         path.append(chosen)
         at = chosen

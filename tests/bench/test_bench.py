@@ -109,6 +109,16 @@ def test_a_failing_peer_is_reported_and_left_out_of_the_comparison():
     assert "| **all** | **tabed-MT** | " in markdown and "γ adaptive, at most 16" in markdown
 
 
+def test_the_best_per_scenario_is_never_a_peer_even_one_that_keeps_more_tokens_per_forward():
+    """The peers' block efficiency counts the prefill too, and they are not ours to bold: the headline's
+    best method per scenario is among the specs run, M here, though the peer kept 6 tokens a forward."""
+    runs = [run("a", "image", "M", 10, 2, 1.0, 2.0), run("a", "image", "tabed-MT", 8, 2, 0.8, 2.0),
+            run("a", "image", "peer-default", 12, 2, 1.2, 2.0)]
+    summary = reports.summarize(runs)
+    assert summary["scenarios"]["image"]["specs"]["peer-default"]["block_efficiency"] > 5.5
+    assert summary["scenarios"]["image"]["best_block_efficiency"] == ["M"]
+
+
 def test_a_peer_that_raises_is_a_failed_run_not_a_crash(monkeypatch):
     def refuse(*args):
         raise ValueError("Image features and image tokens do not match:\n tokens: 20, features: 6144")

@@ -1,5 +1,6 @@
 """What speculative decoding reports: events, weights, metrics, notes, stopping."""
 
+import itertools
 import threading
 
 import pytest
@@ -10,10 +11,13 @@ from tabed.engine.config import GenerationConfig
 from tabed.engine.ensemble import WeightHistory
 from tabed.engine.events import BlockEvent, Finished, Started, TokenEvent
 from tabed.engine.loop import autoregressive_generate, collect, compare, speculative_generate
+from tabed.engine.session import TargetSession
 from tabed.engine.spec import parse_spec
 from tabed.errors import InputError
 from tabed.models.chat import Turn, encode
 from tabed.models.factory import LlavaSize, llava_processor, random_llava
+
+CPU = torch.device("cpu")
 
 
 def test_event_stream_and_metrics(pair, image):
@@ -255,3 +259,67 @@ def test_a_drafter_with_a_shorter_context_lowers_max_new_tokens_for_plain_decodi
     assert speculative[-1].result.token_ids == plain[-1].result.token_ids
     with pytest.raises(InputError, match="fills the drafter's context of 64 tokens.*fewer pictures"):
         collect(speculative_generate(pair, [Turn("w1", [image] * 4)], parse_spec("MT"), config))
+
+
+def _leading(guesses, truth):
+    """How many of `guesses` match `truth` before the first miss (written apart from the engine's)."""
+    return next((i for i, (g, t) in enumerate(zip(guesses, truth, strict=False)) if g != t), min(len(guesses),
+                                                                                                 len(truth)))
+
+
+@pytest.mark.parametrize("spec, settings", [("tabed-MTCP", {}), ("MTC", {"gamma": 5, "adaptive": False}),
+                                            ("tabed-MT", {"tree_width": 2})])
+def test_each_methods_counterfactual_is_its_run_of_guesses_before_its_first_miss(pair, image, spec, settings):
+    """Recomputed from the block's own guesses and what the target kept: a method's count stops at its first
+    miss, however many of its later guesses match, and the metric is 1 + their mean over its blocks."""
+    config = GenerationConfig(**{"max_new_tokens": 40, "gamma": 4} | settings)
+    result = collect(speculative_generate(pair, [Turn("w1 w2 w3", [image])], parse_spec(spec), config))
+    later_matches = 0
+    for number, block in enumerate(result.blocks):
+        truth = block.draft[:block.accepted] + [block.target_token]
+        last = number == len(result.blocks) - 1
+        room = len(block.emitted) - 1 if last else len(truth)
+        assert set(block.method_accepted) == set(block.drafts)
+        for method, guesses in block.drafts.items():
+            assert block.method_accepted[method] == min(_leading(guesses, truth), room)
+            first_miss = _leading(guesses, truth)
+            later_matches += any(g == t for g, t in zip(guesses[first_miss + 1:], truth[first_miss + 1:],
+                                                         strict=False))
+    assert later_matches  # some method was right again after a miss: counting on would change the figure
+    for method, efficiency in result.metrics.method_block_efficiency.items():
+        counts = [b.method_accepted[method] for b in result.blocks if method in b.method_accepted]
+        assert efficiency == pytest.approx(1 + sum(counts) / len(counts))
+
+
+def test_the_weight_history_learns_the_targets_own_distributions_at_the_verified_positions(pair, image, monkeypatch):
+    """What enters the history is the target's distribution after the prompt and the answer's tokens up to
+    each verified position (one forward of the target over the whole answer says what it is), and w-grid's
+    weights for the next block are recomputed from that history: the most top-1 matches, then the least
+    KL(p ‖ mixture), then the first in the grid's order."""
+    added, add = [], WeightHistory.add
+    monkeypatch.setattr(WeightHistory, "add",
+                        lambda self, p, q, *rest: (added.append((p, q)), add(self, p, q, *rest))[1])
+    turns = [Turn("w1 w2 w3", [image])]
+    config = GenerationConfig(max_new_tokens=30, gamma=4, resting=False)
+    result = collect(speculative_generate(pair, turns, parse_spec("tabed-MT"), config))
+    session = TargetSession(pair.backend("target"))
+    with torch.inference_mode():
+        truth = torch.softmax(session.prefill(encode(pair.target_processor, turns, CPU, torch.float32),
+                                              result.token_ids).float(), -1)  # row t: after t answer tokens
+    start = 0
+    learned = [b for b in result.blocks[:-1] if b.draft]
+    assert len(added) == len(learned) > 2
+    for block, (p, _) in zip(learned, added, strict=True):
+        start = sum(len(b.emitted) for b in result.blocks[:block.index])
+        assert torch.allclose(p, truth[start:start + len(p)], atol=1e-5)
+    grid = torch.tensor([w for w in itertools.product(range(11), repeat=2) if sum(w) == 10]) / 10
+    for seen, block in enumerate(result.blocks[1:], 1):
+        pairs = added[:len([b for b in learned if b.index < seen])]
+        p = torch.cat([p for p, _ in pairs])
+        q = torch.cat([q for _, q in pairs])  # (n, K, V)
+        mixed = torch.einsum("gk,nkv->gnv", grid, q)
+        matches = (mixed.argmax(-1) == p.argmax(-1)).sum(-1)
+        kl = (torch.xlogy(p, p) - p * torch.log(mixed.clamp_min(1e-12))).sum(-1).sum(-1)
+        best = min(range(len(grid)), key=lambda g: (-int(matches[g]), round(float(kl[g]), 4), g))
+        assert [block.weights["M"], block.weights["T"]] == pytest.approx(grid[best].tolist(), abs=1e-6)
+    assert len({b.weights["M"] for b in result.blocks}) > 1  # the weights moved: the check has power

@@ -1,11 +1,27 @@
-"""What the page draws from the engine's events: token labels, the block table's target column."""
+"""What the page draws from the engine's events: token labels, the block table's target column, and
+every figure equal to the engine's own (the tokens' colours, the weights, the trees, each method's row)."""
+
+import math
+import re
 
 from conftest import ending_on_a_draft
 from tabed.engine.config import GenerationConfig
+from tabed.engine.events import Metrics
 from tabed.engine.loop import collect, speculative_generate
 from tabed.engine.spec import parse_spec
 from tabed.models.chat import Turn
-from tabed.page.render import END, block_columns, block_rows, metrics_rows, token_word, trees_figure, weights_figure
+from tabed.page.render import (
+    BAND,
+    END,
+    TokenStream,
+    block_columns,
+    block_rows,
+    metrics_rows,
+    node_depths,
+    token_word,
+    trees_figure,
+    weights_figure,
+)
 
 
 def test_blank_tokens_are_drawn_and_only_the_end_is_the_end(teaching_pair):
@@ -51,3 +67,63 @@ def test_the_trees_chart_holds_every_node(teaching_pair):
 def test_a_side_with_no_numbers_says_why():
     assert {row[2] for row in metrics_rows(None, None)} - {"—"} == {"…"}  # still to come
     assert {row[2] for row in metrics_rows(None, None, missing="stopped")} - {"—"} == {"stopped"}
+
+
+def _tiny_run(pair, image, **config):
+    settings = {"max_new_tokens": 30, "gamma": 4} | config
+    return collect(speculative_generate(pair, [Turn("w1 w2 w3", [image])], parse_spec("tabed-MTCP"),
+                                        GenerationConfig(**settings)))
+
+
+def test_each_token_is_coloured_by_what_the_target_did_with_it(pair, image):
+    """Drafts before the first rejection are accepted, the rest rejected; the target's own token is a
+    bonus after a fully accepted block and a correction otherwise: worked out from each block's counts."""
+    result = _tiny_run(pair, image)
+    stream = TokenStream(pair.tokenizer)
+    expected = []
+    for block in result.blocks:
+        stream.block(block)
+        kept = len(block.emitted)
+        expected += ["accepted" if j < block.accepted else "rejected" for j in range(len(block.draft))
+                     if j >= block.accepted or j < kept]
+        if kept > block.accepted:
+            expected.append("bonus" if block.accepted == len(block.draft) else "corrected")
+    shown = re.findall(r'class="tk tk-(\w+)"', stream.html)
+    assert shown == expected and stream.ids == result.token_ids
+    assert {"accepted", "rejected", "bonus", "corrected"} <= set(shown)  # every kind is exercised
+
+
+def test_the_weights_chart_draws_each_methods_own_weights_and_each_blocks_accepted_drafts(pair, image):
+    result = _tiny_run(pair, image)
+    methods = ["M", "T", "C", "P"]
+    figure = weights_figure(result.blocks, methods, 4)
+    bars = [trace for trace in figure.data if trace.type == "bar"]
+    assert list(bars[0].y) == [b.accepted for b in result.blocks]
+    lines = {trace.name: list(trace.y) for trace in figure.data if trace.type == "scatter"}
+    assert lines == {f"weight of {m}": [b.weights[m] for b in result.blocks] for m in methods}
+    assert len({tuple(y) for y in lines.values()}) > 1  # the methods' weights differ: a swap would show
+
+
+def test_the_trees_chart_draws_every_node_of_every_block_where_it_belongs(pair, image):
+    result = _tiny_run(pair, image, tree_width=2)
+    figure = trees_figure(pair.tokenizer, result.blocks, 2)
+    nodes = [t for t in figure.data if t.name in ("accepted node", "rejected node")]
+    placed = [(x, y) for t in nodes for x, y in zip(t.x, t.y, strict=True)]
+    assert len(set(placed)) == len(placed) == sum(len(b.tree) for b in result.blocks)  # no node hides another
+    for accepted in (True, False):
+        trace = next(t for t in figure.data if t.name == ("accepted node" if accepted else "rejected node"))
+        want = sorted((d, b.index) for b in result.blocks if b.tree
+                      for d, node in zip(node_depths(b.tree), b.tree, strict=True) if node.accepted == accepted)
+        # a block's nodes sit in its band, from y = -index down to -index - BAND: (depth, block) of each
+        got = sorted((x, math.floor(-y + 1e-9)) for x, y in zip(trace.x, trace.y, strict=True))
+        assert got == want and all(-y % 1 <= BAND + 1e-9 for y in trace.y)
+    assert sum(len(b.tree) for b in result.blocks) > sum(len(b.draft) for b in result.blocks)  # trees branched
+
+
+def test_each_methods_row_shows_that_methods_own_figure():
+    metrics = Metrics(new_tokens=10, prefill_s=0.1, decode_s=0.5, walltime_s=0.6, tokens_per_s=16.7,
+                      target_forwards=4, block_efficiency=2.5,
+                      method_block_efficiency={"M": 2.25, "T": 1.5, "C": 3.75})
+    rows = {row[0]: row[1] for row in metrics_rows(metrics, None)}
+    for method, value in metrics.method_block_efficiency.items():
+        assert rows[f"block efficiency if {method} alone had drafted"] == f"{value:.2f}"
