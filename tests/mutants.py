@@ -1,0 +1,169 @@
+"""A mutation check the project keeps: each mutant is one small fault in the engine's core or the page's
+figures, the kind a maintainer could make by accident; applied alone to a scratch copy of the repository,
+it must make the tests named beside it fail. A mutant that survives marks a promise no test defends.
+
+    python tests/mutants.py            # every mutant, a few minutes on 2 cores
+    python tests/mutants.py tree-walk-depth-1 chain-rollback   # some, by name
+    python tests/mutants.py --list
+
+Not part of the normal test run (its name is not test_*.py); `tests/test_mutants.py` checks that every
+mutant still applies to today's source. The tests named here run on the tiny pairs conftest builds, never
+on a case of the bundled teaching pair, which would go blind the day that pair is retrained.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+COPIED = ("tabed", "tests", "app.py", "pyproject.toml")  # assets are linked, read only
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    path: str  # the file, from the repository's root
+    before: str  # source that occurs exactly once in it
+    after: str
+    tests: tuple[str, ...]  # pytest node ids that must fail with the mutant
+
+
+LOSSLESS = "tests/engine/test_lossless.py"
+WALK = "tests/engine/test_tree_walk.py"
+CACHE = "tests/engine/test_drafter_cache.py"
+LOOP = "tests/engine/test_loop.py"
+RENDER = "tests/page/test_render.py"
+
+MUTANTS = (
+    # the ten faults of issue 52's audit
+    Mutant("tree-residual-unnormalised", "tabed/engine/sampling.py", "return left / total if total > 0 else p",
+           "return left if total > 0 else p", (WALK,)),
+    Mutant("counterfactual-counts-after-a-miss", "tabed/engine/loop.py",
+           "        if guess != token:\n            break", "        if guess != token:\n            continue",
+           (f"{LOOP}::test_each_methods_counterfactual_is_its_run_of_guesses_before_its_first_miss",)),
+    Mutant("page-method-row-shows-another", "tabed/page/render.py",
+           'alone had drafted", f"{efficiency:.2f}"',
+           'alone had drafted", f"{max(speculative.method_block_efficiency.values()):.2f}"', (RENDER,)),
+    Mutant("page-bonus-and-corrected-swapped", "tabed/page/render.py",
+           'kind = "bonus" if block.bonus else "corrected"', 'kind = "corrected" if block.bonus else "bonus"',
+           (RENDER,)),
+    Mutant("page-weight-lines-all-the-first-method", "tabed/page/render.py",
+           "y=[b.weights.get(method, 0.0) for b in blocks]", "y=[b.weights.get(methods[0], 0.0) for b in blocks]",
+           (RENDER,)),
+    Mutant("chain-rollback-one-too-many", "tabed/engine/chain.py", "drafter.rollback(gamma - 1 - accepted)",
+           "drafter.rollback(gamma - accepted)", (CACHE,)),
+    Mutant("tree-walk-depth-1", "tabed/engine/tree.py",
+           "    while (child := tree.child(at, choices[at + 1])) is not None:",
+           "    if (child := tree.child(at, choices[at + 1])) is not None:", (WALK,)),
+    Mutant("gamma-bound-164", "tabed/engine/config.py", '"gamma": (1, MAX_GAMMA),', '"gamma": (1, MAX_GAMMA + 100),',
+           ("tests/engine/test_settings.py::test_the_bounds_are_the_promised_ones",)),
+    Mutant("bench-best-may-be-a-peer", "tabed/bench/report.py",
+           'best_of({s: r["block_efficiency"] for s, r in rows.items() if not is_peer(s)})',
+           'best_of({s: r["block_efficiency"] for s, r in rows.items()})', ("tests/bench/test_bench.py",)),
+    Mutant("history-target-shifted", "tabed/engine/loop.py",
+           "p, q = verdict.target_probs[:verified], torch.stack(draft.row_probs[:verified])",
+           "p, q = verdict.target_probs[1:verified + 1], torch.stack(draft.row_probs[:verified])",
+           (f"{LOOP}::test_the_weight_history_learns_the_targets_own_distributions_at_the_verified_positions",)),
+    # ten more on the core: acceptance, sampling, weights, caches, trees, resting, draft length, figures
+    Mutant("sampling-accepts-q-over-p", "tabed/engine/sampling.py", "accept = (u * q < p).long()",
+           "accept = (u * p < q).long()",
+           (f"{LOSSLESS}::test_rejection_sampling_reproduces_the_target_distribution",)),
+    Mutant("greedy-counts-matches-after-a-miss", "tabed/engine/sampling.py",
+           "accepted = int(agree.cumprod(dim=0).sum()) if gamma else 0", "accepted = int(agree.sum()) if gamma else 0",
+           (f"{LOSSLESS}::test_greedy_verification_by_hand",)),
+    Mutant("ensemble-ignores-weights", "tabed/engine/ensemble.py",
+           "return torch.tensordot(weights.to(q.device, q.dtype), q, dims=1)", "return q.mean(dim=0)",
+           ("tests/engine/test_ensemble.py::test_ensemble_is_the_weighted_average",)),
+    Mutant("w-grid-ignores-top-1-matches", "tabed/engine/ensemble.py",
+           'kls = torch.where(matches == matches.max(), kls, float("inf"))',
+           'kls = torch.where(matches >= 0, kls, float("inf"))', ("tests/engine/test_ensemble.py",)),
+    Mutant("kl-sign", "tabed/engine/ensemble.py", "return (torch.xlogy(p, p) - p * log_q.clamp_min(LOG_FLOOR))",
+           "return (torch.xlogy(p, p) + p * log_q.clamp_min(LOG_FLOOR))", ("tests/engine/test_ensemble.py",)),
+    Mutant("dynamic-rewind-keeps-positions", "tabed/models/caches.py",
+           "            self.lengths = self.lengths - count\n", "            self.lengths = self.lengths - count + 1\n",
+           (CACHE,)),
+    Mutant("tree-commit-drops-the-last-committed-token", "tabed/engine/tree.py",
+           "session.keep(1 + len(tree.tokens), [0] + [1 + node for node in kept])",
+           "session.keep(1 + len(tree.tokens), [1 + node for node in kept])",
+           ("tests/engine/test_tree.py::test_greedy_trees_equal_plain_decoding",)),
+    Mutant("resting-catch-up-skips-a-token", "tabed/engine/resting.py", "drafter.catch_up(out[self.fed:fed])",
+           "drafter.catch_up(out[self.fed + 1:fed])",
+           (f"{CACHE}::test_rows_that_rest_catch_up_and_wake_hold_exactly_the_tokens_they_saw",)),
+    Mutant("draft-length-learns-the-rejection-as-accepted", "tabed/engine/draft_length.py",
+           "self.accepted[b] += index < accepted", "self.accepted[b] += index <= accepted",
+           ("tests/engine/test_draft_length.py",)),
+    Mutant("page-speedup-inverted", "tabed/page/render.py",
+           'speedup = f"{autoregressive.decode_s / speculative.decode_s:.2f}×"',
+           'speedup = f"{speculative.decode_s / autoregressive.decode_s:.2f}×"', (RENDER,)),
+    Mutant("bonus-flag-on-an-ended-answer", "tabed/engine/loop.py",
+           "bonus=accepted == gamma and len(emitted) > accepted,", "bonus=accepted == gamma,",
+           ("tests/engine/test_loop.py::test_an_answer_that_ends_on_a_draft_has_no_bonus_token_and_no_phantom_efficiency",)),
+)
+
+
+def apply(root: Path, mutant: Mutant) -> None:
+    """Write the mutant into the copy at `root`; its source must occur exactly once."""
+    path = root / mutant.path
+    source = path.read_text()
+    count = source.count(mutant.before)
+    if count != 1:
+        raise ValueError(f"{mutant.name}: {mutant.before!r} occurs {count} times in {mutant.path}")
+    path.write_text(source.replace(mutant.before, mutant.after))
+
+
+def scratch_copy(into: Path) -> Path:
+    """The repository's code and tests copied, its assets linked."""
+    for name in COPIED:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, into / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, into / name)
+    (into / "assets").symlink_to(ROOT / "assets")
+    return into
+
+
+def caught(mutant: Mutant) -> tuple[bool, float]:
+    """Whether the mutant's tests fail on a scratch copy with it applied, and the seconds they took."""
+    with tempfile.TemporaryDirectory(prefix="tabed-mutant-") as folder:
+        root = scratch_copy(Path(folder))
+        apply(root, mutant)
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *mutant.tests],
+                              cwd=root, env=os.environ | {"HF_HUB_OFFLINE": "1"}, capture_output=True, text=True)
+        if done.returncode not in (0, 1):  # 1: tests failed; anything else is the check's own failure
+            raise RuntimeError(f"{mutant.name}: pytest exited {done.returncode}\n{done.stdout[-2000:]}{done.stderr}")
+        return done.returncode == 1, time.perf_counter() - started
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", help="mutants to run (default: all)")
+    parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    args = parser.parse_args(argv)
+    chosen = [m for m in MUTANTS if not args.names or m.name in args.names]
+    unknown = set(args.names) - {m.name for m in MUTANTS}
+    if unknown:
+        parser.error(f"unknown mutants: {', '.join(sorted(unknown))}")
+    if args.list:
+        print("\n".join(f"{m.name}: {m.path}" for m in chosen))
+        return 0
+    survived = []
+    for mutant in chosen:
+        killed, seconds = caught(mutant)
+        print(f"{'caught  ' if killed else 'SURVIVED'} {mutant.name} ({seconds:.0f} s)", flush=True)
+        survived += [] if killed else [mutant.name]
+    print(f"{len(chosen) - len(survived)} caught, {len(survived)} survived")
+    return 1 if survived else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
