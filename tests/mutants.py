@@ -106,6 +106,14 @@ MUTANTS = (
     Mutant("bonus-flag-on-an-ended-answer", "tabed/engine/loop.py",
            "bonus=accepted == gamma and len(emitted) > accepted,", "bonus=accepted == gamma,",
            ("tests/engine/test_loop.py::test_an_answer_that_ends_on_a_draft_has_no_bonus_token_and_no_phantom_efficiency",)),
+    # tree behaviours once seen only on cases of the teaching pair, now on the tiny ones first
+    Mutant("tree-children-allotted-per-node", "tabed/engine/tree.py", 'self.pooled = greedy and policy == "ensemble"',
+           "self.pooled = False",
+           ("tests/engine/test_tree.py::test_a_width_2_tree_keeps_a_third_choice_where_the_depth_has_room",)),
+    Mutant("spare-nodes-past-gamma", "tabed/engine/tree.py", "and tree.depths[node] < gamma and", "and",
+           ("tests/engine/test_tree.py::test_spare_nodes_are_unexpanded_ones_that_could_still_grow",)),
+    Mutant("hedge-with-one-row", "tabed/engine/loop.py", "and dynamic and rows > 1", "and dynamic and rows > 0",
+           ("tests/engine/test_tree.py::test_only_tabeds_first_block_with_a_picture_hedges_and_the_answers_stay_the_targets",)),
 )
 
 
