@@ -112,6 +112,13 @@ MUTANTS = (
            ("tests/engine/test_tree.py::test_a_width_2_tree_keeps_a_third_choice_where_the_depth_has_room",)),
     Mutant("spare-nodes-past-gamma", "tabed/engine/tree.py", "and tree.depths[node] < gamma and", "and",
            ("tests/engine/test_tree.py::test_spare_nodes_are_unexpanded_ones_that_could_still_grow",)),
+    Mutant("frontier-never-takes-spare-nodes", "tabed/engine/tree.py",
+           "if self.pooled and len(frontier) < self.width:", "if False:",
+           ("tests/engine/test_tree.py::test_a_frontier_left_short_grows_on_from_a_node_an_earlier_depth_left_unexpanded",)),
+    Mutant("unsure-tree-never-branches", "tabed/engine/tree.py",
+           "if policy == \"unsure\" and (context.ranked[0][1] if context.ranked else float(q.max())) >= UNSURE:",
+           "if policy == \"unsure\":",
+           ("tests/engine/test_tree.py::test_the_default_hedges_the_first_block_where_the_unweighted_methods_disagree",)),
     Mutant("hedge-with-one-row", "tabed/engine/loop.py", "and dynamic and rows > 1", "and dynamic and rows > 0",
            ("tests/engine/test_tree.py::test_only_tabeds_first_block_with_a_picture_hedges_and_the_answers_stay_the_targets",)),
 )

@@ -40,7 +40,7 @@ def describe_machine(device: torch.device | str = "cpu") -> dict:
 
 
 def machine_line(machine: dict) -> str:
-    """One line for a report's header: "AMD EPYC 9B14, 2 cores, 2 torch threads, BLAS MKL, oneDNN"."""
+    """One line for a report's header: "AMD EPYC 9B14, 2 cores, 2 torch threads, BLAS mkl, oneDNN, torch 2.13.0"."""
     gpu = f"{machine['gpu']}; host " if machine.get("gpu") else ""
     return (f"{gpu}{machine['cpu']}, {machine['cores']} cores, {machine['torch_threads']} torch threads, "
             f"BLAS {machine['blas']}, torch {machine['torch']}")

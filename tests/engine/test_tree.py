@@ -1,12 +1,14 @@
 """Token trees: one forward scores every node as if its path had been fed alone, the caches keep exactly
 the accepted path, and decoding with trees stays lossless (greedy here; sampling in test_lossless)."""
 
+import copy
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 import torch
 
-from conftest import SPECS, conversations, make_pair, perturbed
+from conftest import SIZE, SPECS, conversations, make_pair, perturbed, sharpen
 from tabed.bench.suite import case_turns, default_suite, load_suite
 from tabed.engine.chain import draft_block
 from tabed.engine.config import GenerationConfig
@@ -19,10 +21,11 @@ from tabed.engine.loop import autoregressive_generate, collect, speculative_gene
 from tabed.engine.session import TargetSession
 from tabed.engine.settings import Settings
 from tabed.engine.spec import parse_spec
-from tabed.engine.tree import ROOT, UNSURE, Context, DraftTree, _likeliest_children, _spare, draft_tree
+from tabed.engine.tree import ROOT, UNSURE, Context, DraftTree, _Grower, _likeliest_children, _spare, draft_tree
 from tabed.errors import InputError
 from tabed.models.caches import DynamicBackend, StaticBackend
 from tabed.models.chat import Turn, encode
+from tabed.models.factory import random_llava
 from tabed.page.render import node_depths, tree_depth, tree_lanes, trees_figure
 
 CPU = torch.device("cpu")
@@ -227,18 +230,23 @@ def test_first_block_trees_equal_plain_decoding_and_later_blocks_are_chains(loos
     assert branched > 0 and later > 0  # the first trees really branched, and chains followed them
 
 
-def test_the_default_hedges_the_first_block_where_the_unweighted_methods_disagree(teaching_pair):
-    """A held-out question of the teaching suite where, with uniform weights, the first block follows the
-    wrong method at a word the methods disagree on, and keeps fewer drafts with a chain than with the
-    default's hedge (`hedge_first`): an "unsure" tree of width 2 that also tries the runner-up there, where
-    it won, and branches nowhere the ensemble is sure: the same tree as one configured explicitly."""
-    turns = teaching_turns(HEDGED_CASE)
+@pytest.mark.parametrize("source", ["twin-pair", "teaching-pair"])
+def test_the_default_hedges_the_first_block_where_the_unweighted_methods_disagree(request, image, source):
+    """A picture question where, with uniform weights, the first block follows the wrong method at a token
+    the methods disagree on (the twin drafter's M row is right, its image-blind T row not), and keeps
+    fewer drafts with a chain than with the default's hedge (`hedge_first`): an "unsure" tree of width 2
+    that also tries the runner-up there, where it won, and branches nowhere the ensemble is sure: the same
+    tree as one configured explicitly. Then (a second check) a held-out question of the teaching suite."""
+    if source == "twin-pair":
+        chosen, turns = request.getfixturevalue("twin_pair"), conversations(image)["image-first-turn"]
+    else:
+        chosen, turns = request.getfixturevalue("teaching_pair"), teaching_turns(HEDGED_CASE)
     tabed = parse_spec("tabed-MT")
-    chain = collect(speculative_generate(teaching_pair, turns, tabed, GenerationConfig(hedge_first=False)))
-    hedged = collect(speculative_generate(teaching_pair, turns, tabed, GenerationConfig()))
+    chain = collect(speculative_generate(chosen, turns, tabed, GenerationConfig(hedge_first=False)))
+    hedged = collect(speculative_generate(chosen, turns, tabed, GenerationConfig()))
     configured = GenerationConfig(tree_width=2, tree_policy="unsure", tree_blocks="first", hedge_first=False)
-    explicit = collect(speculative_generate(teaching_pair, turns, tabed, configured))
-    plain = collect(autoregressive_generate(teaching_pair, turns, GenerationConfig()))
+    explicit = collect(speculative_generate(chosen, turns, tabed, configured))
+    plain = collect(autoregressive_generate(chosen, turns, GenerationConfig()))
     assert chain.token_ids == hedged.token_ids == plain.token_ids
     assert not chain.blocks[0].tree and hedged.blocks[0].accepted > chain.blocks[0].accepted
     assert hedged.blocks[0].tree == explicit.blocks[0].tree
@@ -277,23 +285,28 @@ def test_only_tabeds_first_block_with_a_picture_hedges_and_the_answers_stay_the_
     assert forked == (1 if drafting.dynamic else 0)
 
 
+@pytest.mark.parametrize("source", ["loose-pair", "teaching-pair"])
 @pytest.mark.parametrize("temperature", [0.0, 1.0], ids=["greedy", "sampling"])
-def test_an_unsure_tree_grown_on_from_its_chain_is_the_tree_drafted_whole(teaching_pair, temperature):
+def test_an_unsure_tree_grown_on_from_its_chain_is_the_tree_drafted_whole(request, image, temperature, source):
     """An "unsure" tree is a chain while the ensemble is sure: it is drafted as one (less work per step)
     up to the first doubt, and grows on from there as a tree. Node for node, draw for draw (the same
-    generator), that is the tree drafted whole, which is what the verification's exactness rests on."""
-    turns = teaching_turns(FORKING_CASE)
-    prompt = encode(teaching_pair.drafter_processor, turns, CPU, torch.float32)
+    generator), that is the tree drafted whole, which is what the verification's exactness rests on.
+    First on the loose tiny pair's picture question, then (a second check) on a case of the teaching suite."""
+    if source == "loose-pair":
+        chosen, turns = request.getfixturevalue("loose_pair"), conversations(image)["image-first-turn"]
+    else:
+        chosen, turns = request.getfixturevalue("teaching_pair"), teaching_turns(FORKING_CASE)
+    prompt = encode(chosen.drafter_processor, turns, CPU, torch.float32)
     config = GenerationConfig(temperature=temperature, tree_width=2, tree_policy="unsure")
-    weights, banned = torch.tensor([0.5, 0.5]), image_token_id(teaching_pair.target)
+    weights, banned = torch.tensor([0.5, 0.5]), image_token_id(chosen.target)
     drafts = []
     for grow_on in (False, True):
-        rows = build_rows(teaching_pair.drafter, teaching_pair.drafter_processor.tokenizer, prompt, ("M", "T"))
-        drafter = BatchedDrafter(teaching_pair.drafter, rows, teaching_pair.backend("drafter", 2))
+        rows = build_rows(chosen.drafter, chosen.drafter_processor.tokenizer, prompt, ("M", "T"))
+        drafter = BatchedDrafter(chosen.drafter, rows, chosen.backend("drafter", 2))
         # a low minimum, so that the chain goes on to the case's first doubt and the tree grows on from it
         generator, length = torch.Generator().manual_seed(3), DraftLength(20, adaptive=True, first_min_survival=0.02)
         drafting = Drafting(drafter, [], weights, 2, config, generator, length, start=drafter.prefill(),
-                            banned=banned, ends=frozenset(teaching_pair.eos_token_ids))
+                            banned=banned, ends=frozenset(chosen.eos_token_ids))
         chain = draft_block(drafting, 20, fork_below=UNSURE) if grow_on else None
         drafts.append(chain if chain is not None and chain.stop != "fork" else
                       draft_tree(drafting, 20, 2, policy="unsure", chain=chain))
@@ -315,20 +328,32 @@ def test_an_unsure_tree_grown_on_from_its_chain_is_the_tree_drafted_whole(teachi
         assert isinstance(grown, DraftTree) and len(grown.tokens) > max(grown.depths)  # it forked, and branched
 
 
-def test_an_unsure_tree_that_never_doubts_is_a_chain_and_the_page_says_why_no_tree_is_drawn(teaching_pair):
+@pytest.fixture(scope="module")
+def sure_pair(tokenizer, processor):
+    """A sharper target with itself as the drafter: the ensemble is sure of its text answer's start."""
+    target = sharpen(random_llava(SIZE, tokenizer, seed=0), std=1.0, seed=0)
+    return make_pair(target, copy.deepcopy(target), processor)
+
+
+@pytest.mark.parametrize("source", ["sure-pair", "teaching-pair"])
+def test_an_unsure_tree_that_never_doubts_is_a_chain_and_the_page_says_why_no_tree_is_drawn(request, source):
     """The start of an answer the ensemble is sure of throughout: the hedged first block never branches,
     so it is drafted and verified as a chain (no tree nodes to report), and the trees chart says so
-    rather than asking for a tree width the run already had."""
-    case, tokens = SURE_CASE
-    turns = teaching_turns(case)
+    rather than asking for a tree width the run already had. On a tiny pair, then (a second check) on a
+    case of the teaching suite."""
+    if source == "sure-pair":
+        chosen, turns, tokens = request.getfixturevalue("sure_pair"), [Turn("w7")], 8
+    else:
+        case, tokens = SURE_CASE
+        chosen, turns = request.getfixturevalue("teaching_pair"), teaching_turns(case)
     config = GenerationConfig(tree_width=2, tree_policy="unsure", tree_blocks="first", max_new_tokens=tokens)
-    hedged = collect(speculative_generate(teaching_pair, turns, parse_spec("tabed-MT"), config))
-    plain = collect(autoregressive_generate(teaching_pair, turns, GenerationConfig(max_new_tokens=tokens)))
+    hedged = collect(speculative_generate(chosen, turns, parse_spec("tabed-MT"), config))
+    plain = collect(autoregressive_generate(chosen, turns, GenerationConfig(max_new_tokens=tokens)))
     assert hedged.token_ids == plain.token_ids
     assert hedged.blocks and not any(block.tree for block in hedged.blocks)
     assert min(hedged.blocks[0].draft_probs) >= UNSURE
-    assert "no block branched" in trees_figure(teaching_pair.tokenizer, hedged.blocks, 2).layout.title.text
-    assert "set the tree width" in trees_figure(teaching_pair.tokenizer, hedged.blocks, 1).layout.title.text
+    assert "no block branched" in trees_figure(chosen.tokenizer, hedged.blocks, 2).layout.title.text
+    assert "set the tree width" in trees_figure(chosen.tokenizer, hedged.blocks, 1).layout.title.text
 
 
 def test_trees_report_their_nodes_and_lengthen_blocks(loose_pair, image):
@@ -405,6 +430,27 @@ def test_spare_nodes_are_unexpanded_ones_that_could_still_grow():
     assert _spare(tree, [deep], 3, frozenset({0}), 0.02) == [runner_up]
     assert _spare(tree, [], 2, frozenset({0}), 0.02) == [runner_up]  # deep is γ deep already
     assert _spare(tree, [], 3, frozenset(), 0.0) == [runner_up, ended, unlikely, deep]
+
+
+def test_a_frontier_left_short_grows_on_from_a_node_an_earlier_depth_left_unexpanded():
+    """Both paths of a width-2 tree end in an end token at depth 2: the next frontier, empty of new nodes,
+    takes the root's third child, drafted but never expanded, so that the tree grows on from it."""
+    length = DraftLength(20, adaptive=True)
+    length.threshold = 0.02  # the third child's chance is above the minimum
+    drafting = Drafting(SimpleNamespace(placed=None), [], torch.tensor([0.5, 0.5]), 2, GenerationConfig(tree_width=2),
+                        torch.Generator(), length, ends=frozenset({0}))
+    grower = _Grower(drafting, DraftTree(), 5, 2, "ensemble")
+    tree = grower.tree
+    first, _ = tree.add(ROOT, 1, 0.6, 0.6)
+    second, _ = tree.add(ROOT, 2, 0.3, 0.3)
+    third, _ = tree.add(ROOT, 3, 0.05, 0.05)
+    born = []
+    for parent in (first, second):
+        tree.contexts[parent] = Context(torch.zeros(2, 8), torch.zeros(8), None)
+        born.append(tree.add(parent, 0, 0.9, 0.9)[0])
+    assert grower.frontier(born) == [third]
+    tree.tokens[born[0]] = 4  # a path that goes on keeps its slot, and the other slot is the spare's
+    assert grower.frontier(born) == [born[0], third]
 
 
 def test_a_width_2_tree_grows_on_from_a_choice_its_depth_had_no_room_to_expand(teaching_pair):

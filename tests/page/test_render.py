@@ -39,25 +39,25 @@ def test_the_block_table_shows_no_target_token_after_the_end_of_the_answer(twin_
     assert row[block_columns(["M"]).index("target token")] == "(the answer ended)"
 
 
-def _blocks(teaching_pair, prompt: str = "What is the capital of Japan?", **config):
-    return collect(speculative_generate(teaching_pair, [Turn(prompt)], parse_spec("tabed-MT"),
-                                        GenerationConfig(**config))).blocks
+def _tiny_run(pair, image, **config):
+    settings = {"max_new_tokens": 30, "gamma": 4} | config
+    return collect(speculative_generate(pair, [Turn("w1 w2 w3", [image])], parse_spec("tabed-MTCP"),
+                                        GenerationConfig(**settings)))
 
 
-def test_the_weights_chart_counts_whole_blocks_and_shows_every_method(teaching_pair):
+def test_the_weights_chart_counts_whole_blocks_and_shows_every_method(pair, image):
     """One block used to span -0.4 to 0.4 on the x-axis, and T's dot hid M's at the same weight."""
-    blocks = _blocks(teaching_pair)
-    figure = weights_figure(blocks, ["M", "T"], 20)
+    blocks = _tiny_run(pair, image).blocks
+    figure = weights_figure(blocks, ["M", "T", "C", "P"], 4)
     assert figure.layout.xaxis.dtick == 1 and tuple(figure.layout.xaxis.range) == (-0.5, blocks[-1].index + 0.5)
     assert list(figure.data[1].x) == [block.index for block in blocks]  # a point per block
     sizes = [trace.marker.size for trace in figure.data if trace.name.startswith("weight of")]
     assert sizes[0] > sizes[1]  # a later method's dot sits inside an earlier one's
 
 
-def test_the_trees_chart_holds_every_node(teaching_pair):
-    blocks = _blocks(teaching_pair, "Continue the list: Monday, Tuesday, Wednesday.", tree_width=3, gamma=6,
-                     adaptive=False)
-    figure = trees_figure(teaching_pair.tokenizer, blocks, 3)
+def test_the_trees_chart_holds_every_node(pair, image):
+    blocks = _tiny_run(pair, image, tree_width=3, gamma=6, adaptive=False).blocks
+    figure = trees_figure(pair.tokenizer, blocks, 3)
     xs = [x for trace in figure.data if trace.mode and "markers" in trace.mode for x in trace.x if x is not None]
     ys = [y for trace in figure.data if trace.mode and "markers" in trace.mode for y in trace.y if y is not None]
     (x_low, x_high), (y_low, y_high) = figure.layout.xaxis.range, figure.layout.yaxis.range
@@ -67,12 +67,6 @@ def test_the_trees_chart_holds_every_node(teaching_pair):
 def test_a_side_with_no_numbers_says_why():
     assert {row[2] for row in metrics_rows(None, None)} - {"—"} == {"…"}  # still to come
     assert {row[2] for row in metrics_rows(None, None, missing="stopped")} - {"—"} == {"stopped"}
-
-
-def _tiny_run(pair, image, **config):
-    settings = {"max_new_tokens": 30, "gamma": 4} | config
-    return collect(speculative_generate(pair, [Turn("w1 w2 w3", [image])], parse_spec("tabed-MTCP"),
-                                        GenerationConfig(**settings)))
 
 
 def test_each_token_is_coloured_by_what_the_target_did_with_it(pair, image):
