@@ -21,7 +21,7 @@ app shows); `cli`.
 """
 
 from .engine.config import GenerationConfig
-from .engine.events import BlockEvent, Event, Finished, GenerationResult, Metrics, Started, TokenEvent
+from .engine.events import BlockEvent, Event, Finished, GenerationResult, Metrics, Started, StopReason, TokenEvent
 from .engine.loop import autoregressive_generate, collect, compare, speculative_generate, warm_up
 from .engine.settings import Settings
 from .engine.spec import DraftingSpec, parse_spec
@@ -32,7 +32,7 @@ from .models.pair import ModelPair
 
 __all__ = [
     "BlockEvent", "DraftingSpec", "Event", "Finished", "GenerationConfig", "GenerationResult", "InputError",
-    "Metrics", "ModelLoadError", "ModelPair", "Settings", "Started", "TabedError", "TokenEvent", "Turn",
+    "Metrics", "ModelLoadError", "ModelPair", "Settings", "Started", "StopReason", "TabedError", "TokenEvent", "Turn",
     "VocabularyMismatchError", "autoregressive_generate", "collect", "compare", "load_image", "load_pair",
     "load_preset", "parse_spec", "speculative_generate", "warm_up",
 ]

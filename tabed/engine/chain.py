@@ -10,6 +10,7 @@ from ..models.chat import EncodedPrompt
 from .config import GenerationConfig
 from .drafter import BatchedDrafter
 from .drafts import Draft, Drafting, Verdict
+from .events import StopReason
 from .sampling import is_greedy, logits_to_probs, verify_greedy, verify_sampling
 from .session import TargetSession
 
@@ -25,7 +26,7 @@ def draft_block(drafting: Drafting, gamma: int, fork_below: float | None = None)
     token has less than this probability, with every draft fed to the drafter, for a token tree to
     branch there (`tree.py`): the chain is the cheap way to grow a tree while it is sure."""
     adaptive, length, config = drafting.adaptive, drafting.length, drafting.config
-    draft = Draft([], [], [], stop="cap" if adaptive else "fixed")
+    draft = Draft([], [], [], stop=StopReason.CAP if adaptive else StopReason.FIXED)
     if adaptive:
         length.start_block(after_prompt=drafting.start is not None)
     if gamma <= 0:  # nothing to draft (one token left to emit): there may be no drafter at all
@@ -36,7 +37,7 @@ def draft_block(drafting: Drafting, gamma: int, fork_below: float | None = None)
         logits = drafting.drafter.step(tokens[-1]) if tokens else drafting.first_logits()
         q_rows, q, log_q = opinions(logits, drafted)
         if fork_below is not None and float(q.max()) < fork_below:
-            draft.stop, draft.fork_logits = "fork", logits
+            draft.stop, draft.fork_logits = StopReason.FORK, logits
             break
         if drafting.log_probs:
             draft.row_log_probs.append(log_q)
@@ -48,10 +49,10 @@ def draft_block(drafting: Drafting, gamma: int, fork_below: float | None = None)
         draft.row_probs.append(q_rows)
         draft.mixed_probs.append(q)
         if (adaptive or fork_below is not None) and int(token) in drafting.ends and len(tokens) < gamma:
-            draft.stop = "eos"
+            draft.stop = StopReason.EOS
             break
         if adaptive and not length.keep_drafting(float(q[token])) and len(tokens) < gamma:
-            draft.stop = "unsure"
+            draft.stop = StopReason.UNSURE
             break
     draft.tokens = torch.cat(tokens).tolist() if tokens else []
     _end_at_eos(drafting.drafter, draft, drafting.ends)
@@ -62,10 +63,10 @@ def _end_at_eos(drafter: BatchedDrafter, draft: Draft, ends: frozenset[int]) -> 
     """A fixed-length draft is read back once, at its end: cut it after its first end token."""
     end = next((i for i, token in enumerate(draft.tokens[:-1]) if token in ends), None)
     if end is not None:
-        cut_draft(drafter, draft, end + 1, "eos")
+        cut_draft(drafter, draft, end + 1, StopReason.EOS)
 
 
-def cut_draft(drafter: BatchedDrafter, draft: Draft, keep: int, why: str) -> None:
+def cut_draft(drafter: BatchedDrafter, draft: Draft, keep: int, why: StopReason) -> None:
     """Keep the first `keep` drafts, and forget the others in the drafter too, which was fed every draft
     but the last."""
     drafter.rollback(len(draft.tokens) - max(keep, 1))

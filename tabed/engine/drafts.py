@@ -12,7 +12,7 @@ from .config import GenerationConfig
 from .draft_length import DraftLength
 from .drafter import BatchedDrafter
 from .ensemble import ensemble
-from .events import TreeNode
+from .events import StopReason, TreeNode
 from .lookup import NgramLookup
 from .sampling import logits_to_log_probs, logits_to_probs
 
@@ -25,10 +25,10 @@ class Draft:
     row_probs: list[torch.Tensor]  # per position: each method's distribution (K, V)
     mixed_probs: list[torch.Tensor]  # per position: the ensemble's distribution (V,)
     row_log_probs: list[torch.Tensor] = field(default_factory=list)  # per position (K, V), for log-loss rules
-    stop: str = "fixed"  # why drafting stopped (see BlockEvent.stop); "fork": where a tree takes over
-    fork_logits: torch.Tensor | None = None  # with "fork": the rows' logits (rows, V) after the last draft
+    stop: StopReason = StopReason.FIXED  # why drafting stopped; FORK: where a tree takes over
+    fork_logits: torch.Tensor | None = None  # with FORK: the rows' logits (rows, V) after the last draft
 
-    def truncate(self, count: int, why: str) -> None:
+    def truncate(self, count: int, why: StopReason) -> None:
         self.tokens, self.stop = self.tokens[:count], why
         self.row_probs, self.mixed_probs = self.row_probs[:count], self.mixed_probs[:count]
         self.row_log_probs = self.row_log_probs[:count]

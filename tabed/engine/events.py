@@ -6,6 +6,21 @@ The app and the benchmark consume these; nothing here knows how they are shown.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+
+
+class StopReason(StrEnum):
+    """Why a block's drafting stopped: one reason a block (`BlockEvent.stop`), set where drafting stops
+    (`chain.py`, `tree.py`) or, for the budget, by the loop. A string too, so the JSON and the page read it."""
+
+    FIXED = "fixed"  # the fixed γ was drafted
+    CAP = "cap"  # adaptive drafting reached its cap
+    UNSURE = "unsure"  # the estimated chance of the block being accepted whole fell below its minimum
+    BUDGET = "budget"  # the max new tokens left room for no more drafts
+    IMAGE = "image"  # an image placeholder was drafted in the first block, whose drafts ride on the prompt's pass
+    EOS = "eos"  # an end token was drafted: nothing after it could be emitted
+    NODES = "nodes"  # a tree spent its node budget
+    FORK = "fork"  # inside a block only: the chain met a doubt and a tree grows on from it (never reported)
 
 
 @dataclass
@@ -58,10 +73,7 @@ class BlockEvent:
     target_probs: list[float]  # the target's probability of each draft token
     target_token_prob: float
     method_accepted: dict[str, int]  # counterfactual: leading guesses of each method the target agrees with
-    stop: str  # why drafting stopped: "fixed" γ, the adaptive "cap", "unsure" (the block's chance of being
-    # accepted whole fell below `threshold`), the "budget" of max new tokens, or an "image" placeholder drafted
-    # in the first block (its drafts ride on the prompt's pass, which counts placeholders), an end token
-    # drafted ("eos": nothing after it could be emitted); trees: its "nodes" budget spent
+    stop: StopReason  # why drafting stopped ("unsure": the chance of the whole block fell below `threshold`)
     threshold: float | None  # adaptive drafting: the least chance of the whole block being accepted to go on
     survival: float | None  # adaptive drafting: the estimated chance that every draft is accepted
     draft_s: float

@@ -27,7 +27,7 @@ from .draft_length import AUTO_CAP, DraftLength
 from .drafter import BatchedDrafter, build_rows, image_token_id
 from .drafts import Draft, Drafting, Verdict
 from .ensemble import WeightHistory, uniform_weights
-from .events import BlockEvent, Event, Finished, GenerationResult, Metrics, Started, TokenEvent
+from .events import BlockEvent, Event, Finished, GenerationResult, Metrics, Started, StopReason, TokenEvent
 from .lookup import NgramLookup
 from .resting import Resting
 from .sampling import choose_token, logits_to_probs
@@ -356,10 +356,10 @@ def _draft(run: SpeculativeRun, gamma: int, weights: torch.Tensor, prompt: chat.
         width, policy = shape
         drafting.banned = image_token_id(run.pair.target) if first else None
         candidate = draft_block(drafting, gamma, fork_below=UNSURE) if policy == "unsure" else None
-        if candidate is None or candidate.stop == "fork":  # unsure: a chain while the ensemble is sure
+        if candidate is None or candidate.stop == StopReason.FORK:  # unsure: a chain while the ensemble is sure
             candidate = draft_tree(drafting, gamma, width, policy, chain=candidate)
-    if gamma < run.config.gamma and candidate.stop not in ("unsure", "image", "eos"):
-        candidate.stop = "budget"
+    if gamma < run.config.gamma and candidate.stop not in (StopReason.UNSURE, StopReason.IMAGE, StopReason.EOS):
+        candidate.stop = StopReason.BUDGET
     return candidate
 
 
@@ -406,7 +406,7 @@ def _keep_image_tokens_out(pair: ModelPair, drafter: BatchedDrafter | None, draf
     placeholder = image_token_id(pair.target)
     if placeholder not in draft.tokens:
         return
-    cut_draft(drafter, draft, draft.tokens.index(placeholder), "image")
+    cut_draft(drafter, draft, draft.tokens.index(placeholder), StopReason.IMAGE)
 
 
 def _speculative_metrics(run: SpeculativeRun, walltime: float, caption_s: float) -> Metrics:

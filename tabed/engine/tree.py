@@ -40,7 +40,7 @@ from .config import GenerationConfig
 from .draft_length import DraftLength
 from .drafter import BatchedDrafter
 from .drafts import Draft, Drafting, Opinions, Verdict
-from .events import TreeNode
+from .events import StopReason, TreeNode
 from .sampling import is_greedy, logits_to_probs, residual
 from .session import TargetSession
 
@@ -76,7 +76,7 @@ class DraftTree:
     scores: list[float] = field(default_factory=list)  # the estimated chance that the whole path to it is accepted
     contexts: dict[int, Context] = field(default_factory=dict)  # for every node that has children
     fed: list[int] = field(default_factory=list)  # nodes in the drafter's cache, in cache order
-    stop: str = "fixed"
+    stop: StopReason = StopReason.FIXED
     after_prompt: bool = False  # the first block's: verified by the prompt's pass, under its last token
     resting: list[int] = field(default_factory=list)  # methods whose rows sat out its drafting (no guesses)
 
@@ -156,8 +156,8 @@ def draft_tree(drafting: Drafting, gamma: int, width: int, policy: str = "ensemb
     An end token is a leaf: nothing after it could be emitted. `chain`: this block's drafts so far, a
     chain that stopped where the ensemble was first unsure (`draft_block`'s fork), which the tree grows
     on from."""
-    tree = DraftTree(stop="cap" if drafting.adaptive else "fixed", after_prompt=drafting.start is not None,
-                     resting=list(drafting.drafter.resting_rows))
+    tree = DraftTree(stop=StopReason.CAP if drafting.adaptive else StopReason.FIXED,
+                     after_prompt=drafting.start is not None, resting=list(drafting.drafter.resting_rows))
     if chain is not None:  # its block has begun: the drafter has been fed all of it
         frontier, logits = [_graft(tree, chain, drafting.length, drafting.config)], chain.fork_logits[:, None]
     else:
@@ -168,16 +168,16 @@ def draft_tree(drafting: Drafting, gamma: int, width: int, policy: str = "ensemb
     for depth in range(len(tree.tokens) + 1, gamma + 1):
         born = grower.depth(frontier, logits)
         if drafting.adaptive and not drafting.length.keep_growing(sum(tree.scores[n] for n in born)) and depth < gamma:
-            tree.stop = "unsure"
+            tree.stop = StopReason.UNSURE
             break
         if len(tree.tokens) >= grower.budget and depth < gamma:
-            tree.stop = "nodes"
+            tree.stop = StopReason.NODES
             break
         if depth == gamma:
             break
         frontier = grower.frontier(born)
         if not frontier:
-            tree.stop = "eos"
+            tree.stop = StopReason.EOS
             break
         layout = tree.layout(frontier, tree.fed + frontier, shift=-1)  # the tree starts after the feed
         logits = drafting.drafter.step_tree([tree.tokens[n] for n in frontier], layout)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
-from ..engine.events import BlockEvent, GenerationResult, Metrics, TokenEvent, TreeNode
+from ..engine.events import BlockEvent, GenerationResult, Metrics, StopReason, TokenEvent, TreeNode
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -141,9 +141,9 @@ def draft_length(block: BlockEvent) -> str:
     estimated chance that every draft is accepted fell below the minimum); a tree's depth and nodes, e.g.
     '6 deep, 11 nodes, cap'."""
     count = f"{tree_depth(block.tree)} deep, {len(block.tree)} nodes" if block.tree else len(block.draft)
-    if block.stop == "unsure":
+    if block.stop == StopReason.UNSURE:
         return f"{count}, unsure: {block.survival:.2f} < {block.threshold:.2f}"
-    return f"{count}, {block.stop}" if block.stop != "fixed" else str(count)
+    return f"{count}, {block.stop}" if block.stop != StopReason.FIXED else str(count)
 
 
 def node_depths(nodes: list[TreeNode]) -> list[int]:

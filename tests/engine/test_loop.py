@@ -6,10 +6,10 @@ import threading
 import pytest
 import torch
 
-from conftest import SIZE, ending_on_a_draft, make_pair
+from conftest import SIZE, conversations, ending_on_a_draft, make_pair
 from tabed.engine.config import GenerationConfig
 from tabed.engine.ensemble import WeightHistory
-from tabed.engine.events import BlockEvent, Finished, Started, TokenEvent
+from tabed.engine.events import BlockEvent, Finished, Started, StopReason, TokenEvent
 from tabed.engine.loop import autoregressive_generate, collect, compare, speculative_generate
 from tabed.engine.session import TargetSession
 from tabed.engine.spec import parse_spec
@@ -201,7 +201,7 @@ def test_a_drafted_image_placeholder_ends_the_first_block_before_the_prompts_pas
     probs = [torch.full((2, 5), 0.2)] * 3
     draft = Draft([7, placeholder, 9], probs, [p[0] for p in probs])
     _keep_image_tokens_out(pair, drafter, draft)
-    assert (draft.tokens, draft.stop, len(draft.row_probs), len(draft.mixed_probs)) == ([7], "image", 1, 1)
+    assert (draft.tokens, draft.stop, len(draft.row_probs), len(draft.mixed_probs)) == ([7], StopReason.IMAGE, 1, 1)
     assert torch.equal(drafter.backend.lengths, before)  # 7 came from the prefill's logits: nothing was fed
     drafter.step([placeholder])  # drafts <image>, 3
     first = Draft([placeholder, 3], probs[:2], [p[0] for p in probs[:2]])
@@ -323,3 +323,25 @@ def test_the_weight_history_learns_the_targets_own_distributions_at_the_verified
         best = min(range(len(grid)), key=lambda g: (-int(matches[g]), round(float(kl[g]), 4), g))
         assert [block.weights["M"], block.weights["T"]] == pytest.approx(grid[best].tolist(), abs=1e-6)
     assert len({b.weights["M"] for b in result.blocks}) > 1  # the weights moved: the check has power
+
+
+SETTINGS_BY_STOP = [{}, {"gamma": 3, "adaptive": False}, {"tree_width": 2}, {"max_new_tokens": 1},
+                    {"tree_width": 3, "tree_policy": "methods", "gamma": 2}, {"temperature": 1.0},
+                    {"tree_width": 4, "gamma": 3, "adaptive": False}]
+
+
+def test_every_block_says_why_its_drafting_stopped_with_a_stop_reason(pair, twin_pair, image):
+    """A `StopReason`, never a bare string or the chain's internal FORK, whatever stopped the drafting."""
+    seen = set()
+    for settings in SETTINGS_BY_STOP:
+        for chosen in (pair, twin_pair):
+            for turns in conversations(image).values():
+                config = GenerationConfig(**{"max_new_tokens": 24} | settings)
+                for block in collect(speculative_generate(chosen, turns, parse_spec("tabed-MT"), config)).blocks:
+                    assert type(block.stop) is StopReason and block.stop != StopReason.FORK
+                    seen.add(block.stop)
+    for block in ending_on_a_draft(twin_pair, image, "M").blocks:
+        assert type(block.stop) is StopReason
+        seen.add(block.stop)
+    assert seen >= {StopReason.FIXED, StopReason.CAP, StopReason.UNSURE, StopReason.BUDGET, StopReason.EOS,
+                    StopReason.NODES}  # the runs reach every way a block ends but a drafted image placeholder
