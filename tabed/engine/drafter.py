@@ -201,10 +201,6 @@ class BatchedDrafter:
         self.backend.join(self.resting, [batch.index(row) for row in sorted(batch)])
         self.active, self.resting, self.resting_rows = sorted(batch), None, []
 
-    @property
-    def methods(self) -> list[str]:
-        return [row.method for row in self.rows]
-
     def _embed(self, row: DraftRow) -> torch.Tensor:
         ids = row.input_ids.to(self.device)
         embeds = self.model.get_input_embeddings()(ids)

@@ -139,7 +139,3 @@ class ComparisonWorker:
         if self.thread.is_alive():
             self.thread.join(timeout)
         return not self.thread.is_alive()
-
-    @property
-    def alive(self) -> bool:
-        return self.thread.is_alive()
