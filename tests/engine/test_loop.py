@@ -281,8 +281,8 @@ def test_each_methods_counterfactual_is_its_run_of_guesses_before_its_first_miss
         room = len(block.emitted) - 1 if last else len(truth)
         assert set(block.method_accepted) == set(block.drafts)
         for method, guesses in block.drafts.items():
-            assert block.method_accepted[method] == min(_leading(guesses, truth), room)
             first_miss = _leading(guesses, truth)
+            assert block.method_accepted[method] == min(first_miss, room)
             later_matches += any(g == t for g, t in zip(guesses[first_miss + 1:], truth[first_miss + 1:],
                                                          strict=False))
     assert later_matches  # some method was right again after a miss: counting on would change the figure
@@ -306,7 +306,6 @@ def test_the_weight_history_learns_the_targets_own_distributions_at_the_verified
     with torch.inference_mode():
         truth = torch.softmax(session.prefill(encode(pair.target_processor, turns, CPU, torch.float32),
                                               result.token_ids).float(), -1)  # row t: after t answer tokens
-    start = 0
     learned = [b for b in result.blocks[:-1] if b.draft]
     assert len(added) == len(learned) > 2
     for block, (p, _) in zip(learned, added, strict=True):
