@@ -21,7 +21,7 @@ import inspect
 import json
 import os
 import threading
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -30,7 +30,7 @@ import torch
 
 from tabed.engine.config import LIMITS, TREE_POLICIES, GenerationConfig
 from tabed.engine.draft_length import AUTO_CAP
-from tabed.engine.settings import ENSEMBLES, Settings
+from tabed.engine.settings import ENSEMBLES, Settings, hedges_first, page_spec
 from tabed.engine.spec import DEFAULT_SPEC, METHOD_NAMES, RULES, parse_spec
 from tabed.errors import InputError, TabedError
 from tabed.models.chat import load_image
@@ -124,12 +124,12 @@ def _respond(follow_up: bool, inputs: dict, conversation: Conversation, stop: th
     spec, config = settings.spec, settings.config
     compare = bool(inputs["compare_ar"])
     view = RunView(pair, spec, config.gamma, render.TokenStream(pair.tokenizer), render.TokenStream(pair.tokenizer),
-                   racing=compare, tree_width=config.tree_width, hedge_first=config.hedge_first and spec.dynamic)
+                   racing=compare, tree_width=config.tree_width, hedge_first=hedges_first(spec, config))
     # A clean page: the last run's charts and downloads would otherwise sit beside this one's tokens
     # (in a race, until it is over), and a download taken then would be the last run's.
     yield Frame(status=view.status(False), tabed="", plain="", metrics=None, weights=None, blocks=None,
                 state=conversation, downloads=None, trees=None)
-    worker = ComparisonWorker(pair, turns, spec, config, compare_ar=compare, stop_event=stop,
+    worker = ComparisonWorker(pair, turns, spec, config, compare_ar=compare, cancel=stop,
                               threads=CPU_THREADS if pair.device.type == "cpu" else None).start()
     try:
         yield from stream_frames(view, worker, conversation)
@@ -250,7 +250,7 @@ def _settings(default: str) -> dict[str, gr.components.Component]:
         preset = gr.Dropdown(preset_choices(), value=default, label="Model pair",
                              info="presets marked GPU need a GPU and download their weights once")
         methods = gr.CheckboxGroup([(f"{m}: {name}", m) for m, name in METHOD_NAMES.items()],
-                                   value=list(DEFAULT_SPEC_METHODS), label="Drafting methods")
+                                   value=list(DEFAULT_SPEC_METHODS), label="DraftContext methods")
         mode = gr.Radio(MODES, value=MODES[0], label="Ensemble")
         with gr.Row():
             rule = gr.Dropdown(list(RULES), value=DEFAULTS.rule, label="TABED weight rule")
@@ -334,14 +334,20 @@ def _answer_column() -> SimpleNamespace:
     return ui
 
 
-def trees_shown(tree_width, hedge_first, mode) -> dict:
+def trees_shown(methods, mode, tree_width, hedge_first) -> dict:
     """The trees chart is shown while some block may draft a tree: with trees, or TABED's hedged first block."""
-    return gr.update(visible=int(tree_width or 1) > 1 or bool(hedge_first) and mode == MODES[0])
+    if int(tree_width or 1) > 1:
+        return gr.update(visible=True)
+    try:
+        spec = page_spec(methods, dict(zip(MODES, ENSEMBLES, strict=True)).get(mode, mode))
+    except InputError:  # the methods ticked do not make a spec yet: a run would say why
+        return gr.update(visible=False)
+    return gr.update(visible=hedges_first(spec, replace(DEFAULTS, hedge_first=bool(hedge_first))))
 
 
 def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: SimpleNamespace) -> None:
     """The events: runs and follow-ups share one queue slot (one decode at a time, fair timing)."""
-    preset, mode = ask.settings["preset"], ask.settings["mode"]
+    preset, methods, mode = ask.settings["preset"], ask.settings["methods"], ask.settings["mode"]
     tree_width, hedge_first = ask.settings["tree_width"], ask.settings["hedge_first"]
     controls = {"pictures": ask.image, "prompt": ask.prompt, "conversation": state, **ask.settings}
     inputs = [controls[name] for name in inspect.signature(run).parameters if name != "request"]
@@ -365,8 +371,9 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
     ask.stop.click(request_stop, None, None, queue=False, api_name=False,
                    cancels=[run_event, follow_event, submit_event, race_event] if ZERO_GPU else None)
     preset.change(pair_note, [preset], [note], queue=False, api_name=False)
-    for control in (tree_width, hedge_first, mode):
-        control.change(trees_shown, [tree_width, hedge_first, mode], [show.trees], queue=False, api_name=False)
+    for control in (methods, mode, tree_width, hedge_first):
+        control.change(trees_shown, [methods, mode, tree_width, hedge_first], [show.trees], queue=False,
+                       api_name=False)
     ask.new.click(new_conversation, None, [*outputs, show.race], api_name=False)
 
 

@@ -94,8 +94,8 @@ MUTANTS = (
            "session.keep(1 + len(tree.tokens), [0] + [1 + node for node in kept])",
            "session.keep(1 + len(tree.tokens), [1 + node for node in kept])",
            ("tests/engine/test_tree.py::test_greedy_trees_equal_plain_decoding",)),
-    Mutant("resting-catch-up-skips-a-token", "tabed/engine/resting.py", "drafter.catch_up(out[self.fed:fed])",
-           "drafter.catch_up(out[self.fed + 1:fed])",
+    Mutant("resting-catch-up-skips-a-token", "tabed/engine/resting.py", "drafter.catch_up(out[self.seen:seen])",
+           "drafter.catch_up(out[self.seen + 1:seen])",
            (f"{CACHE}::test_rows_that_rest_catch_up_and_wake_hold_exactly_the_tokens_they_saw",)),
     Mutant("draft-length-learns-the-rejection-as-accepted", "tabed/engine/draft_length.py",
            "self.accepted[b] += index < accepted", "self.accepted[b] += index <= accepted",
@@ -119,7 +119,7 @@ MUTANTS = (
            "if policy == \"unsure\" and (context.ranked[0][1] if context.ranked else float(q.max())) >= UNSURE:",
            "if policy == \"unsure\":",
            ("tests/engine/test_tree.py::test_the_default_hedges_the_first_block_where_the_unweighted_methods_disagree",)),
-    Mutant("hedge-with-one-row", "tabed/engine/loop.py", "and dynamic and rows > 1", "and dynamic and rows > 0",
+    Mutant("hedge-with-one-row", "tabed/engine/settings.py", "spec.tabed and pictures and", "spec.tabed and",
            ("tests/engine/test_tree.py::test_only_tabeds_first_block_with_a_picture_hedges_and_the_answers_stay_the_targets",)),
 )
 

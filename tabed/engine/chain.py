@@ -6,36 +6,36 @@ from __future__ import annotations
 
 import torch
 
-from ..models.chat import EncodedPrompt
 from .config import GenerationConfig
 from .drafter import BatchedDrafter
-from .drafts import Draft, Drafting, Verdict
+from .drafts import DraftChain, DraftContext, FirstBlock, Verdict, unseen_after
 from .events import StopReason
 from .sampling import is_greedy, logits_to_probs, verify_greedy, verify_sampling
 from .session import TargetSession
 
 
-def draft_block(drafting: Drafting, gamma: int, fork_below: float | None = None) -> Draft:
+def draft_block(drafting: DraftContext, gamma: int, fork_below: float | None = None) -> DraftChain:
     """Up to γ batched drafter steps; every row is extended with the ensemble's token.
 
     Each token stays on the device and feeds the next step directly. With a fixed length the steps are
     queued without waiting for one another and the tokens are read back once, at the end; adaptive
     drafting reads each token's confidence to decide whether to go on. The first block drafts from the
-    drafter's prefill (`drafting.start`), having nothing to feed. A drafted end token ends the draft:
-    nothing after it could be emitted. `fork_below`: stop before a position where the ensemble's top
-    token has less than this probability, with every draft fed to the drafter, for a token tree to
-    branch there (`tree.py`): the chain is the cheap way to grow a tree while it is sure."""
+    drafter's prefill (`FirstBlock.start`), having nothing to feed, and ends before an image placeholder.
+    A drafted end token ends the draft: nothing after it could be emitted. `fork_below`: stop before a
+    position where the ensemble's top token has less than this probability, with every draft fed to the
+    drafter, for a token tree to branch there (`tree.py`): the chain is the cheap way to grow a tree
+    while it is sure."""
     adaptive, length, config = drafting.adaptive, drafting.length, drafting.config
-    draft = Draft([], [], [], stop=StopReason.CAP if adaptive else StopReason.FIXED)
+    draft = DraftChain([], [], [], stop=StopReason.CAP if adaptive else StopReason.FIXED)
     if adaptive:
-        length.start_block(after_prompt=drafting.start is not None)
+        length.start_block(after_prompt=drafting.first is not None)
     if gamma <= 0:  # nothing to draft (one token left to emit): there may be no drafter at all
         return draft
     tokens, drafted = [], []
-    opinions = drafting.opinions()
+    distributions = drafting.distributions()
     for _ in range(gamma):
         logits = drafting.drafter.step(tokens[-1]) if tokens else drafting.first_logits()
-        q_rows, q, log_q = opinions(logits, drafted)
+        q_rows, q, log_q = distributions(logits, drafted)
         if fork_below is not None and float(q.max()) < fork_below:
             draft.stop, draft.fork_logits = StopReason.FORK, logits
             break
@@ -56,17 +56,27 @@ def draft_block(drafting: Drafting, gamma: int, fork_below: float | None = None)
             break
     draft.tokens = torch.cat(tokens).tolist() if tokens else []
     _end_at_eos(drafting.drafter, draft, drafting.ends)
+    if drafting.first is not None:
+        end_before_placeholder(drafting.drafter, draft, drafting.first.placeholder)
     return draft
 
 
-def _end_at_eos(drafter: BatchedDrafter, draft: Draft, ends: frozenset[int]) -> None:
+def _end_at_eos(drafter: BatchedDrafter, draft: DraftChain, ends: frozenset[int]) -> None:
     """A fixed-length draft is read back once, at its end: cut it after its first end token."""
     end = next((i for i, token in enumerate(draft.tokens[:-1]) if token in ends), None)
     if end is not None:
         cut_draft(drafter, draft, end + 1, StopReason.EOS)
 
 
-def cut_draft(drafter: BatchedDrafter, draft: Draft, keep: int, why: StopReason) -> None:
+def end_before_placeholder(drafter: BatchedDrafter, draft: DraftChain, placeholder: int) -> None:
+    """The first block's drafts ride on the prompt's pass, where the target counts image placeholders
+    against its image features: a drafted placeholder (a random model's, never a trained one's) ends the
+    draft before it."""
+    if placeholder in draft.tokens:
+        cut_draft(drafter, draft, draft.tokens.index(placeholder), StopReason.IMAGE)
+
+
+def cut_draft(drafter: BatchedDrafter, draft: DraftChain, keep: int, why: StopReason) -> None:
     """Keep the first `keep` drafts, and forget the others in the drafter too, which was fed every draft
     but the last."""
     drafter.rollback(len(draft.tokens) - max(keep, 1))
@@ -76,12 +86,12 @@ def cut_draft(drafter: BatchedDrafter, draft: Draft, keep: int, why: StopReason)
 class ChainVerifier:
     """Verifies one chain of drafts in one target forward and rolls both caches back to what was kept."""
 
-    def verify(self, session: TargetSession, last: int | None, draft: Draft, config: GenerationConfig,
-               generator: torch.Generator, prompt: EncodedPrompt | None = None) -> Verdict:
-        """One target forward over the last committed token and the drafts; for the first block, the
-        prompt's own pass (as transformers' assisted generation does: no forward of its own)."""
-        if prompt is not None:
-            target_logits = session.prefill(prompt, draft.tokens)
+    def verify(self, session: TargetSession, last: int | None, draft: DraftChain, config: GenerationConfig,
+               generator: torch.Generator, first: FirstBlock | None = None) -> Verdict:
+        """One target forward over the last committed token and the drafts; for the `first` block, the
+        prompt's own pass."""
+        if first is not None:
+            target_logits = session.prefill(first.prompt, draft.tokens)
         else:
             target_logits = session.forward([last] + draft.tokens)
         target_probs = logits_to_probs(target_logits, config.temperature, config.top_p)
@@ -93,14 +103,13 @@ class ChainVerifier:
             accepted, target_token = verify_sampling(tokens, q, target_probs, generator)
         return Verdict(accepted, target_token, target_probs)
 
-    def commit(self, session: TargetSession, drafter: BatchedDrafter, draft: Draft, verdict: Verdict,
+    def commit(self, session: TargetSession, drafter: BatchedDrafter, draft: DraftChain, verdict: Verdict,
                pending: list[int]) -> list[int]:
-        """Roll back the rejected drafts; returns the committed tokens the drafter has not seen yet."""
+        """Roll back the rejected drafts; returns the committed tokens the drafter has not seen yet
+        (`unseen_after`: the drafter was fed all of the drafts but the last)."""
         gamma, accepted = len(draft.tokens), verdict.accepted
         session.rollback(gamma - accepted)
-        if gamma == 0:
-            return pending + [verdict.target_token]
-        if accepted == gamma:
-            return [draft.tokens[-1], verdict.target_token]
-        drafter.rollback(gamma - 1 - accepted)
-        return [verdict.target_token]
+        if accepted < gamma:
+            drafter.rollback(gamma - 1 - accepted)
+        fed = min(accepted, gamma - 1)  # of the accepted drafts
+        return unseen_after(pending, gamma > 0, draft.tokens[:accepted], max(fed, 0), verdict.target_token)

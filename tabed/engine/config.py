@@ -39,7 +39,7 @@ class GenerationConfig:
     tree_width: int = 1  # 1: a chain of drafts; D > 1: token trees, D nodes expanded per depth (see tree.py)
     tree_policy: str = "ensemble"  # how a tree node's children are chosen: "ensemble", "methods" or "unsure"
     tree_blocks: str = "all"  # which blocks draft trees: "all", or "first" (the one drafted with no weights learned)
-    hedge_first: bool = True  # with chains: TABED's first block forks where it is unsure (`loop.hedged_first`)
+    hedge_first: bool = True  # with chains: TABED's first block forks where it is unsure (`settings.hedges_first`)
     resting: bool = True  # a method at weight 0 for a while leaves the draft steps (see resting.py)
 
     def __post_init__(self) -> None:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class DraftRow:
+class DrafterRow:
     """One drafting method's prompt: token ids (L,) and the features for its image placeholders."""
 
     method: str
@@ -127,7 +127,7 @@ def build_rows(
     prompt: EncodedPrompt,
     methods: tuple[str, ...],
     captions: list[str] | None = None,
-) -> list[DraftRow]:
+) -> list[DrafterRow]:
     """The prompt of each drafting method, derived from the drafter's own (M) encoding."""
     ids = prompt.input_ids[0]
     token_id = image_token_id(model)
@@ -137,11 +137,11 @@ def build_rows(
     for method in methods:
         if not runs or method == "T":
             replacements = [newline_ids(tokenizer)] * len(runs)
-            rows.append(DraftRow(method, splice(ids, runs, replacements)))
+            rows.append(DrafterRow(method, splice(ids, runs, replacements)))
         elif method == "M":
             features = image_features(model, prompt) if shared is None else torch.cat(
                 list(model.model.multi_modal_projector(shared)))
-            rows.append(DraftRow(method, ids, features))
+            rows.append(DrafterRow(method, ids, features))
         elif method == "C":
             if captions is None or len(captions) != len(runs):
                 raise InputError(f"caption drafting (C) needs one caption per image ({len(runs)})")
@@ -149,13 +149,13 @@ def build_rows(
                 torch.tensor(tokenizer.encode(f"image: {caption}", add_special_tokens=False), dtype=torch.long)
                 for caption in captions
             ]
-            rows.append(DraftRow(method, splice(ids, runs, replacements)))
+            rows.append(DrafterRow(method, splice(ids, runs, replacements)))
         elif method == "P":
             pooled = pooled_image_features(model, prompt, shared)
             if len(pooled) != len(runs):
                 raise InputError(f"pooled drafting (P): {len(pooled)} images but {len(runs)} placeholders")
             replacements = [torch.full((f.shape[0],), token_id, dtype=torch.long) for f in pooled]
-            rows.append(DraftRow(method, splice(ids, runs, replacements), torch.cat(pooled)))
+            rows.append(DrafterRow(method, splice(ids, runs, replacements), torch.cat(pooled)))
         else:
             raise InputError(f"unknown drafting method {method!r}")
     return rows
@@ -164,7 +164,7 @@ def build_rows(
 class BatchedDrafter:
     """K rows sharing one drafter's weights and one left-padded KV cache (held by a cache backend)."""
 
-    def __init__(self, model, rows: list[DraftRow], backend) -> None:
+    def __init__(self, model, rows: list[DrafterRow], backend) -> None:
         self.model = model
         self.rows = rows
         self.device = model.device
@@ -179,7 +179,7 @@ class BatchedDrafter:
         return len(self.rows) > 1 and isinstance(self.backend, DynamicBackend)
 
     @property
-    def placed(self) -> list[int] | None:
+    def batch_rows(self) -> list[int] | None:
         """The rows each batch row is, while some rest; None when every row runs."""
         return self.active if self.resting is not None else None
 
@@ -201,7 +201,7 @@ class BatchedDrafter:
         self.backend.join(self.resting, [batch.index(row) for row in sorted(batch)])
         self.active, self.resting, self.resting_rows = sorted(batch), None, []
 
-    def _embed(self, row: DraftRow) -> torch.Tensor:
+    def _embed(self, row: DrafterRow) -> torch.Tensor:
         ids = row.input_ids.to(self.device)
         embeds = self.model.get_input_embeddings()(ids)
         if row.image_features is not None:
@@ -240,7 +240,7 @@ class BatchedDrafter:
         return self.backend.forward(tokens.expand(len(self.active), tokens.shape[0]))[:, -1]
 
     def step_tree(self, tokens: list[int], layout: TreeLayout | None) -> torch.Tensor:
-        """Append the same token-tree nodes to every row in the batch, placed by `layout` (a `TreeLayout`, or
+        """Append the same token-tree nodes to every row in the batch, batch_rows by `layout` (a `TreeLayout`, or
         None when they extend the sequence plainly); returns each one's next-token logits after each node
         (rows, q, V)."""
         ids = torch.tensor([tokens], dtype=torch.long, device=self.device)

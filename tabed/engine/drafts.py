@@ -1,6 +1,6 @@
-"""What a block drafts with and what it drafts: the drafting context, every method's opinion and the
-ensemble's at a position, the drafts, and the target's verdict on them. Chains (`chain.py`) and trees
-(`tree.py`) share these."""
+"""What a block drafts with and what it drafts: the drafting context (and what sets the first block
+apart), every method's distribution and the ensemble's at a position, the drafts, and the target's
+verdict on them. Chains (`chain.py`) and trees (`tree.py`) share these."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..models.chat import EncodedPrompt
 from .config import GenerationConfig
 from .draft_length import DraftLength
 from .drafter import BatchedDrafter
@@ -18,7 +19,7 @@ from .sampling import logits_to_log_probs, logits_to_probs
 
 
 @dataclass
-class Draft:
+class DraftChain:
     """One block's drafts: the ensemble's tokens and the distributions they were drawn from."""
 
     tokens: list[int]
@@ -33,6 +34,14 @@ class Draft:
         self.row_probs, self.mixed_probs = self.row_probs[:count], self.mixed_probs[:count]
         self.row_log_probs = self.row_log_probs[:count]
 
+    def confidences(self) -> list[float]:
+        """The ensemble's probability of each draft token, read back together (one wait for a GPU): what
+        the adaptive draft length learns from, and what the block reports."""
+        if not self.tokens:
+            return []
+        tokens = torch.tensor(self.tokens, dtype=torch.long, device=self.mixed_probs[0].device)
+        return torch.stack(self.mixed_probs)[torch.arange(len(tokens), device=tokens.device), tokens].tolist()
+
 
 @dataclass
 class Verdict:
@@ -41,17 +50,34 @@ class Verdict:
     accepted: int
     target_token: int
     target_probs: torch.Tensor  # (γ + 1, V)
-    path: Draft | None = None  # a tree's verdict: the accepted path and the best drafts after it, as a chain
+    path: DraftChain | None = None  # a tree's verdict: the accepted path and the best drafts after it, as a chain
     nodes: list[TreeNode] = field(default_factory=list)  # a tree's verdict: every node, as the block reports it
 
 
+@dataclass(frozen=True)
+class FirstBlock:
+    """What sets a run's first block apart, in one place. Its drafts ride on the target's pass over the
+    prompt (as transformers' assisted generation does), which verifies them and gives the answer's first
+    token without a forward of its own. So the first block
+    - drafts from the drafter's prefill logits (`start`): there are no pending tokens to feed;
+    - drafts no image placeholder (`placeholder`), which the prompt's pass would count against its image
+      features: a chain ends before one (`StopReason.IMAGE`), a tree's distributions ban it;
+    - goes on to a lower minimum survival (`draft_length.FIRST_MIN_SURVIVAL`): it is verified at no cost;
+    - is verified by the pass over `prompt`: a tree hangs under the prompt's last token, in both caches;
+    - is drafted before any weight is learned, so TABED hedges it where `settings.hedges_first` says."""
+
+    prompt: EncodedPrompt  # the target's
+    start: torch.Tensor | None  # the drafter rows' logits after the prompt (None: no drafter, nothing to draft)
+    placeholder: int  # the image placeholder token
+
+
 @dataclass
-class Drafting:
+class DraftContext:
     """One block's drafting context: the drafter and what it has not been fed yet, the ensemble's
     weights over the `methods`, and the run's settings and state that drafting reads."""
 
     drafter: BatchedDrafter
-    feed: list[int]  # committed tokens the drafter has not seen yet
+    pending: list[int]  # committed tokens the drafter has not seen yet
     weights: torch.Tensor  # (K,): the block's ensemble weights
     methods: int  # K, the model methods' rows and N (when `lookup` is given, the last)
     config: GenerationConfig
@@ -60,29 +86,42 @@ class Drafting:
     log_probs: bool = False  # keep each row's log-softmax too (the kld and hedge rules need them)
     lookup: NgramLookup | None = None  # the model-free method N
     ends: frozenset[int] = frozenset()  # end tokens: a drafted one ends its path (nothing after it is emitted)
-    start: torch.Tensor | None = None  # the first block's: the rows' logits after the prompt (the drafter's prefill)
-    banned: int | None = None  # a token no method may draft (the image placeholder, where drafts ride on the prompt)
+    first: FirstBlock | None = None  # given in the first block only
+    banned: int | None = None  # a token no method may draft (the first tree's image placeholder)
 
     @property
     def adaptive(self) -> bool:
         return self.length is not None and self.length.adaptive
 
-    def opinions(self) -> Opinions:
-        return Opinions(self.methods, self.weights, self.config, self.log_probs, self.lookup, self.banned,
-                        self.drafter.placed)
+    def distributions(self) -> DraftDistributions:
+        return DraftDistributions(self.methods, self.weights, self.config, self.log_probs, self.lookup, self.banned,
+                        self.drafter.batch_rows)
 
     def first_logits(self) -> torch.Tensor:
-        """The rows' logits (rows, V) at the block's first draft position: the prefill's, or a step over the feed."""
-        return self.start if self.start is not None else self.drafter.step(self.feed)
+        """The rows' logits (rows, V) at the block's first draft position: the prefill's, or a step over the
+        pending tokens."""
+        return self.first.start if self.first is not None else self.drafter.step(self.pending)
 
 
-class Opinions:
+def unseen_after(pending: list[int], drafted: bool, path: list[int], fed: int, target_token: int) -> list[int]:
+    """The committed tokens the drafter has not seen after a block, by the one rule of its cache: drafting
+    feeds the drafter the `pending` tokens, then every draft but the last (whose logits nothing needs: the
+    target's token follows it), and verification rolls it back to the accepted `path`, of which the first
+    `fed` are in its cache. So what it has not seen is the path's last token when that was never fed, and
+    the target's token; `pending` too when nothing was `drafted` (no draft step fed them). The next
+    block's first draft step feeds them: the drafter never lags by more than two tokens."""
+    if len(path) - fed > 1:
+        raise RuntimeError(f"the drafter was fed {fed} of the {len(path)} accepted drafts: all but the last, at least")
+    return ([] if drafted else pending) + path[fed:] + [target_token]
+
+
+class DraftDistributions:
     """Every method's distribution at a draft position, and the ensemble's."""
 
     def __init__(self, methods: int, weights: torch.Tensor, config: GenerationConfig, log_probs: bool,
-                 lookup: NgramLookup | None, banned: int | None = None, placed: list[int] | None = None) -> None:
+                 lookup: NgramLookup | None, banned: int | None = None, batch_rows: list[int] | None = None) -> None:
         self.models = methods - (lookup is not None)
-        self.placed = placed  # while rows rest: the method of each row in the batch (a resting one has
+        self.batch_rows = batch_rows  # while rows rest: the method of each row in the batch (a resting one has
         # weight 0: its distribution, all zeros here, adds nothing to the ensemble)
         self.weights, self.config, self.log_probs, self.lookup = weights, config, log_probs, lookup
         self.banned = banned  # a token no method may draft here (its probability goes to the others)
@@ -111,9 +150,9 @@ class Opinions:
 
     def _per_method(self, rows: torch.Tensor) -> torch.Tensor:
         """The rows' (rows, ...) as one per model method (K, ...)."""
-        if self.placed is not None:
+        if self.batch_rows is not None:
             every = rows.new_zeros(self.models, *rows.shape[1:])
-            every[self.placed] = rows
+            every[self.batch_rows] = rows
             return every
         return rows.expand(self.models, *rows.shape[1:]) if rows.shape[0] < self.models else rows  # one text row
 

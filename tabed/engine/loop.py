@@ -1,11 +1,11 @@
 """Speculative decoding with an ensemble of batched drafts, and the plain autoregressive baseline.
 
-Both are generators of events (see `events.py`); closing the generator or setting `stop` ends the
+Both are generators of events (see `events.py`); closing the generator or setting `cancel` ends the
 run between blocks (or tokens) with a final `Finished` event. Each block drafts (a chain, `chain.py`,
 or a token tree, `tree.py`), verifies in one target forward, and records; the first block's drafts
-ride on the target's pass over the prompt, which also gives the answer's first token. The run's state
-between blocks is one `SpeculativeRun`; each step of a block (weigh, draft, verify, learn, record)
-takes it.
+ride on the target's pass over the prompt, which also gives the answer's first token (all that sets it
+apart: `drafts.FirstBlock`). The run's state between blocks is one `SpeculativeRun`; each step of a
+block (weigh, draft, verify, learn, record) takes it.
 """
 
 from __future__ import annotations
@@ -21,17 +21,18 @@ from ..models import chat
 from ..models.caches import TREE_GRAPH_TOKENS, TREE_VERIFY_BUCKETS, StaticBackend
 from ..models.captioning import Captioner, captioner_for
 from ..models.pair import ModelPair
-from .chain import ChainVerifier, cut_draft, draft_block
+from .chain import ChainVerifier, draft_block
 from .config import GenerationConfig
 from .draft_length import AUTO_CAP, DraftLength
 from .drafter import BatchedDrafter, build_rows, image_token_id
-from .drafts import Draft, Drafting, Verdict
+from .drafts import DraftChain, DraftContext, FirstBlock, Verdict
 from .ensemble import WeightHistory, uniform_weights
 from .events import BlockEvent, Event, Finished, GenerationResult, Metrics, Started, StopReason, TokenEvent
 from .lookup import NgramLookup
 from .resting import Resting
 from .sampling import choose_token, logits_to_probs
 from .session import Clock, TargetSession
+from .settings import hedges_first
 from .spec import DraftingSpec
 from .tree import HEDGE_WIDTH, UNSURE, DraftTree, TreeVerifier, draft_tree
 from .weights_graph import graphed_stats
@@ -87,7 +88,7 @@ def autoregressive_generate(
     pair: ModelPair,
     turns: list[chat.Turn],
     config: GenerationConfig,
-    stop: threading.Event | None = None,
+    cancel: threading.Event | None = None,
 ) -> Iterator[Event]:
     """Plain decoding with the target alone: one forward per token, same cache and stopping rules."""
     prompt = chat.encode(pair.target_processor, turns, pair.device, pair.dtype)
@@ -115,7 +116,7 @@ def autoregressive_generate(
         yield event
         if token in pair.eos_token_ids or len(out) >= config.max_new_tokens:
             break
-        if stop is not None and stop.is_set():
+        if cancel is not None and cancel.is_set():
             stopped = True
             break
         logits = session.forward([token])[-1]
@@ -165,6 +166,7 @@ class SpeculativeRun:
     out: list[int] = field(default_factory=list)
     pending: list[int] = field(default_factory=list)  # committed tokens the drafter has not seen yet
     blocks: list[BlockEvent] = field(default_factory=list)
+    hedges_first: bool = False  # the first block hedges (`settings.hedges_first`)
 
     @property
     def learned(self) -> bool:
@@ -175,13 +177,14 @@ class SpeculativeRun:
         return self.history.weights() if self.learned else uniform_weights(len(self.methods))
 
 
-def record_block(run: SpeculativeRun, draft: Draft, verdict: Verdict, weights: torch.Tensor,
-                 emitted: list[int], times: dict[str, float], resting: list[str] = (), ended: bool = False,
-                 ) -> BlockEvent:
-    """The block's event, with each drafting method's counterfactual run of accepted guesses (none for
-    the `resting` ones, which did not draft). In the block that `ended` the answer a method's run counts
-    only what the answer still had room for: nothing follows an end token, nor the last token allowed."""
+def _record_block(run: SpeculativeRun, draft: DraftChain, verdict: Verdict, weights: torch.Tensor,
+                  confidences: list[float], emitted: list[int], times: dict[str, float], ended: bool) -> BlockEvent:
+    """The block's event (a report: the loop reads nothing back from it), with each drafting method's
+    counterfactual run of accepted guesses (none for the methods whose rows rest, which did not draft). In
+    the block that `ended` the answer a method's run counts only what the answer still had room for:
+    nothing follows an end token, nor the last token allowed."""
     gamma, accepted, target_token = len(draft.tokens), verdict.accepted, verdict.target_token
+    resting = [run.methods[row] for row in run.drafter.resting_rows] if run.drafter is not None else []
     truth = draft.tokens[:accepted] + [target_token]
     room = len(emitted) - 1 if ended else len(truth)
     top1 = torch.stack(draft.row_probs).argmax(-1).T.tolist() if gamma else [[] for _ in run.methods]  # (K, γ)
@@ -197,11 +200,11 @@ def record_block(run: SpeculativeRun, draft: Draft, verdict: Verdict, weights: t
         target_token=target_token,
         bonus=accepted == gamma and len(emitted) > accepted,
         emitted=emitted,
-        draft_probs=torch.stack(draft.mixed_probs)[index, tokens].tolist() if gamma else [],
+        draft_probs=confidences,
         target_probs=verdict.target_probs[index, tokens].tolist() if gamma else [],
         target_token_prob=float(verdict.target_probs[accepted, target_token]),
         method_accepted={m: min(_leading_matches(guesses[m][:gamma], truth), room) for m in guesses},
-        resting=list(resting),
+        resting=resting,
         stop=draft.stop,
         threshold=run.length.threshold if run.length.adaptive else None,
         survival=run.length.survival if run.length.adaptive else None,
@@ -216,7 +219,7 @@ def speculative_generate(
     spec: DraftingSpec,
     config: GenerationConfig,
     captioner: Captioner | None = None,
-    stop: threading.Event | None = None,
+    cancel: threading.Event | None = None,
 ) -> Iterator[Event]:
     """TABED speculative decoding: batched multi-method drafts, ensembled, verified losslessly."""
     images = chat.images_of(turns)
@@ -231,14 +234,15 @@ def speculative_generate(
     yield Started(mode="speculative", prompt_tokens=prompt.length, methods=list(spec.methods),
                   captions=captions, notes=notes)
 
-    run = _start_run(pair, spec, config, prompt)
+    run = _start_run(pair, spec, config, prompt, pictures=bool(images))
     start = _start_drafter(run, draft_prompt, spec.model_methods if images else ("T",), captions)
+    first = FirstBlock(prompt, start, image_token_id(pair.target))
     done = stopped = False
     while not done:
-        if run.blocks and stop is not None and stop.is_set():  # the first block is the prompt's own pass
+        if run.blocks and cancel is not None and cancel.is_set():  # the first block is the prompt's own pass
             stopped = True
             break
-        event, done = _block(run, prompt if not run.blocks else None, start)
+        event, done = _block(run, first if not run.blocks else None)
         run.blocks.append(event)
         yield event
 
@@ -249,16 +253,17 @@ def speculative_generate(
                                     captions=captions, notes=notes, stopped=stopped))
 
 
-def _start_run(pair: ModelPair, spec: DraftingSpec, config: GenerationConfig,
-               prompt: chat.EncodedPrompt) -> SpeculativeRun:
+def _start_run(pair: ModelPair, spec: DraftingSpec, config: GenerationConfig, prompt: chat.EncodedPrompt,
+               pictures: bool) -> SpeculativeRun:
     generator = _new_generator(pair, config.seed)
     clock = Clock(pair.device)
     session = TargetSession(pair.backend("target"))
     history = (WeightHistory(len(spec.methods), config.rule, config.window, horizon=config.max_new_tokens,
                              summed=None if config.window else graphed_stats(pair, config.rule, len(spec.methods)))
-               if spec.dynamic else None)
+               if spec.tabed else None)
     run = SpeculativeRun(pair, config, spec.methods, clock, session, generator, history,
-                         DraftLength(config.gamma, config.adaptive, config.min_survival))
+                         DraftLength(config.gamma, config.adaptive, config.min_survival),
+                         hedges_first=hedges_first(spec, config, pictures))
     if "N" in spec.methods:
         run.lookup = NgramLookup(prompt.input_ids[0].tolist(), run.out)
     return run
@@ -283,18 +288,16 @@ def _start_drafter(run: SpeculativeRun, prompt: chat.EncodedPrompt, methods: tup
     return start
 
 
-def _block(run: SpeculativeRun, prompt: chat.EncodedPrompt | None, start: torch.Tensor | None,
-           ) -> tuple[BlockEvent, bool]:
-    """One block: draft -> verify -> learn -> record. Returns its event and whether decoding is done. The
-    first block (`prompt` given) drafts from the drafter's prefill logits (`start`) and is verified by the
-    target's pass over the prompt."""
+def _block(run: SpeculativeRun, first: FirstBlock | None) -> tuple[BlockEvent, bool]:
+    """One block: draft -> verify -> learn -> record. Returns its event and whether decoding is done.
+    `first`: given for the first block, which rides on the target's pass over the prompt."""
     clock, config = run.clock, run.config
     block_start = clock.now()
-    weights, weights_s, resting = _weigh(run)
+    weights, weights_s = _weigh(run)
     gamma = min(config.gamma, config.max_new_tokens - len(run.out) - 1)
-    candidate = _draft(run, gamma, weights, prompt, start)
+    candidate = _draft(run, gamma, weights, first)
     verify_start = clock.now()
-    verdict, draft = _verify(run, candidate, prompt)
+    verdict, draft = _verify(run, candidate, first)
     truth = draft.tokens[:verdict.accepted] + [verdict.target_token]
     emitted, done = _cut(truth, config.max_new_tokens - len(run.out), run.pair.eos_token_ids)
     verify_end = clock.now()
@@ -304,29 +307,28 @@ def _block(run: SpeculativeRun, prompt: chat.EncodedPrompt | None, start: torch.
     run.out.extend(emitted)
     times = {"draft_s": verify_start - block_start, "verify_s": verify_end - verify_start,
              "weights_s": weights_s, "elapsed_s": clock.now() - clock.start}
-    event = record_block(run, draft, verdict, weights, emitted, times, resting, ended=done)
+    confidences = draft.confidences()
     if not done:
-        run.length.learn(event.draft_probs, verdict.accepted)
-    return event, done
+        run.length.learn(confidences, verdict.accepted)
+    return _record_block(run, draft, verdict, weights, confidences, emitted, times, done), done
 
 
-def _weigh(run: SpeculativeRun) -> tuple[torch.Tensor, float, list[str]]:
-    """The block's weights, the seconds they took, and the methods whose rows rest in it (rows due to
-    catch up do so first, so that the weights see the history they owed)."""
-    fed = len(run.out) - len(run.pending)  # answer tokens the drafter's batch has seen
+def _weigh(run: SpeculativeRun) -> tuple[torch.Tensor, float]:
+    """The block's weights and the seconds they took; rows due to catch up do so first, so that the
+    weights see the history they owed, and then rows may start or stop resting."""
+    seen = len(run.out) - len(run.pending)  # answer tokens the drafter's batch has seen
     if run.resting is not None:
-        run.resting.before_block(run.drafter, run.out, fed, run.config)
+        run.resting.before_block(run.drafter, run.out, seen, run.config)
     learned = run.learned  # timed only then: on a GPU every reading of the clock waits for the device
     start = run.clock.now() if learned else 0.0
     weights = run.weights().to(run.pair.device)  # once per block, not at every draft step
     seconds = run.clock.now() - start if learned else 0.0
     if run.resting is not None:
-        run.resting.choose(run.drafter, weights, fed)
-    resting = [run.methods[row] for row in run.drafter.resting_rows] if run.drafter is not None else []
-    return weights, seconds, resting
+        run.resting.choose(run.drafter, weights, seen)
+    return weights, seconds
 
 
-def _learn(run: SpeculativeRun, draft: Draft, verdict: Verdict) -> None:
+def _learn(run: SpeculativeRun, draft: DraftChain, verdict: Verdict) -> None:
     """The target's distributions at the verified positions (the accepted drafts and the first rejected
     one) are past ground truth for the weights (of a run that has a history)."""
     verified = min(verdict.accepted + 1, len(draft.tokens))
@@ -340,21 +342,18 @@ def _learn(run: SpeculativeRun, draft: Draft, verdict: Verdict) -> None:
         run.history.add(p, q, log_q)
 
 
-def _draft(run: SpeculativeRun, gamma: int, weights: torch.Tensor, prompt: chat.EncodedPrompt | None,
-           start: torch.Tensor | None) -> Draft | DraftTree:
-    """A chain or a tree (`_tree_shape`); the first block's from the drafter's prefill logits (`start`)."""
-    first = prompt is not None
-    drafting = Drafting(run.drafter, run.pending, weights, len(run.methods), run.config, run.generator, run.length,
-                        log_probs=run.history is not None and run.history.needs_log_q, lookup=run.lookup,
-                        ends=frozenset(run.pair.eos_token_ids), start=start if first else None)
-    shape = _tree_shape(run, first)
+def _draft(run: SpeculativeRun, gamma: int, weights: torch.Tensor, first: FirstBlock | None,
+           ) -> DraftChain | DraftTree:
+    """A chain or a tree (`_tree_shape`)."""
+    drafting = DraftContext(run.drafter, run.pending, weights, len(run.methods), run.config, run.generator,
+                            run.length, log_probs=run.history is not None and run.history.needs_log_q,
+                            lookup=run.lookup, ends=frozenset(run.pair.eos_token_ids), first=first)
+    shape = _tree_shape(run, first is not None)
     if shape is None or gamma <= 0:
         candidate = draft_block(drafting, gamma)
-        if first:
-            _keep_image_tokens_out(run.pair, run.drafter, candidate)
     else:
         width, policy = shape
-        drafting.banned = image_token_id(run.pair.target) if first else None
+        drafting.banned = first.placeholder if first is not None else None
         candidate = draft_block(drafting, gamma, fork_below=UNSURE) if policy == "unsure" else None
         if candidate is None or candidate.stop == StopReason.FORK:  # unsure: a chain while the ensemble is sure
             candidate = draft_tree(drafting, gamma, width, policy, chain=candidate)
@@ -365,48 +364,29 @@ def _draft(run: SpeculativeRun, gamma: int, weights: torch.Tensor, prompt: chat.
 
 def _tree_shape(run: SpeculativeRun, first: bool) -> tuple[int, str] | None:
     """A block's tree as (width, policy), or None for a chain: the configured trees, else the hedged first
-    block (`hedged_first`)."""
+    block (`settings.hedges_first`)."""
     config = run.config
     if config.tree_width > 1:
         return (config.tree_width, config.tree_policy) if first or config.tree_blocks == "all" else None
-    if first and hedged_first(config, run.history is not None, len(run.drafter.rows) if run.drafter else 0):
+    if first and run.hedges_first:
         return HEDGE_WIDTH, "unsure"
     return None
 
 
-def hedged_first(config: GenerationConfig, dynamic: bool, rows: int) -> bool:
-    """Whether the first block hedges: with chains, a TABED spec whose drafter runs several rows (methods
-    that see different inputs: a picture is in the conversation) drafts its first block as a width-2
-    "unsure" tree. That block is drafted before any weight is learned, so where the methods disagree the
-    uniform ensemble follows whichever is surer, which on image questions is at times the text-only
-    method's wrong word; the tree tries the second token too, and stays a chain while the ensemble is
-    sure. With one row (no picture) there is nothing to hedge between."""
-    return config.hedge_first and config.tree_width == 1 and dynamic and rows > 1
-
-
-def _verify(run: SpeculativeRun, candidate: Draft | DraftTree, prompt: chat.EncodedPrompt | None,
-            ) -> tuple[Verdict, Draft]:
+def _verify(run: SpeculativeRun, candidate: DraftChain | DraftTree, first: FirstBlock | None,
+            ) -> tuple[Verdict, DraftChain]:
     """Verify the drafts and roll both caches to what was kept: the verdict, and the drafts it judged as
     a chain (a tree's accepted path and the best drafts below it)."""
     last = run.out[-1] if run.out else None
     if isinstance(candidate, DraftTree):
         tree = TreeVerifier(run.methods)
-        verdict = tree.verify(run.session, last, candidate, run.config, run.generator, prompt)
+        verdict = tree.verify(run.session, last, candidate, run.config, run.generator, first)
         run.pending = tree.commit(run.session, run.drafter, candidate, verdict, run.pending)
         return verdict, verdict.path
     chain = ChainVerifier()
-    verdict = chain.verify(run.session, last, candidate, run.config, run.generator, prompt)
+    verdict = chain.verify(run.session, last, candidate, run.config, run.generator, first)
     run.pending = chain.commit(run.session, run.drafter, candidate, verdict, run.pending)
     return verdict, candidate
-
-
-def _keep_image_tokens_out(pair: ModelPair, drafter: BatchedDrafter | None, draft: Draft) -> None:
-    """Drafts ride on the prompt's pass, where the model counts image placeholders against its image
-    features: a drafted placeholder token (a random model's, never a trained one's) ends the draft."""
-    placeholder = image_token_id(pair.target)
-    if placeholder not in draft.tokens:
-        return
-    cut_draft(drafter, draft, draft.tokens.index(placeholder), StopReason.IMAGE)
 
 
 def _speculative_metrics(run: SpeculativeRun, walltime: float, caption_s: float) -> Metrics:
@@ -474,5 +454,5 @@ def warm_up(pair: ModelPair, gamma: int = AUTO_CAP, rows: tuple[int, ...] = (1, 
             backend.capture_trees(int(ids[0, 0]), TREE_STEPS + (TREE_VERIFY_BUCKETS if role == "target" else ()))
     turns = [chat.Turn("Describe the picture.", [Image.new("RGB", (64, 64), (128, 128, 128))])]
     config = GenerationConfig(max_new_tokens=2 * gamma + 2, gamma=gamma)
-    collect(speculative_generate(pair, turns, DraftingSpec(("M", "T"), dynamic=True), config))
+    collect(speculative_generate(pair, turns, DraftingSpec(("M", "T"), tabed=True), config))
     collect(autoregressive_generate(pair, turns, config))  # its backend call records why graphs are off, if they are

@@ -49,7 +49,7 @@ class Resting:
     rest_after: int | None = None  # default REST_AFTER
     probe_every: int | None = None  # default PROBE_EVERY
     zero_blocks: list[int] = field(default_factory=list)  # per model method: blocks in a row at weight 0
-    fed: int = 0  # how many answer tokens the resting rows have seen
+    seen: int = 0  # how many answer tokens the resting rows have seen
     rested: int = 0  # blocks since they last caught up
     waiting: list[Waiting] = field(default_factory=list)
 
@@ -58,25 +58,25 @@ class Resting:
         self.rest_after = REST_AFTER if self.rest_after is None else self.rest_after
         self.probe_every = PROBE_EVERY if self.probe_every is None else self.probe_every
 
-    def before_block(self, drafter: BatchedDrafter, out: list[int], fed: int, config: GenerationConfig) -> None:
+    def before_block(self, drafter: BatchedDrafter, out: list[int], seen: int, config: GenerationConfig) -> None:
         """Before a block's weights are computed: resting rows that are due catch up on the answer's
-        first `fed` tokens (what the batch has seen) and the history they owed is added."""
+        first `seen` tokens (what the batch has seen) and the history they owed is added."""
         if drafter.resting is None or self.rested < self.probe_every:
             return
-        logits = drafter.catch_up(out[self.fed:fed])  # logits i: after the answer's first fed + i + 1 tokens
+        logits = drafter.catch_up(out[self.seen:seen])  # logits i: after the answer's first seen + i + 1 tokens
         probs = logits_to_probs(logits, config.temperature, config.top_p)
         log_probs = logits_to_log_probs(logits, config.temperature) if self.history.needs_log_q else None
         for block in self.waiting:
-            at = torch.arange(block.first, block.first + block.target_probs.shape[0]) - self.fed - 1
+            at = torch.arange(block.first, block.first + block.target_probs.shape[0]) - self.seen - 1
             block.row_probs[:, drafter.resting_rows] = probs[:, at].transpose(0, 1)
             if block.row_log_probs is not None:
                 block.row_log_probs[:, drafter.resting_rows] = log_probs[:, at].transpose(0, 1)
             self.history.add(block.target_probs, block.row_probs, block.row_log_probs)
-        self.fed, self.rested, self.waiting = fed, 0, []
+        self.seen, self.rested, self.waiting = seen, 0, []
 
-    def choose(self, drafter: BatchedDrafter, weights: torch.Tensor, fed: int) -> None:
+    def choose(self, drafter: BatchedDrafter, weights: torch.Tensor, seen: int) -> None:
         """With this block's weights: caught-up rows that earn again rejoin; rows at 0 for `rest_after`
-        blocks (this one included) rest, from the answer's first `fed` tokens on."""
+        blocks (this one included) rest, from the answer's first `seen` tokens on."""
         zero = (weights[:self.models] == 0).tolist()
         self.zero_blocks = [count + 1 if is_zero else 0 for count, is_zero in zip(self.zero_blocks, zero, strict=True)]
         if drafter.resting is not None:
@@ -86,7 +86,7 @@ class Resting:
         tired = [row for row in range(self.models) if self.zero_blocks[row] >= self.rest_after]
         if tired and len(tired) < self.models:
             drafter.rest(tired)
-            self.fed, self.rested = fed, 0
+            self.seen, self.rested = seen, 0
 
     def record(self, drafter: BatchedDrafter, first: int, target_probs: torch.Tensor, row_probs: torch.Tensor,
                row_log_probs: torch.Tensor | None) -> None:

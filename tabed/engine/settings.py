@@ -75,6 +75,16 @@ class Settings:
         return Settings(parse_spec(name), config)
 
 
+def hedges_first(spec: DraftingSpec, config: GenerationConfig, pictures: bool = True) -> bool:
+    """Whether the first block hedges: with chains, a TABED spec whose drafter runs several rows (two model
+    methods or more, and a picture in the conversation, without which every row is the same text) drafts
+    its first block as a width-2 "unsure" tree. That block is drafted before any weight is learned, so
+    where the methods disagree the uniform ensemble follows whichever is surer, which on image questions
+    is at times the text-only method's wrong word; the tree tries the second token too, and stays a chain
+    while the ensemble is sure. The page asks before it knows the pictures: `pictures` then says "may"."""
+    return config.hedge_first and config.tree_width == 1 and spec.tabed and pictures and len(spec.model_methods) > 1
+
+
 def page_spec(methods: list[str] | None, ensemble: str) -> DraftingSpec:
     """The ticked methods as a spec of the chosen ensemble kind, each mismatch said in the page's words."""
     chosen = tuple(m for m in METHODS if m in (methods or []))
@@ -88,7 +98,7 @@ def page_spec(methods: list[str] | None, ensemble: str) -> DraftingSpec:
         return DraftingSpec(chosen)
     if len(chosen) < 2:
         raise InputError("an ensemble needs at least two methods: tick another, or choose 'single method'")
-    return DraftingSpec(chosen, dynamic=ensemble == "tabed")
+    return DraftingSpec(chosen, tabed=ensemble == "tabed")
 
 
 def coerced(values: dict[str, object]) -> dict[str, object]:

@@ -35,18 +35,17 @@ from itertools import pairwise
 import torch
 
 from ..models.caches import TreeLayout
-from ..models.chat import EncodedPrompt
 from .config import GenerationConfig
 from .draft_length import DraftLength
 from .drafter import BatchedDrafter
-from .drafts import Draft, Drafting, Opinions, Verdict
+from .drafts import DraftChain, DraftContext, DraftDistributions, FirstBlock, Verdict, unseen_after
 from .events import StopReason, TreeNode
 from .sampling import is_greedy, logits_to_probs, residual
 from .session import TargetSession
 
 BRANCH_MIN = 0.05  # greedy "ensemble" trees: the least ensemble probability of a token beyond the top one
 UNSURE = 0.5  # "unsure" trees branch only below this ensemble probability of the top token
-HEDGE_WIDTH = 2  # the hedged first block's tree width (`loop.hedged_first`)
+HEDGE_WIDTH = 2  # the hedged first block's tree width (`settings.hedges_first`)
 NODE_BUDGET = 4  # a block's tree holds at most this many nodes per draft position of its cap (4·γ in all)
 ROOT = -1  # the last committed token, which every tree hangs from
 
@@ -75,7 +74,7 @@ class DraftTree:
     probs: list[float] = field(default_factory=list)  # the ensemble's probability of the node after its parent
     scores: list[float] = field(default_factory=list)  # the estimated chance that the whole path to it is accepted
     contexts: dict[int, Context] = field(default_factory=dict)  # for every node that has children
-    fed: list[int] = field(default_factory=list)  # nodes in the drafter's cache, in cache order
+    cached: list[int] = field(default_factory=list)  # nodes in the drafter's cache, in cache order
     stop: StopReason = StopReason.FIXED
     after_prompt: bool = False  # the first block's: verified by the prompt's pass, under its last token
     resting: list[int] = field(default_factory=list)  # methods whose rows sat out its drafting (no guesses)
@@ -136,17 +135,17 @@ class DraftTree:
             nodes.append(node)
         return nodes
 
-    def as_draft(self, nodes: list[int]) -> Draft:
+    def as_draft(self, nodes: list[int]) -> DraftChain:
         """A path of the tree as a chain, with the distributions each of its tokens was drafted from."""
         contexts = [self.contexts[self.parents[node]] for node in nodes]
-        return Draft([self.tokens[node] for node in nodes], [c.row_probs for c in contexts],
+        return DraftChain([self.tokens[node] for node in nodes], [c.row_probs for c in contexts],
                      [c.mixed for c in contexts],
                      [c.log_probs for c in contexts] if contexts and contexts[0].log_probs is not None else [],
                      stop=self.stop)
 
 
-def draft_tree(drafting: Drafting, gamma: int, width: int, policy: str = "ensemble",
-               chain: Draft | None = None) -> DraftTree:
+def draft_tree(drafting: DraftContext, gamma: int, width: int, policy: str = "ensemble",
+               chain: DraftChain | None = None) -> DraftTree:
     """A tree at most γ deep: one drafter forward per depth, over that depth's frontier (the nodes most
     likely to be accepted, by the draft length's calibration; greedy "ensemble" trees fill the slots a
     depth leaves empty from the nodes earlier depths left unexpanded). With adaptive drafting it stops
@@ -157,40 +156,40 @@ def draft_tree(drafting: Drafting, gamma: int, width: int, policy: str = "ensemb
     chain that stopped where the ensemble was first unsure (`draft_block`'s fork), which the tree grows
     on from."""
     tree = DraftTree(stop=StopReason.CAP if drafting.adaptive else StopReason.FIXED,
-                     after_prompt=drafting.start is not None, resting=list(drafting.drafter.resting_rows))
+                     after_prompt=drafting.first is not None, resting=list(drafting.drafter.resting_rows))
     if chain is not None:  # its block has begun: the drafter has been fed all of it
         frontier, logits = [_graft(tree, chain, drafting.length, drafting.config)], chain.fork_logits[:, None]
     else:
         if drafting.adaptive:
-            drafting.length.start_block(after_prompt=drafting.start is not None)
+            drafting.length.start_block(after_prompt=drafting.first is not None)
         frontier, logits = [ROOT], drafting.first_logits()[:, None]
-    grower = _Grower(drafting, tree, gamma, width, policy)
+    growth = _TreeGrowth(drafting, tree, gamma, width, policy)
     for depth in range(len(tree.tokens) + 1, gamma + 1):
-        born = grower.depth(frontier, logits)
+        born = growth.depth(frontier, logits)
         if drafting.adaptive and not drafting.length.keep_growing(sum(tree.scores[n] for n in born)) and depth < gamma:
             tree.stop = StopReason.UNSURE
             break
-        if len(tree.tokens) >= grower.budget and depth < gamma:
+        if len(tree.tokens) >= growth.budget and depth < gamma:
             tree.stop = StopReason.NODES
             break
         if depth == gamma:
             break
-        frontier = grower.frontier(born)
+        frontier = growth.frontier(born)
         if not frontier:
             tree.stop = StopReason.EOS
             break
-        layout = tree.layout(frontier, tree.fed + frontier, shift=-1)  # the tree starts after the feed
+        layout = tree.layout(frontier, tree.cached + frontier, shift=-1)  # the tree starts after the pending tokens
         logits = drafting.drafter.step_tree([tree.tokens[n] for n in frontier], layout)
-        tree.fed += frontier
+        tree.cached += frontier
     return tree
 
 
-class _Grower:
+class _TreeGrowth:
     """How `draft_tree` grows a tree's depths: each frontier node's children, and the next frontier."""
 
-    def __init__(self, drafting: Drafting, tree: DraftTree, gamma: int, width: int, policy: str) -> None:
+    def __init__(self, drafting: DraftContext, tree: DraftTree, gamma: int, width: int, policy: str) -> None:
         self.drafting, self.tree, self.gamma, self.width, self.policy = drafting, tree, gamma, width, policy
-        self.opinions = drafting.opinions()
+        self.distributions = drafting.distributions()
         self.order = drafting.weights.argsort(descending=True).tolist()  # the methods by weight ("methods")
         self.budget = NODE_BUDGET * gamma
         greedy = is_greedy(drafting.config.temperature)
@@ -200,7 +199,7 @@ class _Grower:
     def depth(self, frontier: list[int], logits: torch.Tensor) -> list[int]:
         """The children of every frontier node, drafted from the rows' logits after them; returns the new nodes."""
         tree, born = self.tree, []
-        contexts = _contexts(self.opinions, logits, tree, frontier, self.ranked)
+        contexts = _contexts(self.distributions, logits, tree, frontier, self.ranked)
         children = (_likeliest_children(tree, frontier, contexts, min(self.ranked, self.budget - len(tree.tokens)),
                                         self.drafting.length) if self.pooled else None)
         for column, (parent, context) in enumerate(zip(frontier, contexts, strict=True)):
@@ -265,34 +264,31 @@ def _likeliest_children(tree: DraftTree, frontier: list[int], contexts: list[Con
     return children
 
 
-def _graft(tree: DraftTree, chain: Draft, length: DraftLength | None, config: GenerationConfig) -> int:
+def _graft(tree: DraftTree, chain: DraftChain, length: DraftLength | None, config: GenerationConfig) -> int:
     """The chain's drafts as the tree's first nodes, each its parent's one child (drawn from the ensemble,
     as a chain's are), all in the drafter's cache; returns the last (the root when there is none)."""
-    node, greedy, probs = ROOT, is_greedy(config.temperature), []
-    if chain.tokens:  # read back together: one wait for a GPU
-        tokens = torch.tensor(chain.tokens, dtype=torch.long, device=chain.fork_logits.device)
-        probs = torch.stack(chain.mixed_probs)[torch.arange(len(tokens), device=tokens.device), tokens].tolist()
-    for position, (token, prob) in enumerate(zip(chain.tokens, probs, strict=True)):
+    node, greedy = ROOT, is_greedy(config.temperature)
+    for position, (token, prob) in enumerate(zip(chain.tokens, chain.confidences(), strict=True)):
         context = Context(chain.row_probs[position], chain.mixed_probs[position],
                           chain.row_log_probs[position] if chain.row_log_probs else None)
         tree.contexts[node] = context
         node, _ = tree.add(node, token, prob, _chance(length, prob))
         context.draws.append((node, None if greedy else context.mixed))
-    tree.fed = list(range(len(chain.tokens)))
+    tree.cached = list(range(len(chain.tokens)))
     return node
 
 
-def _contexts(opinions: Opinions, logits: torch.Tensor, tree: DraftTree, frontier: list[int],
+def _contexts(distributions: DraftDistributions, logits: torch.Tensor, tree: DraftTree, frontier: list[int],
               ranked: int) -> list[Context]:
-    """The drafter's opinions after each frontier node, from the rows' logits (rows, F, V): all at once,
+    """The drafter's distributions after each frontier node, from the rows' logits (rows, F, V): all at once,
     unless N looks its guess up in each node's own path; with `ranked`, each one's top tokens under the
     ensemble too, read back together (one wait for a GPU per depth, not two per node)."""
-    if opinions.lookup is None:
-        q_rows, mixed, log_q = opinions(logits, [])
+    if distributions.lookup is None:
+        q_rows, mixed, log_q = distributions(logits, [])
         found = [(q_rows[:, column], mixed[column], None if log_q is None else log_q[:, column])
                  for column in range(len(frontier))]
     else:
-        found = [opinions(logits[:, column], [tree.tokens[n] for n in tree.path(parent)])
+        found = [distributions(logits[:, column], [tree.tokens[n] for n in tree.path(parent)])
                  for column, parent in enumerate(frontier)]
         mixed = torch.stack([q for _, q, _ in found]) if ranked else None
     tops = [[] for _ in frontier]
@@ -335,13 +331,13 @@ class TreeVerifier:
         self.methods = methods
 
     def verify(self, session: TargetSession, last: int | None, tree: DraftTree, config: GenerationConfig,
-               generator: torch.Generator, prompt: EncodedPrompt | None = None) -> Verdict:
+               generator: torch.Generator, first: FirstBlock | None = None) -> Verdict:
         """The target scores the last committed token and every node (for the first block, the prompt's
         own pass does); the walk from the root keeps the longest path it accepts. The verdict reads as a
         chain: that path and the best drafts below it."""
         nodes = list(range(len(tree.tokens)))
-        if prompt is not None:
-            logits = session.prefill(prompt, tree.tokens, tree.layout(nodes, nodes, shift=-1))
+        if first is not None:
+            logits = session.prefill(first.prompt, tree.tokens, tree.layout(nodes, nodes, shift=-1))
         else:
             logits = session.forward([last] + tree.tokens, tree.layout([ROOT] + nodes, [ROOT] + nodes, shift=0))
         probs = logits_to_probs(logits, config.temperature, config.top_p)  # row 1 + n: after node n
@@ -367,15 +363,17 @@ class TreeVerifier:
     def commit(self, session: TargetSession, drafter: BatchedDrafter, tree: DraftTree, verdict: Verdict,
                pending: list[int]) -> list[int]:
         """Both caches keep the accepted path and drop every other branch; returns the committed tokens
-        the drafter has not seen yet (the path's last node when it was a leaf, and the target's token)."""
+        the drafter has not seen yet (`unseen_after`: the path's last node when it was a leaf, and the
+        target's token)."""
         kept = [node for node, info in enumerate(verdict.nodes) if info.accepted]
         if tree.after_prompt:
             session.keep(len(tree.tokens), kept)
         else:  # the forward began with the last committed token
             session.keep(1 + len(tree.tokens), [0] + [1 + node for node in kept])
-        slot = {node: index for index, node in enumerate(tree.fed)}
-        drafter.keep(len(tree.fed), [slot[node] for node in kept if node in slot])
-        return [tree.tokens[node] for node in kept if node not in slot] + [verdict.target_token]
+        slot = {node: index for index, node in enumerate(tree.cached)}
+        fed = [slot[node] for node in kept if node in slot]
+        drafter.keep(len(tree.cached), fed)
+        return unseen_after(pending, True, [tree.tokens[node] for node in kept], len(fed), verdict.target_token)
 
 
 def _walk_greedy(tree: DraftTree, choices: list[int]) -> tuple[list[int], int]:

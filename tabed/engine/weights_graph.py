@@ -89,10 +89,10 @@ def graphed_stats(pair: ModelPair, rule: str, methods: int) -> GraphedStats | No
     history sums them eagerly)."""
     if pair.cache != "static" or pair.device.type != "cuda":
         return None
-    return pair.reused(("stats", rule, methods), lambda: _made(pair, rule, methods))
+    return pair.reused(("stats", rule, methods), lambda: _build_graphed_stats(pair, rule, methods))
 
 
-def _made(pair: ModelPair, rule: str, methods: int) -> GraphedStats | None:
+def _build_graphed_stats(pair: ModelPair, rule: str, methods: int) -> GraphedStats | None:
     positions = AUTO_CAP + 1  # a default block's verified positions; a longer one is summed eagerly
     if not worth_a_graph(rule, methods, pair.vocab_size, positions):
         return None

@@ -78,13 +78,13 @@ class ComparisonWorker:
         config: GenerationConfig,
         compare_ar: bool = True,
         captioner=None,
-        stop_event: threading.Event | None = None,
+        cancel: threading.Event | None = None,
         threads: int | None = None,
     ) -> None:
         self.pair, self.turns, self.spec, self.config = pair, turns, spec, config
         self.compare_ar, self.captioner, self.threads = compare_ar, captioner, threads
         self.items: queue.Queue[Item] = queue.Queue()
-        self.stop_event = stop_event or threading.Event()  # set from outside (a Stop button) or by stop()
+        self.cancel = cancel or threading.Event()  # set from outside (a Stop button) or by stop()
         self.thread = threading.Thread(target=self._run, name=WORKER_THREAD, daemon=True)
 
     def start(self) -> ComparisonWorker:
@@ -93,10 +93,10 @@ class ComparisonWorker:
 
     def _phases(self) -> list[tuple[str, Callable[[], object]]]:
         phases = [(SPECULATIVE, lambda: speculative_generate(
-            self.pair, self.turns, self.spec, self.config, captioner=self.captioner, stop=self.stop_event))]
+            self.pair, self.turns, self.spec, self.config, captioner=self.captioner, cancel=self.cancel))]
         if self.compare_ar:
             phases.append((AUTOREGRESSIVE, lambda: autoregressive_generate(
-                self.pair, self.turns, self.config, stop=self.stop_event)))
+                self.pair, self.turns, self.config, cancel=self.cancel)))
         return phases
 
     def _run(self) -> None:
@@ -104,7 +104,7 @@ class ComparisonWorker:
             if self.threads is not None:
                 torch.set_num_threads(self.threads)  # this thread's (and threads started later; not the caller's)
             for phase, start in self._phases():
-                if self.stop_event.is_set():
+                if self.cancel.is_set():
                     break
                 events = start()
                 try:
@@ -135,7 +135,7 @@ class ComparisonWorker:
 
     def stop(self, timeout: float = 5.0) -> bool:
         """Ask the worker to stop and wait for it; True when the thread has ended."""
-        self.stop_event.set()
+        self.cancel.set()
         if self.thread.is_alive():
             self.thread.join(timeout)
         return not self.thread.is_alive()

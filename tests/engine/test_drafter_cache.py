@@ -8,6 +8,7 @@ import torch
 
 from tabed.engine.config import GenerationConfig
 from tabed.engine.drafter import BatchedDrafter
+from tabed.engine.drafts import unseen_after
 from tabed.engine.events import BlockEvent
 from tabed.engine.loop import speculative_generate
 from tabed.engine.spec import parse_spec
@@ -86,3 +87,19 @@ def test_rows_that_rest_catch_up_and_wake_hold_exactly_the_tokens_they_saw(pair,
     resting = [set(b.resting) for b in blocks]
     assert any(resting[i] and not resting[i] <= resting[i + 1] for i in range(len(resting) - 1))  # a row woke
     assert any(rested and fed < committed - 2 for rows in seen for rested, fed, committed in rows)  # one lagged
+
+
+@pytest.mark.parametrize("pending, drafted, path, fed, unseen", [
+    ([5, 6], False, [], 0, [5, 6, 9]),  # nothing drafted: the pending tokens wait on, and the target's joins them
+    ([5, 6], True, [], 0, [9]),  # the first draft step fed them; every draft was rejected
+    ([5], True, [1, 2], 2, [9]),  # two drafts of three accepted: both were fed
+    ([5], True, [1, 2, 3], 2, [3, 9]),  # the whole chain (or a leaf) accepted: its last draft was never fed
+])
+def test_what_the_drafter_has_not_seen_after_a_block_is_at_most_the_last_draft_and_the_targets_token(
+        pending, drafted, path, fed, unseen):
+    assert unseen_after(pending, drafted, path, fed, 9) == unseen
+
+
+def test_a_drafter_that_missed_more_than_the_last_accepted_draft_is_an_error():
+    with pytest.raises(RuntimeError, match="all but the last"):
+        unseen_after([], True, [1, 2, 3], 1, 9)

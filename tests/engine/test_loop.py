@@ -124,7 +124,7 @@ def test_without_an_image_the_shared_text_only_row_is_drafted_once(pair):
 def test_stop_flag_ends_between_blocks(pair, image):
     stop = threading.Event()
     events = speculative_generate(pair, [Turn("w1 w2 w3", [image])], parse_spec("MT"),
-                                  GenerationConfig(max_new_tokens=60, gamma=2), stop=stop)
+                                  GenerationConfig(max_new_tokens=60, gamma=2), cancel=stop)
     seen = []
     for event in events:
         seen.append(event)
@@ -134,7 +134,7 @@ def test_stop_flag_ends_between_blocks(pair, image):
     assert result.stopped and len(result.blocks) == 2 and len(result.token_ids) < 60
     ar_stop = threading.Event()
     ar_stop.set()
-    ar = collect(autoregressive_generate(pair, [Turn("w7")], GenerationConfig(60), stop=ar_stop))
+    ar = collect(autoregressive_generate(pair, [Turn("w7")], GenerationConfig(60), cancel=ar_stop))
     assert ar.stopped and len(ar.token_ids) == 1
 
 
@@ -187,8 +187,9 @@ def test_bad_conversations(pair):
 def test_a_drafted_image_placeholder_ends_the_first_block_before_the_prompts_pass(pair, image):
     """The target counts image placeholders against its image features in the prompt's pass: a draft of
     `<image>` (which only a random drafter writes) is cut off there, and the drafter forgets what it was fed."""
+    from tabed.engine.chain import end_before_placeholder
     from tabed.engine.drafter import BatchedDrafter, build_rows
-    from tabed.engine.loop import Draft, _keep_image_tokens_out
+    from tabed.engine.drafts import DraftChain
 
     placeholder = pair.target.config.image_token_id
     prompt = encode(pair.drafter_processor, [Turn("w1 w2", [image])], pair.device, pair.dtype)
@@ -199,13 +200,13 @@ def test_a_drafted_image_placeholder_ends_the_first_block_before_the_prompts_pas
     drafter.step([7])
     drafter.step([placeholder])  # drafts 7, <image>, 9: the drafter was fed the first two
     probs = [torch.full((2, 5), 0.2)] * 3
-    draft = Draft([7, placeholder, 9], probs, [p[0] for p in probs])
-    _keep_image_tokens_out(pair, drafter, draft)
+    draft = DraftChain([7, placeholder, 9], probs, [p[0] for p in probs])
+    end_before_placeholder(drafter, draft, placeholder)
     assert (draft.tokens, draft.stop, len(draft.row_probs), len(draft.mixed_probs)) == ([7], StopReason.IMAGE, 1, 1)
     assert torch.equal(drafter.backend.lengths, before)  # 7 came from the prefill's logits: nothing was fed
     drafter.step([placeholder])  # drafts <image>, 3
-    first = Draft([placeholder, 3], probs[:2], [p[0] for p in probs[:2]])
-    _keep_image_tokens_out(pair, drafter, first)
+    first = DraftChain([placeholder, 3], probs[:2], [p[0] for p in probs[:2]])
+    end_before_placeholder(drafter, first, placeholder)
     assert first.tokens == [] and torch.equal(drafter.backend.lengths, before)
 
 

@@ -32,7 +32,7 @@ def test_a_row_that_rested_and_caught_up_scores_as_if_it_never_left(pair, image,
     steady.prefill(), resting_one.prefill()
     steady.step([5, 6]), resting_one.step([5, 6])
     resting_one.rest([rests])
-    assert resting_one.placed == [stays]
+    assert resting_one.batch_rows == [stays]
     for backend, row in ((resting_one.backend, stays), (resting_one.resting, rests)):
         assert not backend.padded and backend.mask.shape[1] == len(resting_one.rows[row].input_ids) + 2
     alone = resting_one.step([7, 8, 9])
@@ -42,7 +42,7 @@ def test_a_row_that_rested_and_caught_up_scores_as_if_it_never_left(pair, image,
     caught = resting_one.catch_up([7, 8])  # what the batch kept since the row left
     assert caught.shape[:2] == (1, 2)
     resting_one.wake()
-    assert resting_one.placed is None and resting_one.active == [0, 1] and resting_one.backend.padded
+    assert resting_one.batch_rows is None and resting_one.active == [0, 1] and resting_one.backend.padded
     torch.testing.assert_close(resting_one.step([10]), steady.step([10]), rtol=1e-4, atol=1e-5)
 
 

@@ -14,14 +14,14 @@ from tabed.engine.chain import draft_block
 from tabed.engine.config import GenerationConfig
 from tabed.engine.draft_length import DraftLength
 from tabed.engine.drafter import BatchedDrafter, build_rows, image_token_id
-from tabed.engine.drafts import Drafting, Opinions
+from tabed.engine.drafts import DraftContext, DraftDistributions, FirstBlock
 from tabed.engine.events import TreeNode
 from tabed.engine.lookup import NgramLookup
 from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
 from tabed.engine.session import TargetSession
 from tabed.engine.settings import Settings
 from tabed.engine.spec import parse_spec
-from tabed.engine.tree import ROOT, UNSURE, Context, DraftTree, _Grower, _likeliest_children, _spare, draft_tree
+from tabed.engine.tree import ROOT, UNSURE, Context, DraftTree, _likeliest_children, _spare, _TreeGrowth, draft_tree
 from tabed.errors import InputError
 from tabed.models.caches import DynamicBackend, StaticBackend
 from tabed.models.chat import Turn, encode
@@ -208,7 +208,7 @@ def test_greedy_trees_equal_plain_decoding(loose_pair, image, loose_ar, spec, wi
         chosen, rejected = chosen + counts[0], rejected + counts[1]
     assert rejected > 0  # branches were really rejected...
     drafting = parse_spec(spec)
-    if policy == "ensemble" or (len(drafting.model_methods) > 1 and not drafting.dynamic):
+    if policy == "ensemble" or (len(drafting.model_methods) > 1 and not drafting.tabed):
         assert chosen > 0  # ... and a branch other than the first choice was really kept (a single method has
         # one top-1; TABED's weights can settle on the method whose top-1 is right when another's is not)
 
@@ -272,7 +272,7 @@ def test_only_tabeds_first_block_with_a_picture_hedges_and_the_answers_stay_the_
         result = collect(speculative_generate(loose_pair, turns, drafting, GenerationConfig(max_new_tokens=24)))
         assert result.token_ids == loose_ar[name], (spec, name)
         first, *rest = result.blocks
-        hedges = drafting.dynamic and name.startswith("image")
+        hedges = drafting.tabed and name.startswith("image")
         assert bool(first.tree) == hedges and all(not block.tree for block in rest), (spec, name)
         if hedges:
             forked += len(first.tree) > tree_depth(first.tree)
@@ -282,7 +282,7 @@ def test_only_tabeds_first_block_with_a_picture_hedges_and_the_answers_stay_the_
             assert [b.draft for b in result.blocks] == [b.draft for b in chain.blocks], (spec, name)
     # the first-turn answer about the picture really forked; the second turn's first draft is so unsure
     # (0.06) that its block stops below the first block's minimum before a second node is worth drafting
-    assert forked == (1 if drafting.dynamic else 0)
+    assert forked == (1 if drafting.tabed else 0)
 
 
 @pytest.mark.parametrize("source", ["loose-pair", "teaching-pair"])
@@ -305,14 +305,15 @@ def test_an_unsure_tree_grown_on_from_its_chain_is_the_tree_drafted_whole(reques
         drafter = BatchedDrafter(chosen.drafter, rows, chosen.backend("drafter", 2))
         # a low minimum, so that the chain goes on to the case's first doubt and the tree grows on from it
         generator, length = torch.Generator().manual_seed(3), DraftLength(20, adaptive=True, first_min_survival=0.02)
-        drafting = Drafting(drafter, [], weights, 2, config, generator, length, start=drafter.prefill(),
-                            banned=banned, ends=frozenset(chosen.eos_token_ids))
+        first = FirstBlock(prompt, drafter.prefill(), banned)
+        drafting = DraftContext(drafter, [], weights, 2, config, generator, length, first=first, banned=banned,
+                                ends=frozenset(chosen.eos_token_ids))
         chain = draft_block(drafting, 20, fork_below=UNSURE) if grow_on else None
         drafts.append(chain if chain is not None and chain.stop != "fork" else
                       draft_tree(drafting, 20, 2, policy="unsure", chain=chain))
     whole, grown = drafts
     if isinstance(grown, DraftTree):
-        assert (grown.tokens, grown.parents, grown.fed, grown.stop) == (whole.tokens, whole.parents, whole.fed,
+        assert (grown.tokens, grown.parents, grown.cached, grown.stop) == (whole.tokens, whole.parents, whole.cached,
                                                                        whole.stop)
         assert grown.scores == pytest.approx(whole.scores) and grown.probs == pytest.approx(whole.probs)
         assert grown.contexts.keys() == whole.contexts.keys()
@@ -437,9 +438,9 @@ def test_a_frontier_left_short_grows_on_from_a_node_an_earlier_depth_left_unexpa
     takes the root's third child, drafted but never expanded, so that the tree grows on from it."""
     length = DraftLength(20, adaptive=True)
     length.threshold = 0.02  # the third child's chance is above the minimum
-    drafting = Drafting(SimpleNamespace(placed=None), [], torch.tensor([0.5, 0.5]), 2, GenerationConfig(tree_width=2),
-                        torch.Generator(), length, ends=frozenset({0}))
-    grower = _Grower(drafting, DraftTree(), 5, 2, "ensemble")
+    drafting = DraftContext(SimpleNamespace(batch_rows=None), [], torch.tensor([0.5, 0.5]), 2,
+                            GenerationConfig(tree_width=2), torch.Generator(), length, ends=frozenset({0}))
+    grower = _TreeGrowth(drafting, DraftTree(), 5, 2, "ensemble")
     tree = grower.tree
     first, _ = tree.add(ROOT, 1, 0.6, 0.6)
     second, _ = tree.add(ROOT, 2, 0.3, 0.3)
@@ -520,7 +521,7 @@ def test_the_first_trees_banned_placeholder_gets_no_mass_from_any_method():
     draft one, N neither (it looks its guesses up in a prompt full of them)."""
     placeholder = 9
     lookup = NgramLookup([1, 2, placeholder, placeholder, 1, 2], [])  # "1 2" was followed by a placeholder
-    opinions = Opinions(2, torch.tensor([0.5, 0.5]), GenerationConfig(), False, lookup, banned=placeholder)
+    opinions = DraftDistributions(2, torch.tensor([0.5, 0.5]), GenerationConfig(), False, lookup, banned=placeholder)
     logits = torch.zeros(1, 12)
     logits[0, placeholder] = 5.0  # the model row likes it too
     rows, mixed, _ = opinions(logits, [])
@@ -529,15 +530,16 @@ def test_the_first_trees_banned_placeholder_gets_no_mass_from_any_method():
     assert int(rows[1].argmax()) != placeholder
 
 
-@pytest.mark.parametrize("rows, weights, placed", [(2, [0.6, 0.4], None), (1, [0.6, 0.4], None),
+@pytest.mark.parametrize("rows, weights, batch_rows", [(2, [0.6, 0.4], None), (1, [0.6, 0.4], None),
                                                    (2, [0.5, 0.0, 0.5], [0, 2])], ids=["rows", "shared", "resting"])
-def test_a_depths_opinions_at_once_are_each_nodes_own(rows, weights, placed):
+def test_a_depths_distributions_at_once_are_each_nodes_own(rows, weights, batch_rows):
     """A tree depth's frontier is scored in one call (one wait for a GPU per depth): the same distributions
     as one call per node, with a text row shared by every method or a resting row left at zero."""
-    opinions = Opinions(len(weights), torch.tensor(weights), GenerationConfig(), True, None, placed=placed)
+    distributions = DraftDistributions(len(weights), torch.tensor(weights), GenerationConfig(), True, None,
+                                       batch_rows=batch_rows)
     logits = torch.randn(rows, 4, 50, generator=torch.Generator().manual_seed(0))
-    together = opinions(logits, [])
+    together = distributions(logits, [])
     for column in range(4):
-        alone = opinions(logits[:, column], [])
+        alone = distributions(logits[:, column], [])
         assert torch.equal(together[0][:, column], alone[0]) and torch.equal(together[1][column], alone[1])
         assert torch.equal(together[2][:, column], alone[2])

@@ -150,11 +150,13 @@ def test_by_default_the_first_block_hedges_and_the_trees_chart_shows_it(tiny_app
     assert "set the tree width above 1" in single.trees.layout.title.text  # one method: nothing to hedge between
 
 
-@pytest.mark.parametrize("width, hedge, mode, shown", [(1, True, 0, True), (1, False, 0, False), (2, False, 0, True),
-                                                      (1, True, 1, False), (1, True, 2, False), (3, True, 2, True)])
-def test_the_trees_chart_is_shown_while_a_block_may_draft_a_tree(width, hedge, mode, shown):
-    """With trees, or TABED's hedged first block (a static ensemble or a single method never hedges)."""
-    assert app.trees_shown(width, hedge, app.MODES[mode])["visible"] is shown
+@pytest.mark.parametrize("methods, width, hedge, mode, shown", [
+    ("MT", 1, True, 0, True), ("MT", 1, False, 0, False), ("MT", 2, False, 0, True), ("MT", 1, True, 1, False),
+    ("M", 1, True, 2, False), ("M", 3, True, 2, True), ("MN", 1, True, 0, False), ("", 1, True, 0, False)])
+def test_the_trees_chart_is_shown_while_a_block_may_draft_a_tree(methods, width, hedge, mode, shown):
+    """With trees, or TABED's hedged first block (a static ensemble, a single method or one model method
+    beside N never hedges; nor does a spec that is no spec yet)."""
+    assert app.trees_shown(list(methods), app.MODES[mode], width, hedge)["visible"] is shown
 
 
 def test_on_a_cpu_both_sides_decode_in_a_worker_with_one_torch_thread(tiny_app, image_path, monkeypatch):
