@@ -30,21 +30,16 @@ import torch
 
 from tabed.engine.config import LIMITS, TREE_POLICIES, GenerationConfig
 from tabed.engine.draft_length import AUTO_CAP
-from tabed.engine.settings import ENSEMBLES, Settings, hedges_first, page_spec
+from tabed.engine.settings import hedges_first
 from tabed.engine.spec import DEFAULT_SPEC, METHOD_NAMES, RULES, parse_spec
 from tabed.errors import InputError, TabedError
 from tabed.models.chat import load_image
 from tabed.models.presets import PRESETS, default_preset
 from tabed.page import render
-from tabed.page.state import (
-    Conversation,
-    PairCache,
-    StopFlags,
-    build_turns,
-    picture_paths,
-    release_memory,
-    session_state,
-)
+from tabed.page.controls import MODES, page_settings, page_spec
+from tabed.page.conversation import Conversation, build_turns, picture_paths, session_state
+from tabed.page.pairs import PairCache, release_memory
+from tabed.page.stops import StopFlags
 from tabed.page.texts import CSS, INTRO, PAIR_NOTES, TIMING
 from tabed.page.view import OUTPUTS, Frame, RunView, final_frames, race_frames, stream_frames
 from tabed.page.worker import ComparisonWorker
@@ -52,7 +47,6 @@ from tabed.page.worker import ComparisonWorker
 ROOT = Path(__file__).resolve().parent
 EXAMPLES = ROOT / "assets" / "examples"
 CPU_THREADS = 1  # torch threads of a run's worker on a CPU: why in tabed/page/worker.py
-MODES = ["TABED (adaptive weights)", "static ensemble (uniform)", "single method"]  # ENSEMBLES, as the page says them
 DEFAULTS = GenerationConfig()
 DEFAULT_SPEC_METHODS = parse_spec(DEFAULT_SPEC).methods
 CONFIG = {f.name for f in fields(GenerationConfig)}  # the handlers' inputs that are decoding settings
@@ -108,8 +102,7 @@ def _respond(follow_up: bool, inputs: dict, conversation: Conversation, stop: th
             conversation = Conversation(images=pictures, export_dir=conversation.export_dir)
         elif pictures and pictures != conversation.images:
             raise InputError("a follow-up continues with the same pictures: press Run to start over with new ones")
-        ensemble = dict(zip(MODES, ENSEMBLES, strict=True)).get(inputs["mode"], inputs["mode"])
-        settings = Settings.from_page(inputs["methods"], ensemble, **{k: v for k, v in inputs.items() if k in CONFIG})
+        settings = page_settings(inputs["methods"], inputs["mode"], **{k: v for k, v in inputs.items() if k in CONFIG})
         turns = build_turns(conversation, prompt)
         name = inputs["preset"] or default_preset()
         if PRESETS[name].needs_gpu and not torch.cuda.is_available():
@@ -121,22 +114,21 @@ def _respond(follow_up: bool, inputs: dict, conversation: Conversation, stop: th
     except TabedError as error:
         yield Frame(status=f"\u26a0\ufe0f Error: {error}", state=conversation)
         return
-    spec, config = settings.spec, settings.config
     compare = bool(inputs["compare_ar"])
-    view = RunView(pair, spec, config.gamma, render.TokenStream(pair.tokenizer), render.TokenStream(pair.tokenizer),
-                   racing=compare, tree_width=config.tree_width, hedge_first=hedges_first(spec, config))
+    view = RunView(pair, settings, render.TokenStream(pair.tokenizer), render.TokenStream(pair.tokenizer),
+                   racing=compare)
     # A clean page: the last run's charts and downloads would otherwise sit beside this one's tokens
     # (in a race, until it is over), and a download taken then would be the last run's.
     yield Frame(status=view.status(False), tabed="", plain="", metrics=None, weights=None, blocks=None,
                 state=conversation, downloads=None, trees=None)
-    worker = ComparisonWorker(pair, turns, spec, config, compare_ar=compare, cancel=stop,
+    worker = ComparisonWorker(pair, turns, settings, compare_ar=compare, cancel=stop,
                               threads=CPU_THREADS if pair.device.type == "cpu" else None).start()
     try:
         yield from stream_frames(view, worker, conversation)
     finally:
         worker.stop()
-    request = {"prompt": prompt, "turn": len(turns), "images": len(conversation.images), "spec": spec.name,
-               "config": config.__dict__}
+    request = {"prompt": prompt, "turn": len(turns), "images": len(conversation.images),
+               "spec": settings.spec.name, "config": settings.config.__dict__}
     yield from final_frames(view, conversation, request)
 
 
@@ -339,7 +331,7 @@ def trees_shown(methods, mode, tree_width, hedge_first) -> dict:
     if int(tree_width or 1) > 1:
         return gr.update(visible=True)
     try:
-        spec = page_spec(methods, dict(zip(MODES, ENSEMBLES, strict=True)).get(mode, mode))
+        spec = page_spec(methods, mode)
     except InputError:  # the methods ticked do not make a spec yet: a run would say why
         return gr.update(visible=False)
     return gr.update(visible=hedges_first(spec, replace(DEFAULTS, hedge_first=bool(hedge_first))))

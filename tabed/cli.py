@@ -178,6 +178,7 @@ def generate(args: argparse.Namespace) -> dict:
             "walltime_s": ar.metrics.walltime_s,
             "decode_s": ar.metrics.decode_s,
             "tokens_per_s": ar.metrics.tokens_per_s,
+            "busy": ar.metrics.busy,
         }
         report["same_output"] = ar.token_ids == result.token_ids
     return report
@@ -251,6 +252,8 @@ def _summary(report: dict) -> str:
     ]
     if "ar" in report:
         parts.append(f"AR {report['ar']['tokens_per_s']:.1f} tok/s, speedup {m['speedup']:.2f}x")
+    if m["busy"] or report.get("ar", {}).get("busy"):
+        parts.append("timings unreliable: the machine was busy (run again when it is idle)")
     return " | ".join(part for part in parts if part)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tabed.cli import main
+from tabed.engine.session import Clock
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,6 +65,13 @@ def test_text_output_shows_each_prompt_and_its_answer(capsys, pair_dirs):
     assert out.startswith("> w1 w2\n") and "\n\n> w7\n" in out and "block efficiency" in err
     first, second = out.removeprefix("> w1 w2\n").split("\n\n> w7\n")
     assert first.strip() and second.strip()  # each prompt's answer
+
+
+def test_a_busy_run_says_its_timings_are_unreliable(capsys, pair_dirs, monkeypatch):
+    monkeypatch.setattr(Clock, "cpu_share", lambda self: 0.2)
+    code, _, err = run_cli(capsys, "--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter",
+                           "--prompt", "w1 w2", "--max-new-tokens", 4, "--compare-ar")
+    assert code == 0 and "timings unreliable: the machine was busy" in err
 
 
 def test_one_prompt_prints_its_answer_alone(capsys, pair_dirs):

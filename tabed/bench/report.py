@@ -52,6 +52,7 @@ def summarize(runs: list[Run]) -> dict:
                 "speedup_vs_ar": pooled((r.ar_decode_s for r in mine), (r.decode_s for r in mine)),
                 "walltime_speedup_vs_ar": pooled((r.ar_walltime_s for r in mine), (r.walltime_s for r in mine)),
                 "mismatches": sum(r.mismatch for r in mine),
+                "busy": sum(r.busy for r in mine),
                 **{name: sum(getattr(r, name) for r in mine) for name in SUMMED},
             }
         peers = [row["walltime_s"] for p, row in rows.items() if is_peer(p) and not row["failed"]]
@@ -190,6 +191,10 @@ def markdown(report: dict) -> str:
                 for name, scenario in scenarios.items() for spec, row in scenario["specs"].items() if row["failed"]]
     if failures:
         lines += ["", "Failures, left out of the sums:", ""] + [f"- {line}" for line in failures]
+    busy = sum(row.get("busy", 0) for scenario in scenarios.values() for row in scenario["specs"].values())
+    if busy:
+        lines += ["", f"**Timings unreliable**: {busy} runs got too little of the CPU (the machine was busy); "
+                      "run again when it is idle."]
     if any(run.get("mismatch") for run in report.get("runs", ())):
         lines += ["", "## Mismatches", "", MISMATCH_NOTE, ""] + [
             f"- {run['case']}, {run['spec']}: {_describe(run.get('divergence'))}"

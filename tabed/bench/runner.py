@@ -29,19 +29,20 @@ from .machine import describe_machine
 from .overhead import batching_overhead
 from .peers import PEER_NOTE, PEERS, is_peer, peer_generate
 from .report import goals, pooled, summarize, write_reports
+from .rows import row_settings
 from .suite import Case, Run, case_turns, in_turn, limit_cases, load_suite
 
 
 def _sd_run(pair: ModelPair, case: Case, turns: list[Turn], spec: str, config: GenerationConfig,
             ar: GenerationResult) -> Run:
-    row = Settings(config=config).row(spec)
+    row = row_settings(Settings(config=config), spec)
     result = collect(speculative_generate(pair, turns, row.spec, row.config))
     m = result.metrics
     accepted = sum(block.accepted for block in result.blocks)
     drafted = sum(len(block.draft) for block in result.blocks)
     return Run(case.id, case.scenario, spec, m.new_tokens, m.target_forwards, max(0, m.new_tokens - 1),
                accepted, drafted, m.walltime_s, m.draft_s, m.verify_s, m.weights_s, m.decode_s,
-               ar.metrics.walltime_s, ar.metrics.decode_s,
+               ar.metrics.walltime_s, ar.metrics.decode_s, busy=m.busy or ar.metrics.busy,
                **_checked(pair, turns, config, ar.token_ids, result.token_ids))
 
 
@@ -93,6 +94,7 @@ def median_run(runs: list[Run]) -> Run:
     times = {name: statistics.median(getattr(r, name) for r in runs) for name in TIMED}
     mismatched = next((r for r in runs if r.mismatch), first)
     return replace(first, **times, mismatch=mismatched.mismatch, divergence=mismatched.divergence,
+                   busy=2 * sum(r.busy for r in runs) > len(runs),  # the medians come from busy runs
                    error=next((r.error for r in runs if r.error), ""))
 
 
@@ -113,7 +115,7 @@ def check_settings(settings: BenchSettings) -> list[Case]:
     """The cases to run, once every spec and the suite are known to be good: fail before any work
     (loading a pair takes seconds, a 7B one minutes)."""
     for spec in settings.specs:
-        Settings(config=settings.config).row(spec)
+        row_settings(Settings(config=settings.config), spec)
     if not 1 <= settings.repeat <= 100:
         raise InputError(f"repeat must be between 1 and 100, got {settings.repeat}")
     return in_turn(limit_cases(load_suite(settings.suite), settings.limit))

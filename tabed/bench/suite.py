@@ -109,3 +109,4 @@ class Run:
     mismatch: bool = False
     divergence: Divergence | None = None  # where a mismatched answer left plain decoding's, and how close
     error: str = ""  # a peer that refused the case says why; its run is left out of the sums
+    busy: bool = False  # either side got too little of the CPU to be timed (`Metrics.busy`)

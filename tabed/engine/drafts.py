@@ -121,8 +121,9 @@ class DraftDistributions:
     def __init__(self, methods: int, weights: torch.Tensor, config: GenerationConfig, log_probs: bool,
                  lookup: NgramLookup | None, banned: int | None = None, batch_rows: list[int] | None = None) -> None:
         self.models = methods - (lookup is not None)
-        self.batch_rows = batch_rows  # while rows rest: the method of each row in the batch (a resting one has
-        # weight 0: its distribution, all zeros here, adds nothing to the ensemble)
+        # while rows rest: the method of each row in the batch (a resting one has weight 0: its
+        # distribution, all zeros here, adds nothing to the ensemble)
+        self.batch_rows = batch_rows
         self.weights, self.config, self.log_probs, self.lookup = weights, config, log_probs, lookup
         self.banned = banned  # a token no method may draft here (its probability goes to the others)
         self.banned_ids = torch.tensor([banned], device=weights.device) if banned is not None else None

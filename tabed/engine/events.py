@@ -65,8 +65,9 @@ class BlockEvent:
     draft: list[int]  # the ensemble's draft tokens
     drafts: dict[str, list[int]]  # each method's own top-1 guess at each draft position
     accepted: int  # how many of `draft` the target accepted
-    target_token: int  # the target's token after the accepted prefix: a correction, or a bonus; not in the
-    # answer when the answer ended before it (an accepted end token, or max new tokens): see `emitted`
+    # the target's token after the accepted prefix: a correction, or a bonus; not in the answer when the
+    # answer ended before it (an accepted end token, or max new tokens): see `emitted`
+    target_token: int
     bonus: bool  # True when every draft was accepted and the target's own token followed them in the answer
     emitted: list[int]  # tokens this block added to the answer (cut at EOS / max new tokens)
     draft_probs: list[float]  # ensemble probability of each draft token
@@ -81,8 +82,9 @@ class BlockEvent:
     weights_s: float
     elapsed_s: float
     resting: list[str] = field(default_factory=list)  # methods whose rows rested (weight 0; no guesses)
-    tree: list[TreeNode] = field(default_factory=list)  # a tree block's nodes (`draft` is then its accepted
-    # path followed by its most probable drafts below it: the chain the block's verification walked)
+    # a tree block's nodes (`draft` is then its accepted path followed by its most probable drafts below
+    # it: the chain the block's verification walked)
+    tree: list[TreeNode] = field(default_factory=list)
 
 
 @dataclass
@@ -102,6 +104,7 @@ class Metrics:
     caption_s: float = 0.0
     speedup: float | None = None  # AR decode time / speculative decode time, when AR ran too
     cpu_share: float = 0.0  # process CPU seconds per wall second (on a CPU: ~torch's threads unless starved)
+    busy: bool = False  # on a CPU, the run got under `session.BUSY_SHARE` of one core: its timings mean nothing
 
 
 @dataclass

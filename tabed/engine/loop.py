@@ -35,7 +35,7 @@ from .session import Clock, TargetSession
 from .settings import hedges_first
 from .spec import DraftingSpec
 from .tree import HEDGE_WIDTH, UNSURE, DraftTree, TreeVerifier, draft_tree
-from .weights_graph import graphed_stats
+from .weights_graph import GraphedStats, graphed_stats
 
 
 def _fit_context(pair: ModelPair, turns: list[chat.Turn], config: GenerationConfig, prompt: chat.EncodedPrompt,
@@ -123,8 +123,10 @@ def autoregressive_generate(
     walltime = clock.elapsed()
     decode_s = walltime - prefill_s
     forwards = len(out)
+    share = clock.cpu_share()
     metrics = Metrics(
-        cpu_share=clock.cpu_share(),
+        cpu_share=share,
+        busy=clock.busy(share),
         new_tokens=len(out),
         prefill_s=prefill_s,
         decode_s=decode_s,
@@ -228,13 +230,15 @@ def speculative_generate(
     caption_clock = Clock(pair.device)
     captions = (captioner or captioner_for(pair)).caption(images) if "C" in spec.methods and images else []
     caption_s = caption_clock.elapsed()
-    notes = list(pair.notes) + fitted
+    summed, why_eager = (graphed_stats(pair, config.rule, len(spec.methods)) if spec.tabed and not config.window
+                         else (None, None))
+    notes = list(pair.notes) + fitted + ([why_eager] if why_eager else [])
     if not images and set(spec.methods) & {"M", "C", "P"}:
         notes.append("no image in the conversation: the M, C and P rows are the same text-only prompt as T")
     yield Started(mode="speculative", prompt_tokens=prompt.length, methods=list(spec.methods),
                   captions=captions, notes=notes)
 
-    run = _start_run(pair, spec, config, prompt, pictures=bool(images))
+    run = _start_run(pair, spec, config, prompt, pictures=bool(images), summed=summed)
     start = _start_drafter(run, draft_prompt, spec.model_methods if images else ("T",), captions)
     first = FirstBlock(prompt, start, image_token_id(pair.target))
     done = stopped = False
@@ -248,18 +252,19 @@ def speculative_generate(
 
     metrics = _speculative_metrics(run, run.clock.elapsed(), caption_s)
     metrics.cpu_share = run.clock.cpu_share()
+    metrics.busy = run.clock.busy(metrics.cpu_share)
     yield Finished(GenerationResult(mode="speculative", spec=spec.name, token_ids=run.out,
                                     text=_text(pair, run.out), metrics=metrics, blocks=run.blocks,
                                     captions=captions, notes=notes, stopped=stopped))
 
 
 def _start_run(pair: ModelPair, spec: DraftingSpec, config: GenerationConfig, prompt: chat.EncodedPrompt,
-               pictures: bool) -> SpeculativeRun:
+               pictures: bool, summed: GraphedStats | None) -> SpeculativeRun:
     generator = _new_generator(pair, config.seed)
     clock = Clock(pair.device)
     session = TargetSession(pair.backend("target"))
     history = (WeightHistory(len(spec.methods), config.rule, config.window, horizon=config.max_new_tokens,
-                             summed=None if config.window else graphed_stats(pair, config.rule, len(spec.methods)))
+                             summed=summed)
                if spec.tabed else None)
     run = SpeculativeRun(pair, config, spec.methods, clock, session, generator, history,
                          DraftLength(config.gamma, config.adaptive, config.min_survival),

@@ -10,13 +10,15 @@ import torch
 from ..models.caches import TreeLayout
 from ..models.chat import EncodedPrompt
 
+BUSY_SHARE = 0.6  # on a CPU, a run that got less than this much of one core shared the machine: timings unreliable
+
 
 class Clock:
     """Wall time that waits for queued GPU work, so each phase is charged what it really cost; and the
     process's CPU time, which tells a run that had its cores from one that shared them."""
 
     def __init__(self, device: torch.device) -> None:
-        self.cuda = device.type == "cuda"
+        self.cuda, self.cpu = device.type == "cuda", device.type == "cpu"
         self.start = self.now()
         self.cpu_start = time.process_time()
 
@@ -25,6 +27,11 @@ class Clock:
         busy threads on an idle CPU, a fraction of that when other processes were using the cores."""
         wall = self.now() - self.start
         return (time.process_time() - self.cpu_start) / wall if wall > 0 else 0.0
+
+    def busy(self, share: float) -> bool:
+        """Whether a run on a CPU that got this `cpu_share` shared the machine, so that its timings mean
+        nothing: on an idle machine a CPU-bound run keeps at least one core busy."""
+        return self.cpu and share < BUSY_SHARE
 
     def now(self) -> float:
         if self.cuda:

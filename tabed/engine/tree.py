@@ -57,10 +57,11 @@ class Context:
     row_probs: torch.Tensor  # (K, V): each method's distribution
     mixed: torch.Tensor  # (V,): the ensemble's
     log_probs: torch.Tensor | None  # (K, V), for the log-loss weight rules
-    ranked: list[tuple[int, float]] = field(default_factory=list)  # greedy "ensemble" trees: the ensemble's
-    # top tokens and their probabilities, best first
-    draws: list[tuple[int, torch.Tensor | None]] = field(default_factory=list)  # (child, the distribution
-    # it was drawn from, None when greedy), in draw order; a token drawn twice names the same child twice
+    # greedy "ensemble" and "unsure" trees: the ensemble's top tokens and their probabilities, best first
+    ranked: list[tuple[int, float]] = field(default_factory=list)
+    # (child, the distribution it was drawn from, None when greedy), in draw order; a token drawn twice
+    # names the same child twice
+    draws: list[tuple[int, torch.Tensor | None]] = field(default_factory=list)
 
 
 @dataclass

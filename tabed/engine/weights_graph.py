@@ -83,21 +83,20 @@ class GraphedStats:
             self.graph.replay()
 
 
-def graphed_stats(pair: ModelPair, rule: str, methods: int) -> GraphedStats | None:
+def graphed_stats(pair: ModelPair, rule: str, methods: int) -> tuple[GraphedStats | None, str | None]:
     """The weight history's block statistics as a replayed CUDA graph, made once per pair, rule and method
     count, for static caches on a GPU where the padded computation stays small; None elsewhere (the
-    history sums them eagerly)."""
+    history sums them eagerly), with a note for the run when the capture failed."""
     if pair.cache != "static" or pair.device.type != "cuda":
-        return None
+        return None, None
     return pair.reused(("stats", rule, methods), lambda: _build_graphed_stats(pair, rule, methods))
 
 
-def _build_graphed_stats(pair: ModelPair, rule: str, methods: int) -> GraphedStats | None:
+def _build_graphed_stats(pair: ModelPair, rule: str, methods: int) -> tuple[GraphedStats | None, str | None]:
     positions = AUTO_CAP + 1  # a default block's verified positions; a longer one is summed eagerly
     if not worth_a_graph(rule, methods, pair.vocab_size, positions):
-        return None
+        return None, None
     try:
-        return GraphedStats(rule, methods, pair.vocab_size, positions, pair.device)
+        return GraphedStats(rule, methods, pair.vocab_size, positions, pair.device), None
     except RuntimeError as exc:  # a place without graphs: the eager sum
-        pair.notes.append(f"CUDA graph of the weight statistics failed ({str(exc).splitlines()[0]})")
-        return None
+        return None, f"CUDA graph of the weight statistics failed ({str(exc).splitlines()[0]})"

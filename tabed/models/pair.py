@@ -70,9 +70,10 @@ class ModelPair:
     captioner: str | None = None  # captioner model id for C drafting; None: the drafter captions
     caption_model: object | None = field(default=None, repr=False)  # made on first use
     cache: str = "dynamic"  # KV cache backend: "dynamic" (eager) or "static" (CUDA graphs on a GPU)
-    notes: list[str] = field(default_factory=list)  # one-time remarks (e.g. why graphs are off)
-    _static: dict = field(default_factory=dict, repr=False)  # (role, batch) -> StaticBackend, and what the
-    # engine keeps with the pair (`reused`): made once, reused by every request
+    notes: list[str] = field(default_factory=list)  # facts of the pair (e.g. why graphs are off), said by every run
+    # (role, batch) -> StaticBackend, and what the engine keeps with the pair (`reused`): made once, reused
+    # by every request
+    _static: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.cache not in CACHES:

@@ -16,15 +16,14 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from ..engine.events import BlockEvent, Finished, GenerationResult, Started, TokenEvent
-from ..engine.spec import DraftingSpec
+from ..engine.settings import Settings, hedges_first
 from ..models.pair import ModelPair
 from . import render
-from .state import Conversation, chat_history
+from .conversation import Conversation, chat_history
 from .worker import AUTOREGRESSIVE, SPECULATIVE, ComparisonWorker, Done, Failure, PhaseEvent
 
 HTML_EVERY_S = 0.1  # token stream and status
 PLOT_EVERY_S = 0.75  # plotly figures and tables are resent whole: keep them rare (Stop stays responsive)
-BUSY_SHARE = 0.6  # on a CPU, a run that got less than this much of one core shared the machine: timings unreliable
 NO_RACE = "Run a prompt with 'compare with plain decoding' ticked first."
 STOPPED_MARK = '<div class="tabed-stopped">\u23f9 stopped here</div>'
 
@@ -58,8 +57,7 @@ class RunView:
     """Everything the page shows about one run, updated from engine events."""
 
     pair: ModelPair
-    spec: DraftingSpec
-    gamma: int
+    settings: Settings
     tabed: render.TokenStream
     plain: render.TokenStream
     blocks: list[BlockEvent] = field(default_factory=list)
@@ -68,17 +66,12 @@ class RunView:
     phase: str = SPECULATIVE
     error: str | None = None
     racing: bool = False  # with plain decoding: the charts wait for the end (see `stream_frames`)
-    tree_width: int = 1  # the run's: over 1, an empty trees chart means that no block branched
-    hedge_first: bool = False  # the run's: with chains, an empty trees chart means the first block did not fork
 
     def starved(self) -> float | None:
-        """On a CPU, the process's smallest CPU share over the run's sides, when it got less than most of
-        one core, so that its timings mean nothing (other processes were using the cores; on an idle
-        machine a CPU-bound run keeps at least one core busy); None otherwise."""
-        shares = [result.metrics.cpu_share for result in self.results.values()]
-        if self.pair.device.type != "cpu" or not shares or min(shares) >= BUSY_SHARE:
-            return None
-        return min(shares)
+        """The smallest CPU share of the run's sides that the engine found busy (`Metrics.busy`: they
+        shared the machine, so their timings mean nothing); None when none was."""
+        shares = [result.metrics.cpu_share for result in self.results.values() if result.metrics.busy]
+        return min(shares) if shares else None
 
     def add(self, item: PhaseEvent) -> None:
         event = item.event
@@ -105,15 +98,16 @@ class RunView:
                                    unreliable=self.starved() is not None, missing=missing)
 
     def block_table(self) -> gr.Dataframe:
-        methods = list(self.spec.methods)
+        methods = list(self.settings.spec.methods)
         return gr.Dataframe(value=render.block_rows(self.pair.tokenizer, self.blocks, methods),
                             headers=render.block_columns(methods))
 
     def figure(self) -> go.Figure:
-        return render.weights_figure(self.blocks, list(self.spec.methods), self.gamma)
+        return render.weights_figure(self.blocks, list(self.settings.spec.methods), self.settings.config.gamma)
 
     def trees(self) -> go.Figure:
-        return render.trees_figure(self.pair.tokenizer, self.blocks, self.tree_width, self.hedge_first)
+        spec, config = self.settings.spec, self.settings.config
+        return render.trees_figure(self.pair.tokenizer, self.blocks, config.tree_width, hedges_first(spec, config))
 
     def stopped(self) -> str | None:
         """Which side Stop ended, once the run is over: "speculative" (TABED, or before it began) or
@@ -195,7 +189,6 @@ def export_run(conversation: Conversation, view: RunView, request: dict) -> list
               "dtype": str(view.pair.dtype), "results": {k: r.to_dict() for k, r in view.results.items()}}
     if (speedup := view.speedup()) is not None:  # never from a side that was stopped
         record["speedup"] = speedup
-    conversation.last_run = record
     (folder / "tabed-run.json").write_text(json.dumps(record, indent=2))
     files = [folder / "tabed-run.json", folder / "tabed-weights.html"]
     view.figure().write_html(files[1], include_plotlyjs="cdn")  # kilobytes, not 4.8 MB

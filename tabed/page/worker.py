@@ -25,10 +25,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..engine.config import GenerationConfig
 from ..engine.events import Event
 from ..engine.loop import autoregressive_generate, speculative_generate
-from ..engine.spec import DraftingSpec
+from ..engine.settings import Settings
 from ..errors import TabedError
 from ..models.chat import Turn
 from ..models.pair import ModelPair
@@ -74,14 +73,13 @@ class ComparisonWorker:
         self,
         pair: ModelPair,
         turns: list[Turn],
-        spec: DraftingSpec,
-        config: GenerationConfig,
+        settings: Settings,
         compare_ar: bool = True,
         captioner=None,
         cancel: threading.Event | None = None,
         threads: int | None = None,
     ) -> None:
-        self.pair, self.turns, self.spec, self.config = pair, turns, spec, config
+        self.pair, self.turns, self.settings = pair, turns, settings
         self.compare_ar, self.captioner, self.threads = compare_ar, captioner, threads
         self.items: queue.Queue[Item] = queue.Queue()
         self.cancel = cancel or threading.Event()  # set from outside (a Stop button) or by stop()
@@ -93,10 +91,11 @@ class ComparisonWorker:
 
     def _phases(self) -> list[tuple[str, Callable[[], object]]]:
         phases = [(SPECULATIVE, lambda: speculative_generate(
-            self.pair, self.turns, self.spec, self.config, captioner=self.captioner, cancel=self.cancel))]
+            self.pair, self.turns, self.settings.spec, self.settings.config, captioner=self.captioner,
+            cancel=self.cancel))]
         if self.compare_ar:
             phases.append((AUTOREGRESSIVE, lambda: autoregressive_generate(
-                self.pair, self.turns, self.config, cancel=self.cancel)))
+                self.pair, self.turns, self.settings.config, cancel=self.cancel)))
         return phases
 
     def _run(self) -> None:

@@ -9,6 +9,7 @@ import torch
 from tabed import cli
 from tabed.bench import divergence, runner, suite
 from tabed.bench import report as reports
+from tabed.bench.rows import row_settings
 from tabed.engine.config import GenerationConfig
 from tabed.engine.session import TargetSession
 from tabed.engine.settings import Settings
@@ -68,18 +69,18 @@ def test_goals_report_each_measured_value():
 
 def test_a_bench_row_may_pin_its_rule_and_draft_length():
     config = GenerationConfig(max_new_tokens=9)
-    row = Settings(config=config).row("tabed-MT/hedge@5")
+    row = row_settings(Settings(config=config), "tabed-MT/hedge@5")
     spec, pinned = row.spec, row.config
     assert (spec.name, pinned.rule, pinned.gamma, pinned.adaptive, pinned.max_new_tokens) == (
         "tabed-MT", "hedge", 5, False, 9)
-    assert Settings(config=config).row("tabed-MTCP@auto:8").config.gamma == 8
-    assert Settings(config=config).row("M") == Settings(parse_spec("M"), config)
-    tuned = Settings(config=config).row("tabed-MT@auto:8~0.65+tree2").config
+    assert row_settings(Settings(config=config), "tabed-MTCP@auto:8").config.gamma == 8
+    assert row_settings(Settings(config=config), "M") == Settings(parse_spec("M"), config)
+    tuned = row_settings(Settings(config=config), "tabed-MT@auto:8~0.65+tree2").config
     assert (tuned.min_survival, tuned.gamma, tuned.adaptive, tuned.tree_width) == (0.65, 8, True, 2)
     with pytest.raises(InputError, match="minimum survival as a number"):
-        Settings(config=config).row("tabed-MT~high")
+        row_settings(Settings(config=config), "tabed-MT~high")
     with pytest.raises(InputError, match="unknown weight rule"):
-        Settings(config=config).row("tabed-MT/median")
+        row_settings(Settings(config=config), "tabed-MT/median")
 
 
 def test_a_failing_peer_is_reported_and_left_out_of_the_comparison():
@@ -235,6 +236,17 @@ def test_a_repeated_runs_times_are_medians_and_a_mismatch_in_any_repeat_counts()
     merged = runner.median_run(runs)
     assert (merged.walltime_s, merged.decode_s, merged.ar_walltime_s) == (3.0, 1.5, 6.0)
     assert (merged.new_tokens, merged.target_forwards, merged.emitted) == (9, 2, 8) and merged.mismatch
+
+
+def test_busy_runs_are_counted_and_the_report_says_their_timings_are_unreliable():
+    """A repeated run is busy when most of its repeats were (its medians then come from busy runs)."""
+    runs = [replace(run("a", "image", "M", 8, 2, 3.0, 6.0), busy=busy) for busy in (True, False, True)]
+    assert runner.median_run(runs).busy and not runner.median_run(runs[1:]).busy
+    summary = reports.summarize([runs[0], replace(runs[0], case="b", busy=False)])
+    assert summary["scenarios"]["image"]["specs"]["M"]["busy"] == 1
+    report = {**summary, "pair": "p", "device": "cpu", "dtype": "float32", "gamma": 5, "max_new_tokens": 8,
+              "temperature": 0.0, "suite": "s", "cases": 2, "complete": True, "specs_run": ["M"], "timing": "t"}
+    assert "**Timings unreliable**: 1 runs got too little of the CPU" in reports.markdown(report)
 
 
 def test_first_difference():

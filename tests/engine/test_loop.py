@@ -11,7 +11,7 @@ from tabed.engine.config import GenerationConfig
 from tabed.engine.ensemble import WeightHistory
 from tabed.engine.events import BlockEvent, Finished, Started, StopReason, TokenEvent
 from tabed.engine.loop import autoregressive_generate, collect, compare, speculative_generate
-from tabed.engine.session import TargetSession
+from tabed.engine.session import Clock, TargetSession
 from tabed.engine.spec import parse_spec
 from tabed.errors import InputError
 from tabed.models.chat import Turn, encode
@@ -345,3 +345,16 @@ def test_every_block_says_why_its_drafting_stopped_with_a_stop_reason(pair, twin
         seen.add(block.stop)
     assert seen >= {StopReason.FIXED, StopReason.CAP, StopReason.UNSURE, StopReason.BUDGET, StopReason.EOS,
                     StopReason.NODES}  # the runs reach every way a block ends but a drafted image placeholder
+
+
+@pytest.mark.parametrize("share, busy", [(0.1, True), (0.59, True), (0.6, False), (1.9, False)])
+def test_a_run_that_got_too_little_of_the_cpu_says_its_timings_are_unreliable(pair, image, monkeypatch, share, busy):
+    """The engine flags a starved run in its metrics, so the CLI, the bench and the page all read it the same
+    way; on a GPU the CPU share says nothing and nothing is flagged."""
+    monkeypatch.setattr(Clock, "cpu_share", lambda self: share)
+    config = GenerationConfig(max_new_tokens=6)
+    for events in (speculative_generate(pair, [Turn("w1", [image])], parse_spec("tabed-MT"), config),
+                   autoregressive_generate(pair, [Turn("w1", [image])], config)):
+        metrics = collect(events).metrics
+        assert (metrics.cpu_share, metrics.busy) == (share, busy)
+    assert not Clock(torch.device("meta")).busy(0.1)

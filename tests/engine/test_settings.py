@@ -3,11 +3,13 @@
 import pytest
 
 from conftest import conversations
+from tabed.bench.rows import row_settings
 from tabed.engine.config import LIMITS, GenerationConfig
 from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
-from tabed.engine.settings import Settings, coerced, page_spec
+from tabed.engine.settings import Settings
 from tabed.engine.spec import parse_spec
 from tabed.errors import InputError
+from tabed.page.controls import page_settings
 
 # What a user is promised (the README, the CLI's help, the page's sliders), written out: a bound changed in
 # `LIMITS` by mistake fails here instead of moving every expectation with it.
@@ -53,30 +55,8 @@ def test_values_past_a_bound_are_refused_with_the_bound(name, value):
 
 def test_the_three_grammars_give_one_settings_object():
     cli = Settings.parse("tabed-MT", "auto:8", max_new_tokens=64)
-    page = Settings.from_page(["T", "M"], "tabed", gamma=8.0, adaptive=True, max_new_tokens=64.0, window=None)
-    bench = Settings(config=GenerationConfig(max_new_tokens=64)).row("tabed-MT@auto:8")
+    page = page_settings(["T", "M"], "tabed", gamma=8.0, adaptive=True, max_new_tokens=64.0, window=None)
+    bench = row_settings(Settings(config=GenerationConfig(max_new_tokens=64)), "tabed-MT@auto:8")
     assert cli == page == bench
     assert (cli.spec.name, cli.config.gamma, cli.config.adaptive) == ("tabed-MT", 8, True)
     assert Settings() == Settings.parse()  # one set of defaults
-
-
-@pytest.mark.parametrize("methods, ensemble, expected", [(["M"], "single", "M"), (["M", "T"], "static", "MT"),
-                                                         (["C", "M", "T"], "tabed", "tabed-MTC")])
-def test_the_page_spec(methods, ensemble, expected):
-    assert page_spec(methods, ensemble) == parse_spec(expected)
-
-
-@pytest.mark.parametrize("methods, ensemble, message", [
-    ([], "tabed", "tick at least one"), (["M"], "tabed", "at least two methods"),
-    (["M", "T"], "single", "uses one method"), (["N"], "single", "beside a model method"),
-    (["M", "T"], "median", "unknown ensemble")])
-def test_the_page_spec_says_what_is_wrong(methods, ensemble, message):
-    with pytest.raises(InputError, match=message):
-        page_spec(methods, ensemble)
-
-
-def test_page_values_are_coerced_to_the_configs_types():
-    assert coerced({"gamma": 5.0, "temperature": 1, "adaptive": 1, "seed": None, "rule": "kld"}) == {
-        "gamma": 5, "temperature": 1.0, "adaptive": True, "rule": "kld"}
-    with pytest.raises(InputError, match="gamma must be a number"):
-        coerced({"gamma": "many"})

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from conftest import SIZE, SPECS, conversations, make_pair, perturbed, sharpen
+from tabed.bench.rows import row_settings
 from tabed.bench.suite import case_turns, default_suite, load_suite
 from tabed.engine.chain import draft_block
 from tabed.engine.config import GenerationConfig
@@ -37,7 +38,7 @@ PATH = [0, 2, 5]  # the path the tests keep
 
 def bench_row(text: str) -> tuple:
     """A bench row on the default settings, as (spec, config)."""
-    row = Settings().row(text)
+    row = row_settings(Settings(), text)
     return row.spec, row.config
 
 

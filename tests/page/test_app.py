@@ -1,5 +1,6 @@
 """The app's event handlers, driven directly with a tiny pair: what they yield, errors, Stop."""
 
+import json
 import re
 import time
 from pathlib import Path
@@ -46,6 +47,11 @@ def frame(values) -> Frame:
     return Frame(*values)
 
 
+def last_run(conversation) -> dict:
+    """The session's last run as its download has it (the JSON the page offers)."""
+    return json.loads((Path(conversation.export_dir) / "tabed-run.json").read_text())
+
+
 def final(outputs) -> Frame:
     return frame(outputs[-1])
 
@@ -61,7 +67,7 @@ def test_run_streams_coloured_tokens_then_metrics_and_exports(tiny_app, image_pa
     assert "tk-accepted" in tabed_html and "tk-rejected" in tabed_html
     assert "tk-corrected" in tabed_html or "tk-bonus" in tabed_html
     assert "tk-plain" in plain_html
-    result = state.last_run["results"]
+    result = last_run(state)["results"]
     assert result["speculative"]["token_ids"] == result["autoregressive"]["token_ids"]
     rows = {row[0]: row for row in metrics}
     assert "speedup (decode time)" in rows and "block efficiency" in rows
@@ -84,7 +90,7 @@ def test_the_block_table_says_which_methods_rested(tiny_app, image_path, monkeyp
     headers, data = blocks.value["headers"], blocks.value["data"]
     symbols = {trace.name: list(trace.marker.symbol) for trace in figure.data if trace.name.startswith("weight")}
     rested = 0
-    for i, (row, block) in enumerate(zip(data, state.last_run["results"]["speculative"]["blocks"], strict=True)):
+    for i, (row, block) in enumerate(zip(data, last_run(state)["results"]["speculative"]["blocks"], strict=True)):
         for method in "MTCP":
             resting_here = method in block["resting"]
             rested += resting_here
@@ -100,9 +106,9 @@ def test_trees_from_the_page_are_drawn_block_by_block(tiny_app, image_path):
     out = final(outputs)
     status, blocks, state, files, trees = out.status, out.blocks, out.state, out.downloads, out.trees
     assert status.startswith("\u2705 Done")
-    result = state.last_run["results"]["speculative"]
-    assert result["token_ids"] == state.last_run["results"]["autoregressive"]["token_ids"]
-    assert state.last_run["request"]["config"]["tree_width"] == 3
+    result = last_run(state)["results"]["speculative"]
+    assert result["token_ids"] == last_run(state)["results"]["autoregressive"]["token_ids"]
+    assert last_run(state)["request"]["config"]["tree_width"] == 3
     nodes = [node for block in result["blocks"] for node in block["tree"]]
     assert nodes and {"token", "parent", "proposer", "accepted"} <= set(nodes[0])
     drafted = [row[blocks.value["headers"].index("drafted")] for row in blocks.value["data"]]
@@ -122,9 +128,9 @@ def test_a_tree_in_the_first_block_only_from_the_page(tiny_app, image_path):
     out = final(outputs)
     status, blocks, state, trees = out.status, out.blocks, out.state, out.trees
     assert status.startswith("\u2705 Done")
-    result = state.last_run["results"]["speculative"]
-    assert result["token_ids"] == state.last_run["results"]["autoregressive"]["token_ids"]
-    assert state.last_run["request"]["config"]["tree_blocks"] == "first"
+    result = last_run(state)["results"]["speculative"]
+    assert result["token_ids"] == last_run(state)["results"]["autoregressive"]["token_ids"]
+    assert last_run(state)["request"]["config"]["tree_blocks"] == "first"
     drafted = [row[blocks.value["headers"].index("drafted")] for row in blocks.value["data"]]
     assert len(drafted) > 1 and " deep, " in drafted[0] and not any(" deep, " in cell for cell in drafted[1:])
     drawn = sum(len(trace.x) for trace in trees.data if trace.name in ("accepted node", "rejected node"))
@@ -137,15 +143,15 @@ def test_by_default_the_first_block_hedges_and_the_trees_chart_shows_it(tiny_app
     out = final(list(tiny_app.run(image_path, "w1 w2 w3", None, **settings(max_new_tokens=40))))
     status, state, trees = out.status, out.state, out.trees
     assert status.startswith("\u2705 Done")
-    result = state.last_run["results"]["speculative"]
-    assert result["token_ids"] == state.last_run["results"]["autoregressive"]["token_ids"]
-    assert state.last_run["request"]["config"]["hedge_first"] and result["blocks"][0]["tree"]
+    result = last_run(state)["results"]["speculative"]
+    assert result["token_ids"] == last_run(state)["results"]["autoregressive"]["token_ids"]
+    assert last_run(state)["request"]["config"]["hedge_first"] and result["blocks"][0]["tree"]
     assert not any(block["tree"] for block in result["blocks"][1:])
     drawn = sum(len(trace.x) for trace in trees.data if trace.name in ("accepted node", "rejected node"))
     assert drawn == len(result["blocks"][0]["tree"]) and trees.layout.title.text.startswith("Token trees per block")
     text_only = final(list(tiny_app.run(None, "w1 w2 w3", None, **settings(max_new_tokens=40))))
     assert "the hedged first block did not fork" in text_only.trees.layout.title.text
-    assert not any(block["tree"] for block in text_only.state.last_run["results"]["speculative"]["blocks"])
+    assert not any(block["tree"] for block in last_run(text_only.state)["results"]["speculative"]["blocks"])
     single = final(list(tiny_app.run(image_path, "w1 w2 w3", None, **settings(methods=["M"], mode=app.MODES[2]))))
     assert "set the tree width above 1" in single.trees.layout.title.text  # one method: nothing to hedge between
 
@@ -200,14 +206,14 @@ def test_n_from_the_page_is_its_own_method(tiny_app):
     status, figure, blocks, state = out.status, out.weights, out.blocks, out.state
     assert status.startswith("\u2705 Done")
     assert "weight of N" in {trace.name for trace in figure.data} and "N guesses" in blocks.value["headers"]
-    result = state.last_run["results"]
+    result = last_run(state)["results"]
     assert result["speculative"]["spec"] == "tabed-MTN"
     assert result["speculative"]["token_ids"] == result["autoregressive"]["token_ids"]
 
 
 def test_a_fixed_gamma_from_the_page_drafts_gamma_tokens(tiny_app):
     state = final(list(tiny_app.run(None, "w1 w2", None, **settings(gamma=3, adaptive=False)))).state
-    blocks = state.last_run["results"]["speculative"]["blocks"]
+    blocks = last_run(state)["results"]["speculative"]["blocks"]
     assert {(b["stop"], len(b["draft"])) for b in blocks[:-1]} == {("fixed", 3)}
 
 
@@ -216,7 +222,7 @@ def test_follow_up_continues_the_conversation(tiny_app, image_path):
     outputs = list(tiny_app.ask_follow_up(image_path, "w3 w4", state, **settings()))
     chat, state = final(outputs).chat, final(outputs).state
     assert len(chat) == 4 and chat[2] == {"role": "user", "content": "w3 w4"}
-    assert state.last_run["request"]["turn"] == 2
+    assert last_run(state)["request"]["turn"] == 2
 
 
 def test_token_text_is_escaped(tiny_app):
@@ -237,8 +243,8 @@ def test_several_pictures_go_with_the_first_prompt(tiny_app, image_path, tmp_pat
     gallery = [(image_path, None), (str(other), None)]
     state = final(list(tiny_app.run(gallery, "w1 w2", None, **settings(max_new_tokens=8)))).state
     assert state.images == [image_path, str(other)]
-    assert state.last_run["request"]["images"] == 2
-    results = state.last_run["results"]
+    assert last_run(state)["request"]["images"] == 2
+    results = last_run(state)["results"]
     assert results["speculative"]["token_ids"] == results["autoregressive"]["token_ids"]
     outputs = list(tiny_app.ask_follow_up(gallery, "w3", state, **settings(max_new_tokens=8)))
     status, chat = final(outputs).status, final(outputs).chat
@@ -406,8 +412,8 @@ def test_stop_during_plain_decoding_says_the_plain_side_was_stopped(tiny_app, im
     assert not tabed_html.endswith(STOPPED_MARK)
     assert "tk-plain" in plain_html and plain_html.endswith(STOPPED_MARK)
     assert "speedup (decode time)" not in _metric_names(metrics)  # no speed claimed from unequal answers
-    assert "speedup" not in state.last_run and files  # nor in the download, which is there
-    answer = state.last_run["results"]["speculative"]["text"]
+    assert "speedup" not in last_run(state) and files  # nor in the download, which is there
+    answer = last_run(state)["results"]["speculative"]["text"]
     assert state.turns == [("w1 w2", answer)] and out.chat[-1]["content"] == answer  # TABED's answer was complete
     assert "stopped before both sides finished" in next(tiny_app.replay_race(state))
 
@@ -511,7 +517,7 @@ def test_on_zerogpu_the_default_pair_is_loaded_at_import_and_runs_eager(tmp_path
     with dynamic caches (CUDA graphs cannot outlive a request there), and the page says so."""
     script = ("import app\n"
               "pair = app.PAIRS.pair\n"
-              "from tabed.page.state import ZERO_GPU_NOTE\n"
+              "from tabed.page.pairs import ZERO_GPU_NOTE\n"
               "print(app.PAIRS.name, pair.cache, app.PAIRS.warm, ZERO_GPU_NOTE in pair.notes)\n"
               "assert app.PAIRS.get('teaching') is pair and app.PAIRS.warm\n")
     out = _with_stand_in_spaces(tmp_path, script, {"SPACES_ZERO_GPU": "true"})

@@ -1,0 +1,67 @@
+"""What a browser session keeps between runs (its conversation), and the pictures and turns a run is
+asked about."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from PIL import Image
+
+from ..errors import InputError
+from ..models.chat import Turn, load_image
+
+
+@dataclass
+class Conversation:
+    """What a browser session keeps between runs: the turns so far, the last run's downloads and its pace."""
+
+    images: list[str] = field(default_factory=list)  # picture files, shown with the first prompt
+    turns: list[tuple[str, str]] = field(default_factory=list)  # (prompt, answer) of finished turns
+    export_dir: str | None = None  # the last run's downloads: replaced by the next run's, so one per session
+    frames: dict[str, list[tuple[float, str]]] = field(default_factory=dict)  # replay pace per side
+    race_note: str = ""  # why the last run cannot be raced, when it cannot
+
+
+def session_state(value: object) -> Conversation:
+    """The session's conversation; a fresh one when the session has none yet (or an API call sent none)."""
+    return value if isinstance(value, Conversation) else Conversation()
+
+
+def pictures_label(count: int) -> str:
+    """What the conversation shows before the first prompt for its pictures: words, not an emoji a browser
+    without an emoji font draws as a box."""
+    return f"[{count} picture{'s' if count > 1 else ''}] " if count else ""
+
+
+def chat_history(conversation: Conversation) -> list[dict]:
+    messages = []
+    for i, (prompt, answer) in enumerate(conversation.turns):
+        shown = (pictures_label(len(conversation.images)) if i == 0 else "") + prompt
+        messages += [{"role": "user", "content": shown}, {"role": "assistant", "content": answer}]
+    return messages
+
+
+def picture_paths(value: object) -> list[str]:
+    """The gallery's value (a list of (path, caption) pairs, or None) or a single path, as paths."""
+    if not value:
+        return []
+    if isinstance(value, (str, os.PathLike)):
+        return [os.fspath(value)]
+    return [os.fspath(item[0] if isinstance(item, (tuple, list)) else item) for item in value]
+
+
+def open_picture(path: str) -> Image.Image:
+    """The picture, or an error that names the file but not where the server keeps uploads."""
+    try:
+        return load_image(path)
+    except InputError as error:
+        raise InputError(str(error).replace(os.fspath(path), Path(path).name)) from None
+
+
+def build_turns(conversation: Conversation, prompt: str) -> list[Turn]:
+    images = [open_picture(path) for path in conversation.images]
+    turns = [Turn(p, images if i == 0 else [], a) for i, (p, a) in enumerate(conversation.turns)]
+    turns.append(Turn(prompt, images if not turns else []))
+    return turns
