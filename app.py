@@ -34,6 +34,7 @@ from tabed.engine.settings import hedges_first
 from tabed.engine.spec import DEFAULT_SPEC, METHOD_NAMES, RULES, parse_spec
 from tabed.errors import InputError, TabedError
 from tabed.models.chat import load_image
+from tabed.models.loading import skip_cudnn_attention
 from tabed.models.presets import PRESETS, default_preset
 from tabed.page import render
 from tabed.page.controls import MODES, page_settings, page_spec
@@ -349,7 +350,7 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
     outputs = [shown[name] for name in OUTPUTS]
     decode = dict(concurrency_id="decode", concurrency_limit=1, trigger_mode="always_last")
     # A run clears the last run's replayed race too, by a listener of its own (the run's API stays as it is),
-    # registered first: registered after the run, it was only carried out once the run had ended.
+    # registered before the run's: Gradio carries out a trigger's listeners in turn, the run's to its end.
     for trigger in (ask.run.click, ask.follow_up.click, ask.prompt.submit):
         trigger(lambda: "", None, [show.race], queue=False, api_name=False)
     run_event = ask.run.click(run, inputs, outputs, api_name="run", **decode)
@@ -384,6 +385,7 @@ def build_demo() -> gr.Blocks:
     return demo
 
 
+skip_cudnn_attention()  # process-wide, as an entry point may: why in its docstring
 if ZERO_GPU:  # weights moved to CUDA at import are packed once by `spaces`, not reloaded by every cold worker
     PAIRS.preload(default_preset())
 demo = build_demo()

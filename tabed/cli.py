@@ -16,7 +16,7 @@ from .engine.spec import DEFAULT_SPEC, RULES
 from .errors import TabedError
 from .models.caches import CACHES
 from .models.chat import Turn, load_image, validate
-from .models.loading import load_pair, load_preset
+from .models.loading import load_pair, load_preset, skip_cudnn_attention
 from .models.presets import PRESETS
 
 BENCH_SPECS = ",".join(dict.fromkeys(["M", "T", "MT", "tabed-MT@5+tree1", DEFAULT_SPEC]))  # always the default spec;
@@ -269,6 +269,7 @@ def _conversation(report: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    skip_cudnn_attention()  # process-wide, as an entry point may: why in its docstring
     try:
         if args.command == "widen":
             print(json.dumps(widen_command(args), indent=2))

@@ -11,17 +11,40 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from PIL import Image  # noqa: E402
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers  # noqa: E402
+from transformers import PreTrainedTokenizerFast  # noqa: E402
 
 from tabed.engine.config import GenerationConfig  # noqa: E402
 from tabed.engine.loop import autoregressive_generate, collect, speculative_generate  # noqa: E402
 from tabed.engine.spec import parse_spec  # noqa: E402
 from tabed.models.chat import Turn  # noqa: E402
-from tabed.models.factory import LlavaSize, llava_processor, random_llava, word_tokenizer  # noqa: E402
+from tabed.models.factory import SPECIAL_TOKENS, LlavaSize, llava_processor, random_llava  # noqa: E402
 from tabed.models.pair import ModelPair  # noqa: E402
 from tabed.page.worker import WORKER_THREAD  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(40)]
 SIZE = LlavaSize()
+
+
+def word_tokenizer(words: list[str]) -> PreTrainedTokenizerFast:
+    """A word-level tokenizer: special tokens, a newline token, the chat markers, then `words`."""
+    vocab: dict[str, int] = {}
+    for token in SPECIAL_TOKENS + ["USER:", "ASSISTANT:", "image:"] + list(words):
+        vocab.setdefault(token, len(vocab))
+    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split("\n", "isolated"),
+        pre_tokenizers.Split("</s>", "isolated"),
+        pre_tokenizers.WhitespaceSplit(),
+    ])
+    core.decoder = decoders.WordPiece(prefix="##")
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
+        extra_special_tokens={"image_token": "<image>"},
+    )
+    tokenizer.add_tokens(["\n"])
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<image>"]})
+    return tokenizer
 
 
 SPECS = ["M", "T", "C", "P", "MT", "MTC", "MTP", "MTCP", "tabed-MT", "tabed-MTC", "tabed-MTP", "tabed-MTCP",

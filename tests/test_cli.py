@@ -230,3 +230,19 @@ def test_the_ends_of_max_new_tokens_on_the_bundled_pair(capsys, tokens):
     assert code == 0 and "Traceback" not in err, err
     report = json.loads(out)
     assert 1 <= len(report["token_ids"]) <= tokens and report["same_output"] is True
+
+
+def test_the_entry_points_turn_cudnn_attention_off_and_loading_does_not(pair_dirs):
+    """A process-wide choice is the entry point's (the CLI here, app.py alike), never a side effect of loading
+    a pair: the flag is still on after `load_pair` and off once the CLI has run."""
+    pair = [str(pair_dirs / "target"), str(pair_dirs / "drafter")]
+    script = ("import torch\n"
+              "from tabed.cli import main\n"
+              "from tabed.models.loading import load_pair\n"
+              f"load_pair(*{pair!r}, device='cpu')\n"
+              "print('cudnn', torch.backends.cuda.cudnn_sdp_enabled())\n"
+              f"main(['generate', '--target', {pair[0]!r}, '--drafter', {pair[1]!r}, '--prompt', 'w1'])\n"
+              "print('cudnn', torch.backends.cuda.cudnn_sdp_enabled())\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    flags = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("cudnn ")]
+    assert flags == ["True", "False"], done.stderr

@@ -94,8 +94,8 @@ class Metrics:
     decode_s: float  # everything after the target prefill, captioning excepted
     walltime_s: float  # prefill + decode (+ captioning)
     tokens_per_s: float
-    target_forwards: int  # in the decode phase
-    block_efficiency: float  # tokens per target forward in the decode phase
+    target_forwards: int  # the prompt's pass included (speculative decoding: one per block)
+    block_efficiency: float  # new tokens per target forward
     acceptance_rate: float = 0.0
     method_block_efficiency: dict[str, float] = field(default_factory=dict)
     draft_s: float = 0.0

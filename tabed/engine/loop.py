@@ -18,9 +18,9 @@ import torch
 
 from ..errors import InputError
 from ..models import chat
-from ..models.caches import TREE_GRAPH_TOKENS, TREE_VERIFY_BUCKETS, StaticBackend
 from ..models.captioning import Captioner, captioner_for
 from ..models.pair import ModelPair
+from ..models.warmup import warm_backends
 from .chain import ChainVerifier, draft_block
 from .config import GenerationConfig
 from .draft_length import AUTO_CAP, DraftLength
@@ -437,26 +437,13 @@ def compare(speculative: GenerationResult, autoregressive: GenerationResult) -> 
     return speedup
 
 
-TREE_STEPS = tuple(range(1, TREE_GRAPH_TOKENS + 1))  # the tree forwards of a drafter's frontier
-
-
 def warm_up(pair: ModelPair, gamma: int = AUTO_CAP, rows: tuple[int, ...] = (1, 2)) -> None:
-    """Run both models through their cache backends before anything is timed: the first kernels of each
-    kind, and with static caches on a GPU the CUDA graphs of the usual shapes (target: every verify
-    length up to γ + 1 tokens and every padded tree size; drafter: 1 and 2 rows; both: tree steps of up
-    to TREE_GRAPH_TOKENS nodes, as a hedged first block's fork takes), then one short generation each way
-    on a blank picture."""
+    """Before anything is timed: both models through their cache backends (`models.warmup`: the first
+    kernels of each kind, and the CUDA graphs of the usual shapes), then one short generation each way on
+    a blank picture."""
     from PIL import Image
 
-    ids = torch.tensor([[pair.tokenizer.bos_token_id or 0] * 4], device=pair.device)
-    for role, batch, lengths in (("target", 1, range(1, gamma + 2)), *(("drafter", k, (1, 2)) for k in rows)):
-        backend = pair.backend(role, batch)
-        backend.prefill(torch.ones_like(ids).expand(batch, -1), input_ids=ids.expand(batch, -1))
-        for count in lengths:
-            backend.forward(ids[:, :1].expand(batch, count))
-        if isinstance(backend, StaticBackend) and backend.graphs:  # a fresh prefill: room for the trees' graphs
-            backend.prefill(torch.ones_like(ids).expand(batch, -1), input_ids=ids.expand(batch, -1))
-            backend.capture_trees(int(ids[0, 0]), TREE_STEPS + (TREE_VERIFY_BUCKETS if role == "target" else ()))
+    warm_backends(pair, gamma, rows)
     turns = [chat.Turn("Describe the picture.", [Image.new("RGB", (64, 64), (128, 128, 128))])]
     config = GenerationConfig(max_new_tokens=2 * gamma + 2, gamma=gamma)
     collect(speculative_generate(pair, turns, DraftingSpec(("M", "T"), tabed=True), config))

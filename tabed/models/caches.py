@@ -154,8 +154,8 @@ class DynamicBackend:
     def prefill_each(self, embeds: list[torch.Tensor]) -> torch.Tensor:
         """Run prompts of different lengths ((1, L, D) embeddings each) one by one and keep their caches as
         one left-padded batch; the last logits (B, V). Prefilled together, every row would be padded to the
-        longest and cost as much: on a CPU a text-only row beside three pictures' tokens made the drafter's
-        prefill 28 ms against 10 ms."""
+        longest and cost as much as it (a text-only row beside three pictures' tokens, as much as three
+        pictures)."""
         logits = self.prefill(embeds[0].new_ones(embeds[0].shape[:2], dtype=torch.long), inputs_embeds=embeds[0])
         for e in embeds[1:]:
             part = DynamicBackend(self.model, self.vocab_size, self.suppressed)
@@ -231,8 +231,7 @@ class DynamicBackend:
 
     def _drop_shared_padding(self) -> None:
         """Drop the leading cache columns that are padding in every row: a short row left alone in the batch
-        (T, once M rests) would otherwise attend through a mask over the pictures' padding at every step
-        (on a CPU, with three pictures, a sixth of the drafter's time)."""
+        (T, once M rests) would otherwise attend through a mask over the pictures' padding at every step."""
         lead = int((self.mask == 0).all(dim=0).long().cumprod(dim=0).sum())
         if lead:
             for layer in self.cache.layers:

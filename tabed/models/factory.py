@@ -34,27 +34,6 @@ LLAVA_CHAT_TEMPLATE = (
 SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<pad>", "<image>", "\n"]
 
 
-def word_tokenizer(words: list[str]) -> PreTrainedTokenizerFast:
-    """A word-level tokenizer: special tokens, a newline token, the chat markers, then `words`."""
-    vocab: dict[str, int] = {}
-    for token in SPECIAL_TOKENS + ["USER:", "ASSISTANT:", "image:"] + list(words):
-        vocab.setdefault(token, len(vocab))
-    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split("\n", "isolated"),
-        pre_tokenizers.Split("</s>", "isolated"),
-        pre_tokenizers.WhitespaceSplit(),
-    ])
-    core.decoder = decoders.WordPiece(prefix="##")
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=core, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
-        extra_special_tokens={"image_token": "<image>"},
-    )
-    tokenizer.add_tokens(["\n"])
-    tokenizer.add_special_tokens({"additional_special_tokens": ["<image>"]})
-    return tokenizer
-
-
 def bpe_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
     """A Llama-style BPE tokenizer trained on `texts`: words keep a leading "▁", digits split one
     by one (so numbers are read and written digit by digit), punctuation stands alone, and every

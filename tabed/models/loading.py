@@ -95,6 +95,14 @@ def check_vocabularies(target_processor: ProcessorMixin, drafter_processor: Proc
     )
 
 
+def skip_cudnn_attention() -> None:
+    """A choice for the whole process, made by the entry points (app.py and the CLI) before they load a
+    pair, never by loading: PyTorch's attention is not to use cuDNN's kernel, which plans every new shape
+    (~70 ms each for a 7B model on an H100), and eager decoding meets a new shape at every step and every
+    prompt; the other kernels do not pay that. A flag only: it touches no device."""
+    torch.backends.cuda.enable_cudnn_sdp(False)
+
+
 def load_pair(
     target: str,
     drafter: str,
@@ -114,11 +122,6 @@ def load_pair(
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, torch_device)
     cache = resolve_cache(cache, torch_device)
-    if torch_device.type == "cuda" and torch.backends.cuda.cudnn_sdp_enabled():
-        # cuDNN's attention plans every new shape (~70 ms each for a 7B model on an H100): eager decoding
-        # meets a new shape at every step and every prompt; the other kernels do not pay that.
-        torch.backends.cuda.enable_cudnn_sdp(False)
-        say("cuDNN attention off for this process (it plans each new shape for tens of milliseconds)")
     sources = {role: check_source(src, role) for role, src in (("target", target), ("drafter", drafter))}
     configs = {role: _load_config(src, role) for role, src in sources.items()}
     for role, config in configs.items():

@@ -1,6 +1,7 @@
 """Turning engine events into what a page shows: coloured token HTML, block rows and plotly figures.
 
-Nothing here knows Gradio; the app and the benchmark report both use it. Token text always comes
+Nothing here knows Gradio: the page's view (`view.py`) calls it and hands the results to the components.
+Token text always comes
 from token ids and is escaped, so code or markdown in an answer cannot break the page.
 """
 
@@ -85,7 +86,6 @@ class TokenStream:
     """The answer as coloured HTML, appended to block by block (what streamed stays a prefix)."""
 
     tokenizer: object
-    show_rejected: bool = True
     ids: list[int] = field(default_factory=list)
     html: str = ""
 
@@ -107,7 +107,7 @@ class TokenStream:
             if j < block.accepted:
                 if j < kept:
                     self._add("accepted", token, title + " · accepted")
-            elif self.show_rejected:
+            else:
                 self._add("rejected", token, title + " · rejected", keep=False)
         if kept > block.accepted:
             kind = "bonus" if block.bonus else "corrected"

@@ -201,8 +201,8 @@ def export_run(conversation: Conversation, view: RunView, request: dict) -> list
 def stream_frames(view: RunView, worker: ComparisonWorker, conversation: Conversation) -> Iterator[Frame]:
     """The run's frames while it decodes: tokens every 0.1 s; the figure, table and metrics when they
     changed, at most every 0.75 s (they are resent whole). In a race with plain decoding (`view.racing`)
-    they wait for its end: drawing them (here, and in a browser on the same machine) would take cores
-    from whichever side was being timed (plain decoding, slowed by them, inflated the speedup shown)."""
+    they wait for its end: drawing them (here, and in a browser on the same machine) takes cores from
+    whichever side is being timed, and a race must time both sides alike."""
     last_html = last_plot = 0.0
     last_shown = (0, 0)
     finished = False

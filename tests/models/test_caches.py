@@ -6,7 +6,7 @@ import torch
 from conftest import conversations, make_pair
 from tabed.engine.config import GenerationConfig
 from tabed.engine.drafter import BatchedDrafter, build_rows
-from tabed.engine.loop import TREE_STEPS, autoregressive_generate, collect, speculative_generate, warm_up
+from tabed.engine.loop import autoregressive_generate, collect, speculative_generate, warm_up
 from tabed.engine.session import TargetSession
 from tabed.engine.spec import parse_spec
 from tabed.engine.tree import ROOT, DraftTree
@@ -22,6 +22,7 @@ from tabed.models.caches import (
 )
 from tabed.models.chat import Turn, encode
 from tabed.models.pair import ModelPair, resolve_cache
+from tabed.models.warmup import TREE_STEPS
 
 CPU = torch.device("cpu")
 

@@ -6,13 +6,13 @@ from PIL import Image
 from transformers import Florence2Config, Florence2ForConditionalGeneration, Florence2Processor
 from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
 
+from conftest import word_tokenizer
 from tabed.engine.config import GenerationConfig
 from tabed.engine.loop import collect, speculative_generate
 from tabed.engine.spec import parse_spec
 from tabed.errors import ModelLoadError
 from tabed.models.captioning import DrafterCaptioner, Florence2Captioner
 from tabed.models.chat import Turn
-from tabed.models.factory import word_tokenizer
 
 CPU = torch.device("cpu")
 

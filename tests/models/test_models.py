@@ -5,11 +5,11 @@ import torch
 from PIL import Image
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from conftest import SIZE, WORDS
+from conftest import SIZE, WORDS, word_tokenizer
 from tabed.engine.spec import parse_spec
 from tabed.errors import InputError, ModelLoadError, VocabularyMismatchError
 from tabed.models.chat import load_image, to_rgb
-from tabed.models.factory import llava_processor, random_llava, word_tokenizer
+from tabed.models.factory import llava_processor, random_llava
 from tabed.models.loading import load_pair, load_preset
 from tabed.models.presets import PRESETS, default_preset
 
