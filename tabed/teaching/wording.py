@@ -1,8 +1,8 @@
 """Words the teaching world's answers may say either way: "image" or "picture", "four" or "4", "is left of"
 or "is to the left of". Each occurrence is drawn anew and uniformly, so that an answer has a near-tie every
 few tokens, not only where a sentence starts: a real model pair disagrees every two to four tokens, and a
-drafter that learned the same sentences still guesses these words wrong about half the
-time. No alternative names a fact or changes one (the checker of `facts.py` reads them all alike)."""
+drafter that learned the same sentences still guesses these words wrong about half the time.
+No alternative names a fact or changes one (the checker of `facts.py` reads them all alike)."""
 
 from __future__ import annotations
 
