@@ -65,17 +65,17 @@ def _load_processor(name: str):
 
 
 def complete_processor(processor: ProcessorMixin, config: PretrainedConfig, role: str,
-                       say: Callable[[str], None]) -> None:
+                       progress_line: Callable[[str], None]) -> None:
     """LLaVA processor configs saved by transformers 4.x lack `patch_size` (and the count of extra
     vision tokens, and the feature strategy); 5.x's `LlavaProcessor` cannot count a picture's image
-    tokens without them. Take them from the model's config, and say so."""
+    tokens without them. Take them from the model's config, and say so on `progress_line`."""
     vision = getattr(config, "vision_config", None)
     if getattr(processor, "patch_size", 0) is not None or getattr(vision, "patch_size", None) is None:
         return
     processor.patch_size = vision.patch_size
     processor.vision_feature_select_strategy = getattr(config, "vision_feature_select_strategy", "default")
     processor.num_additional_image_tokens = 1 if vision.model_type.startswith("clip") else 0  # CLIP's class token
-    say(f"the {role}'s processor config has no patch_size (saved by older transformers): using "
+    progress_line(f"the {role}'s processor config has no patch_size (saved by older transformers): using "
         f"{vision.patch_size} from the model's config")
 
 
@@ -118,7 +118,7 @@ def load_pair(
     Hub downloads show transformers' own progress bars; `progress` receives a line per stage.
     `widen` builds function-preserving widenings of both models in memory (see `widen.py`).
     """
-    say = progress or (lambda message: None)
+    progress_line = progress or (lambda message: None)
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, torch_device)
     cache = resolve_cache(cache, torch_device)
@@ -127,44 +127,45 @@ def load_pair(
     for role, config in configs.items():
         version = str(getattr(config, "transformers_version", None) or "5")
         if version.split(".")[0].isdigit() and int(version.split(".")[0]) < 5:
-            say(f"the {role} was saved by transformers {version}: its weights' old names are converted on load")
-    target_processor, drafter_processor = _load_processors(sources, configs, say)
+            progress_line(f"the {role} was saved by transformers {version}: its weights' old names are converted "
+                          "on load")
+    target_processor, drafter_processor = _load_processors(sources, configs, progress_line)
     check_vocabularies(target_processor, drafter_processor, target, drafter)
     shapes = {"target": widen.target, "drafter": widen.drafter} if widen else {}
     models = {role: _load_model(role, src, (torch_device, torch_dtype), shapes.get(role),
-                                widen.on if widen else None, say)
+                                widen.on if widen else None, progress_line)
               for role, src in sources.items()}
-    say("models ready")
+    progress_line("models ready")
     return ModelPair(target=models["target"], drafter=models["drafter"], target_processor=target_processor,
                      drafter_processor=drafter_processor, device=torch_device, dtype=torch_dtype,
                      name=name or f"{target} + {drafter}", cache=cache)
 
 
 def _load_processors(sources: dict[str, str], configs: dict[str, PretrainedConfig],
-                     say: Callable[[str], None]) -> tuple[ProcessorMixin, ProcessorMixin]:
+                     progress_line: Callable[[str], None]) -> tuple[ProcessorMixin, ProcessorMixin]:
     """The target's processor and the drafter's (the target's when the drafter ships none), completed."""
-    say("loading processors")
+    progress_line("loading processors")
     target_processor = _load_processor(sources["target"])
     if target_processor is None:
         raise ModelLoadError(f"the target {sources['target']!r} has no processor (tokenizer + image processor)")
-    complete_processor(target_processor, configs["target"], "target", say)
+    complete_processor(target_processor, configs["target"], "target", progress_line)
     drafter_processor = _load_processor(sources["drafter"])
     if drafter_processor is None:
         return target_processor, target_processor
-    complete_processor(drafter_processor, configs["drafter"], "drafter", say)
+    complete_processor(drafter_processor, configs["drafter"], "drafter", progress_line)
     return target_processor, drafter_processor
 
 
 def _load_model(role: str, source: str, placement: tuple[torch.device, torch.dtype], shape: Shape | None,
-                widen_on: str | None, say: Callable[[str], None]):
+                widen_on: str | None, progress_line: Callable[[str], None]):
     device, dtype = placement
-    say(f"loading the {role} {source} ({dtype}, {device})")
+    progress_line(f"loading the {role} {source} ({dtype}, {device})")
     try:
         model = AutoModelForImageTextToText.from_pretrained(source, dtype=torch.float32 if shape else dtype)
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"cannot load the {role} {source!r}: {str(exc).splitlines()[0]}") from None
     if shape is not None:
-        say(f"widening the {role} to {shape.layers} layers x {shape.hidden} ({dtype}, {device})")
+        progress_line(f"widening the {role} to {shape.layers} layers x {shape.hidden} ({dtype}, {device})")
         model = widen_model(model, shape, device=widen_on or device, dtype=dtype)
     return model.to(device).eval()
 

@@ -20,7 +20,7 @@ from ..models.chat import encode
 from ..models.loading import load_pair
 from ..models.pair import ModelPair
 from . import facts, world
-from .train import EVAL_SEED, dialogue_turns, say
+from .train import EVAL_SEED, dialogue_turns, log_line
 
 ANSWER_TOKENS = 200  # the world's longest answers take about 185 tokens
 
@@ -138,7 +138,7 @@ def eval_command(args: argparse.Namespace) -> int:
     report: dict = {"cases_per_scenario": args.cases, "threads": torch.get_num_threads(),
                     "step_costs": step_milliseconds(pair), "accuracy": {}, "fact_accuracy": {},
                     "block_efficiency": {}, "misses": {}}
-    say(f"cost per step: {report['step_costs']}")
+    log_line(f"cost per step: {report['step_costs']}")
     given = {role: {s: answers(model, processor, d) for s, d in splits.items()}
              for role, model, processor in (("target", pair.target, pair.target_processor),
                                             ("drafter", pair.drafter, pair.drafter_processor))}
@@ -148,15 +148,15 @@ def eval_command(args: argparse.Namespace) -> int:
         report["accuracy"][role] = {s: share_right(r) for s, r in right[role].items()}
         report["fact_accuracy"][role] = {s: facts.share_true(fact_scores(g, splits[s]))
                                          for s, g in given[role].items()}
-        say(f"accuracy of the {role}: exact {report['accuracy'][role]}, facts {report['fact_accuracy'][role]}")
+        log_line(f"accuracy of the {role}: exact {report['accuracy'][role]}, facts {report['fact_accuracy'][role]}")
     counts = {}
     for scenario, dialogues in splits.items():
         counts[scenario] = {spec: block_counts(pair, dialogues, spec) for spec in args.drafting.split(",")}
         report["block_efficiency"][scenario] = {spec: tokens_per_forward(c) for spec, c in counts[scenario].items()}
         report["misses"][scenario] = {spec: miss_profile(c) for spec, c in counts[scenario].items()}
-        say(f"block efficiency, {scenario}: "
+        log_line(f"block efficiency, {scenario}: "
             + ", ".join(f"{k} {v:.2f}" for k, v in report["block_efficiency"][scenario].items()))
-        say(f"misses, {scenario}: {report['misses'][scenario]}")
+        log_line(f"misses, {scenario}: {report['misses'][scenario]}")
     # The drafter's reading breaks down as odd pictures add up: the odd split by number of pictures.
     report["odd_by_pictures"] = {}
     for n in sorted({len(d.scenes) for d in splits["odd"]}):
@@ -166,6 +166,6 @@ def eval_command(args: argparse.Namespace) -> int:
             **{f"{role}_accuracy": share_right([right[role]["odd"][i] for i in chosen]) for role in right},
             "block_efficiency": {spec: tokens_per_forward([c[i] for i in chosen]) for spec, c in counts["odd"].items()},
         }
-    say(f"odd, by number of pictures: {report['odd_by_pictures']}")
+    log_line(f"odd, by number of pictures: {report['odd_by_pictures']}")
     print(json.dumps(report, indent=2))
     return 0

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from . import world
-from .train import EVAL_SEED, say
+from .train import EVAL_SEED, log_line
 
 # Pictures and prompts for the app's examples and the tests, each chosen to show something with the shipped
 # pair (at least five blocks an answer, weights that move): a long description where M leads, a second
@@ -42,7 +42,7 @@ def examples_command(args: argparse.Namespace) -> int:
     rows = [{"images": list(images), "prompt": prompt, "follow_up": follow_up, "scenario": scenario}
             for images, prompt, follow_up, scenario in EXAMPLES]
     (out / "examples.json").write_text(json.dumps(rows, indent=2) + "\n")
-    say(f"wrote {len(rows)} examples to {out}")
+    log_line(f"wrote {len(rows)} examples to {out}")
     return 0
 
 
@@ -62,5 +62,5 @@ def suite_command(args: argparse.Namespace) -> int:
             turns.append({"prompt": dialogue.exchanges[-1].question})
             lines.append(json.dumps({"id": case_id, "scenario": scenario, "images": images, "turns": turns}))
     (out / "teaching.jsonl").write_text("\n".join(lines) + "\n")
-    say(f"wrote {len(lines)} cases to {out / 'teaching.jsonl'}")
+    log_line(f"wrote {len(lines)} cases to {out / 'teaching.jsonl'}")
     return 0

@@ -139,7 +139,7 @@ RECIPES |= {
 }
 
 
-def say(message: str) -> None:
+def log_line(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
@@ -322,7 +322,7 @@ def pretrain_vision(model: LlavaForConditionalGeneration, processor: LlavaProces
         if state.get("made_by") == made_by:
             tower.load_state_dict(state["tower"])
             return
-        say(f"[{role}] {cache} was made with another recipe: pretraining the vision tower again")
+        log_line(f"[{role}] {cache} was made with another recipe: pretraining the vision tower again")
     if recipe.vision_pretrain_steps <= 0:
         return
     size, device = recipe.size, next(tower.parameters()).device
@@ -348,7 +348,7 @@ def pretrain_vision(model: LlavaForConditionalGeneration, processor: LlavaProces
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         if (step + 1) % 100 == 0 or step + 1 == recipe.vision_pretrain_steps:
-            say(f"[{role}] vision pretraining {step + 1}/{recipe.vision_pretrain_steps}  "
+            log_line(f"[{role}] vision pretraining {step + 1}/{recipe.vision_pretrain_steps}  "
                 f"loss {float(loss.detach()):.3f}  elapsed {(time.perf_counter() - started) / 60:.1f} min")
     tower.eval()
     torch.save({"made_by": made_by, "tower": tower.state_dict()}, cache)
@@ -431,17 +431,17 @@ def train(role: str, processor: LlavaProcessor, sitting: Sitting,
     optimizer = _optimizer(model, recipe)
     step = _resume(model, optimizer, checkpoint, recipe, sitting.restart)
     if step:
-        say(f"[{role}] resuming from step {step}/{recipe.steps}")
+        log_line(f"[{role}] resuming from step {step}/{recipe.steps}")
     elif sitting.init is not None:
         if start_from(model, sitting.init / role):
-            say(f"[{role}] {sitting.init / role} cuts pictures into other patches: pretraining its vision tower "
+            log_line(f"[{role}] {sitting.init / role} cuts pictures into other patches: pretraining its vision tower "
                 "again")
             pretrain_vision(model, processor, recipe, sitting.work, role)
-        say(f"[{role}] fine-tuning from {sitting.init / role}")
+        log_line(f"[{role}] fine-tuning from {sitting.init / role}")
     else:
         pretrain_vision(model, processor, recipe, sitting.work, role)
     params = sum(p.numel() for p in model.parameters())
-    say(f"[{role}] {params / 1e6:.1f}M parameters, {recipe.steps} steps of {recipe.batch_size} dialogues")
+    log_line(f"[{role}] {params / 1e6:.1f}M parameters, {recipe.steps} steps of {recipe.batch_size} dialogues")
     model.train()
     progress = _Progress(role, recipe, step)
     last = min(recipe.steps, sitting.until or recipe.steps)
@@ -513,7 +513,7 @@ class _Progress:
     def report(self, step: int, last: int) -> None:
         elapsed = time.perf_counter() - self.start
         eta = elapsed / (step - self.first) * (last - step)
-        say(f"[{self.role}] step {step}/{self.recipe.steps}  loss {sum(self.losses) / len(self.losses):.4f}  "
+        log_line(f"[{self.role}] step {step}/{self.recipe.steps}  loss {sum(self.losses) / len(self.losses):.4f}  "
             f"lr {learning_rate(self.recipe, step - 1):.2e}  {self.tokens / elapsed:.0f} tok/s  "
             f"elapsed {elapsed / 60:.1f} min  eta {eta / 60:.1f} min")
         self.losses = []
@@ -553,8 +553,8 @@ def train_command(args: argparse.Namespace) -> int:
                           workers=args.workers)
         model = train(role, processor, sitting, recipe)
         if args.until and args.until < recipe.steps:
-            say(f"[{role}] stopped at step {args.until}; run the same command without --until to go on")
+            log_line(f"[{role}] stopped at step {args.until}; run the same command without --until to go on")
             return 0
         export(model, processor, out / role)
-        say(f"[{role}] saved to {out / role} ({(time.perf_counter() - started) / 60:.1f} min)")
+        log_line(f"[{role}] saved to {out / role} ({(time.perf_counter() - started) / 60:.1f} min)")
     return 0
