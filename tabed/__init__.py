@@ -14,10 +14,13 @@
     print(result.text, result.token_ids == plain.token_ids, compare(result, plain))
 
 Layers, each importing only those before it: `errors`; `models` (the chat format, cache backends, a
-loaded pair, presets, loading, widening, captioning, the tiny-model factory); `engine` (drafting specs,
-settings, events, sampling, the batched drafter, the ensemble and its weight rules, chains, trees,
-resting rows, lookup, the loop); `bench`; `teaching` (the teaching world and its pair); `page` (what the
-app shows); `cli`.
+loaded pair, presets, loading, warm-up, widening, captioning, the tiny-model factory); `engine` (drafting
+specs, settings, events, sampling, the batched drafter, what a block drafts, the ensemble and its weight
+rules, chains, trees, resting rows, lookup, the loop); `bench`; `teaching` (the teaching world and its
+pair); `page` (what the app shows); `cli`.
+
+On a GPU, call `skip_cudnn_attention()` once before decoding, as the CLI and the app do: a choice for the
+whole process, which loading leaves to its caller (why: its docstring).
 """
 
 from .engine.config import GenerationConfig
@@ -27,12 +30,12 @@ from .engine.settings import Settings
 from .engine.spec import DraftingSpec, parse_spec
 from .errors import InputError, ModelLoadError, TabedError, VocabularyMismatchError
 from .models.chat import Turn, load_image
-from .models.loading import load_pair, load_preset
+from .models.loading import load_pair, load_preset, skip_cudnn_attention
 from .models.pair import ModelPair
 
 __all__ = [
     "BlockEvent", "DraftingSpec", "Event", "Finished", "GenerationConfig", "GenerationResult", "InputError",
     "Metrics", "ModelLoadError", "ModelPair", "Settings", "Started", "StopReason", "TabedError", "TokenEvent", "Turn",
     "VocabularyMismatchError", "autoregressive_generate", "collect", "compare", "load_image", "load_pair",
-    "load_preset", "parse_spec", "speculative_generate", "warm_up",
+    "load_preset", "parse_spec", "skip_cudnn_attention", "speculative_generate", "warm_up",
 ]

@@ -121,6 +121,16 @@ MUTANTS = (
            ("tests/engine/test_tree.py::test_the_default_hedges_the_first_block_where_the_unweighted_methods_disagree",)),
     Mutant("hedge-with-one-row", "tabed/engine/settings.py", "spec.tabed and pictures and", "spec.tabed and",
            ("tests/engine/test_tree.py::test_only_tabeds_first_block_with_a_picture_hedges_and_the_answers_stay_the_targets",)),
+    Mutant("drafter-forgets-the-last-accepted-draft", "tabed/engine/drafts.py", "+ path[fed:] +", "+ path[fed + 1:] +",
+           ("tests/engine/test_drafter_cache.py::test_the_drafters_cache_is_the_committed_tokens_after_every_block",
+            "tests/engine/test_drafter_cache.py::"
+            "test_what_the_drafter_has_not_seen_after_a_block_is_at_most_the_last_draft_and_the_targets_token")),
+    Mutant("busy-run-never-flagged", "tabed/engine/session.py", "return self.cpu and share < BUSY_SHARE",
+           "return False",
+           ("tests/engine/test_loop.py::test_a_run_that_got_too_little_of_the_cpu_says_its_timings_are_unreliable",
+            "tests/test_cli.py::test_a_busy_run_says_its_timings_are_unreliable")),
+    Mutant("cli-leaves-cudnn-attention-on", "tabed/cli.py", "    skip_cudnn_attention()  #", "    #",
+           ("tests/test_cli.py::test_the_entry_points_turn_cudnn_attention_off_and_loading_does_not",)),
 )
 
 
