@@ -35,6 +35,27 @@ def best_of(scores: dict[str, float]) -> list[str]:
 SUMMED = ("walltime_s", "ar_walltime_s", "ar_decode_s", "draft_s", "verify_s", "weights_s", "decode_s", "new_tokens")
 
 
+def _summed(rows: list[list[int]]) -> list[int]:
+    """Lists of counts added position by position (a shorter one counts 0 where it has none)."""
+    out = [0] * max((len(row) for row in rows), default=0)
+    for row in rows:
+        for index, count in enumerate(row):
+            out[index] += count
+    return out
+
+
+def _acceptance(runs: list[Run]) -> dict:
+    """The runs' blocks by drafts kept (`accepted_histogram`), each draft position's share kept of the
+    blocks that drafted that far (`acceptance_by_position`), and the mean drafts kept a block."""
+    histogram = _summed([r.accepted_histogram for r in runs])
+    drafted, kept = _summed([r.position_drafted for r in runs]), _summed([r.position_kept for r in runs])
+    blocks = sum(histogram)
+    return {"accepted_histogram": histogram,
+            "acceptance_by_position": [{"rate": k / d if d else 0.0, "blocks": d} for d, k in zip(drafted, kept,
+                                                                                                   strict=True)],
+            "mean_accepted": sum(i * n for i, n in enumerate(histogram)) / blocks if blocks else 0.0}
+
+
 def summarize(runs: list[Run]) -> dict:
     """Per scenario and spec: block efficiency, acceptance, speedups, mismatches, times."""
     scenarios: dict[str, dict] = {}
@@ -53,6 +74,7 @@ def summarize(runs: list[Run]) -> dict:
                 "walltime_speedup_vs_ar": pooled((r.ar_walltime_s for r in mine), (r.walltime_s for r in mine)),
                 "mismatches": sum(r.mismatch for r in mine),
                 "busy": sum(r.busy for r in mine),
+                **_acceptance(mine),
                 **{name: sum(getattr(r, name) for r in mine) for name in SUMMED},
             }
         peers = [row["walltime_s"] for p, row in rows.items() if is_peer(p) and not row["failed"]]
@@ -186,6 +208,7 @@ def markdown(report: dict) -> str:
         cells = ["**all**", f"**{spec}**" if spec == report.get("default_spec") else spec,
                  f"{row['speedup_vs_ar']:.2f}×", f"{row['walltime_speedup_vs_ar']:.2f}×", *peer]
         lines.append("| " + " | ".join(cells) + " |" + " |" * (len(header) - len(cells)))
+    lines += _acceptance_lines(scenarios)
     failures = [f"{spec} on {name}: failed on {row['failed']} of {row['failed'] + row['cases']} cases ("
                 + "; ".join(row["errors"]) + ")"
                 for name, scenario in scenarios.items() for spec, row in scenario["specs"].items() if row["failed"]]
@@ -213,6 +236,27 @@ def markdown(report: dict) -> str:
     if report.get("notes"):
         lines += ["", "## Notes", ""] + [f"- {note}" for note in report["notes"]]
     return "\n".join(lines) + "\n"
+
+
+ACCEPTANCE_POSITIONS = 8  # the draft positions the markdown report shows (the JSON has every one)
+
+
+def _acceptance_lines(scenarios: dict) -> list[str]:
+    """Per scenario and spec: the mean drafts kept a block, the blocks by drafts kept, and each draft
+    position's share kept (of the blocks that drafted that far, in brackets)."""
+    lines = ["", "## Acceptance (per block; a draft is kept only with every draft before it)", "",
+             "| scenario | spec | drafts kept a block | blocks by drafts kept (0, 1, 2, …) | "
+             f"kept at draft position 1, 2, … {ACCEPTANCE_POSITIONS} (blocks that drafted that far) |",
+             "|---|---|---|---|---|"]
+    for name, scenario in scenarios.items():
+        for spec, row in scenario["specs"].items():
+            if not row.get("accepted_histogram"):
+                continue
+            positions = " · ".join(f"{cell['rate']:.0%} ({cell['blocks']})"
+                                   for cell in row["acceptance_by_position"][:ACCEPTANCE_POSITIONS])
+            histogram = ", ".join(str(count) for count in row["accepted_histogram"])
+            lines.append(f"| {name} | {spec} | {row['mean_accepted']:.2f} | {histogram} | {positions} |")
+    return lines if len(lines) > 5 else []
 
 
 def html(report: dict) -> str:

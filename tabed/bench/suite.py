@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
@@ -110,3 +110,6 @@ class Run:
     divergence: Divergence | None = None  # where a mismatched answer left plain decoding's, and how close
     error: str = ""  # a peer that refused the case says why; its run is left out of the sums
     busy: bool = False  # either side got too little of the CPU to be timed (`Metrics.busy`)
+    accepted_histogram: list[int] = field(default_factory=list)  # blocks by the drafts they kept
+    position_drafted: list[int] = field(default_factory=list)  # per draft position: blocks that drafted it
+    position_kept: list[int] = field(default_factory=list)  # per draft position: blocks that kept it

@@ -98,6 +98,13 @@ class Metrics:
     block_efficiency: float  # new tokens per target forward
     acceptance_rate: float = 0.0
     method_block_efficiency: dict[str, float] = field(default_factory=dict)
+    # how the drafts fared (`acceptance.py`): blocks by the number of drafts they kept; per draft position
+    # (1 first) the share kept of the blocks that drafted that far ({"rate", "blocks"}); per method and
+    # position its top-1 guess's match rate at the verified positions; the mean drafts kept a block
+    accepted_histogram: list[int] = field(default_factory=list)
+    acceptance_by_position: list[dict] = field(default_factory=list)
+    method_match_by_position: dict[str, list[dict]] = field(default_factory=dict)
+    mean_accepted: float = 0.0
     draft_s: float = 0.0
     verify_s: float = 0.0
     weights_s: float = 0.0

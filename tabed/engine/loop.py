@@ -21,6 +21,7 @@ from ..models import chat
 from ..models.captioning import Captioner, captioner_for
 from ..models.pair import ModelPair
 from ..models.warmup import warm_backends
+from .acceptance import Acceptance
 from .chain import ChainVerifier, draft_block
 from .config import GenerationConfig
 from .draft_length import AUTO_CAP, DraftLength
@@ -414,6 +415,7 @@ def _speculative_metrics(run: SpeculativeRun, walltime: float, caption_s: float)
         block_efficiency=len(run.out) / len(blocks) if blocks else 0.0,
         acceptance_rate=sum(b.accepted for b in blocks) / drafted if drafted else 0.0,
         method_block_efficiency=per_method,
+        **Acceptance.count(blocks).summary(),
         draft_s=sum(b.draft_s for b in blocks),
         verify_s=sum(b.verify_s for b in blocks) - prefill_s,
         weights_s=sum(b.weights_s for b in blocks),

@@ -316,6 +316,7 @@ def metrics_rows(speculative: Metrics | None, autoregressive: Metrics | None, un
         ["acceptance rate", value(speculative, "acceptance_rate", ".2f"), "—"],
     ]
     if speculative is not None:
+        rows += acceptance_rows(speculative)
         for method, efficiency in speculative.method_block_efficiency.items():
             rows.append([f"block efficiency if {method} alone had drafted", f"{efficiency:.2f}", "—"])
         rows.append(["draft / verify time after the prompt's pass (s)",
@@ -326,6 +327,22 @@ def metrics_rows(speculative: Metrics | None, autoregressive: Metrics | None, un
         if unreliable:
             rows.insert(1, ["(busy: timings unreliable, the machine was busy)", "", ""])
     return rows
+
+
+SHOWN_POSITIONS = 8  # draft positions the metrics table lists (the JSON download has every one)
+
+
+def acceptance_rows(metrics: Metrics) -> list[list]:
+    """How the drafts fared, as rows of the metrics table: the mean drafts kept a block, the blocks by
+    the number they kept, and each draft position's share kept (a draft is kept only with every one
+    before it)."""
+    if not metrics.accepted_histogram:
+        return []
+    positions = " · ".join(f"{index}: {cell['rate']:.0%}" for index, cell in
+                           enumerate(metrics.acceptance_by_position[:SHOWN_POSITIONS], start=1))
+    return [["drafts kept a block (mean)", f"{metrics.mean_accepted:.2f}", "—"],
+            ["blocks that kept 0, 1, 2, … drafts", ", ".join(map(str, metrics.accepted_histogram)), "—"],
+            ["drafts kept at position 1, 2, … of a block", positions or "none drafted", "—"]]
 
 
 def race_html(text: str, label: str, done: bool) -> str:

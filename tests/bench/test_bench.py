@@ -187,7 +187,14 @@ def test_smoke_run_writes_every_report(pair, image, tmp_path):
     assert set(saved["overhead"]["batched_drafting"]) == {"1", "2", "4"}
     assert "tabed-MT" in saved["overhead"]["weights_share"]
     assert len(saved["runs"]) == 10 and report["goals"] == []  # no T run: the goals need M and T
+    for scenario in ("image", "followup"):
+        for spec in ("M", "tabed-MT"):  # every block of every run counted once: a block is a target forward
+            row, runs = saved["scenarios"][scenario]["specs"][spec], [
+                r for r in saved["runs"] if r["scenario"] == scenario and r["spec"] == spec]
+            assert sum(row["accepted_histogram"]) == sum(r["target_forwards"] for r in runs)
+            assert row["acceptance_by_position"][0]["blocks"] <= sum(r["target_forwards"] for r in runs)
     markdown = (tmp_path / "out" / "report.md").read_text()
+    assert "## Acceptance (per block" in markdown and "| image | tabed-MT |" in markdown
     assert "| spec | image | followup | average |" in markdown and "peer" in markdown
     machine = saved["machine"]  # a speed figure names where it was measured
     assert machine["cores"] >= 1 and machine["torch_threads"] == torch.get_num_threads() and "gpu" not in machine
@@ -247,6 +254,17 @@ def test_busy_runs_are_counted_and_the_report_says_their_timings_are_unreliable(
     report = {**summary, "pair": "p", "device": "cpu", "dtype": "float32", "gamma": 5, "max_new_tokens": 8,
               "temperature": 0.0, "suite": "s", "cases": 2, "complete": True, "specs_run": ["M"], "timing": "t"}
     assert "**Timings unreliable**: 1 runs got too little of the CPU" in reports.markdown(report)
+
+
+def test_acceptance_is_pooled_over_a_rows_runs_from_their_counts():
+    runs = [replace(run("a", "image", "M", 8, 2, 3.0, 6.0), accepted_histogram=[1, 0, 1], position_drafted=[2, 2],
+                    position_kept=[1, 1]),
+            replace(run("b", "image", "M", 8, 3, 3.0, 6.0), accepted_histogram=[0, 3], position_drafted=[3, 1, 1],
+                    position_kept=[3, 0, 0])]
+    row = reports.summarize(runs)["scenarios"]["image"]["specs"]["M"]
+    assert row["accepted_histogram"] == [1, 3, 1] and row["mean_accepted"] == 1.0
+    assert row["acceptance_by_position"] == [{"rate": 0.8, "blocks": 5}, {"rate": 1 / 3, "blocks": 3},
+                                             {"rate": 0.0, "blocks": 1}]
 
 
 def test_first_difference():

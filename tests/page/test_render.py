@@ -3,6 +3,7 @@ every figure equal to the engine's own (the tokens' colours, the weights, the tr
 
 import math
 import re
+from dataclasses import replace
 
 from conftest import ending_on_a_draft
 from tabed.engine.config import GenerationConfig
@@ -121,6 +122,19 @@ def test_each_methods_row_shows_that_methods_own_figure():
     rows = {row[0]: row[1] for row in metrics_rows(metrics, None)}
     for method, value in metrics.method_block_efficiency.items():
         assert rows[f"block efficiency if {method} alone had drafted"] == f"{value:.2f}"
+
+
+def test_the_metrics_say_how_the_drafts_fared_block_by_block_and_position_by_position():
+    metrics = Metrics(new_tokens=10, prefill_s=0.1, decode_s=0.5, walltime_s=0.6, tokens_per_s=16.7,
+                      target_forwards=4, block_efficiency=2.5, accepted_histogram=[1, 0, 2, 1], mean_accepted=1.75,
+                      acceptance_by_position=[{"rate": 0.75, "blocks": 4}] + [{"rate": 0.5, "blocks": 2}] * 9)
+    rows = {row[0]: row[1] for row in metrics_rows(metrics, None)}
+    assert rows["drafts kept a block (mean)"] == "1.75"
+    assert rows["blocks that kept 0, 1, 2, … drafts"] == "1, 0, 2, 1"
+    assert rows["drafts kept at position 1, 2, … of a block"] == "1: 75% · " + " · ".join(
+        f"{i}: 50%" for i in range(2, 9))  # the first eight positions
+    assert "drafts kept a block (mean)" not in {row[0] for row in metrics_rows(replace(metrics, accepted_histogram=[]),
+                                                                                 None)}
 
 
 def test_the_speedup_is_plain_decodings_time_over_ours():
