@@ -68,12 +68,16 @@ def _add_shared_arguments(p) -> None:
                         "1, it forks (a width-2 tree) where the methods leave the ensemble unsure")
     p.add_argument("--no-resting", dest="resting", action="store_false",
                    help="keep every method's drafter row in every draft step, even at weight 0")
+    p.add_argument("--inspect", action="store_true",
+                   help="record what each block decided and why: per verified position the methods', the "
+                        "ensemble's and the target's top tokens and the test the draft met (`positions` in "
+                        "the JSON), and how the weights were chosen (`weight_update`)")
 
 
 def _shared(args) -> dict:
     return {"tree_width": args.tree_width, "tree_policy": args.tree_policy, "tree_blocks": args.tree_blocks,
             "hedge_first": args.hedge_first, "resting": args.resting, "max_new_tokens": args.max_new_tokens,
-            "temperature": args.temperature, "seed": args.seed}
+            "temperature": args.temperature, "seed": args.seed, "inspect": args.inspect}
 
 
 def _add_pair_arguments(p) -> None:

@@ -38,6 +38,7 @@ class Mutant:
 
 LOSSLESS = "tests/engine/test_lossless.py"
 WALK = "tests/engine/test_tree_walk.py"
+INSPECT = "tests/engine/test_inspection.py"
 CACHE = "tests/engine/test_drafter_cache.py"
 LOOP = "tests/engine/test_loop.py"
 RENDER = "tests/page/test_render.py"
@@ -137,6 +138,16 @@ MUTANTS = (
            "rows[j].kept += guesses[j] == block.emitted[j]", "rows[j].kept += guesses[j] == block.draft[j]",
            ("tests/engine/test_acceptance.py::test_the_counts_on_hand_made_blocks",
             "tests/engine/test_acceptance.py::test_each_positions_rate_is_recomputed_from_plain_decodings_answer")),
+    Mutant("inspected-kept-off-by-one", "tabed/engine/inspection.py", "kept = j < verdict.accepted",
+           "kept = j <= verdict.accepted", (f"{INSPECT}::test_each_recorded_test_is_the_one_the_draft_met",)),
+    Mutant("inspected-methods-swapped", "tabed/engine/inspection.py", "top_k(draft.row_probs[j][k])",
+           "top_k(draft.row_probs[j][-1 - k])", (f"{INSPECT}::test_each_recorded_test_is_the_one_the_draft_met",)),
+    Mutant("inspected-w-grid-winner-has-the-most-kl", "tabed/engine/inspection.py",
+           "winner = min(tied, key=lambda index: (kls[index], index))",
+           "winner = max(tied, key=lambda index: (kls[index], index))",
+           (f"{INSPECT}::test_each_blocks_weights_are_the_rules_choice_from_the_recorded_statistics",)),
+    Mutant("inspected-draws-shifted", "tabed/engine/inspection.py", 'test["u"] = verdict.draws[j]',
+           'test["u"] = verdict.draws[j - 1]', (f"{INSPECT}::test_each_recorded_test_is_the_one_the_draft_met",)),
     Mutant("cli-leaves-cudnn-attention-on", "tabed/cli.py", "    skip_cudnn_attention()  #", "    #",
            ("tests/test_cli.py::test_the_entry_points_turn_cudnn_attention_off_and_loading_does_not",)),
 )

@@ -67,6 +67,21 @@ def test_text_output_shows_each_prompt_and_its_answer(capsys, pair_dirs):
     assert first.strip() and second.strip()  # each prompt's answer
 
 
+def test_inspect_records_what_each_block_decided_in_the_json(capsys, pair_dirs, image_file):
+    pair = ["--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter", "--image", image_file]
+    reports = {}
+    for extra in ((), ("--inspect",)):
+        code, out, err = run_cli(capsys, *pair, "--prompt", "w1 w2", "--max-new-tokens", 12, "--json", *extra)
+        assert code == 0, err
+        reports[bool(extra)] = json.loads(out)
+    assert all(not b["positions"] and b["weight_update"] is None for b in reports[False]["blocks"])
+    inspected = reports[True]["blocks"]
+    assert reports[True]["token_ids"] == reports[False]["token_ids"]
+    assert all(len(b["positions"]) == min(b["accepted"] + 1, len(b["draft"])) for b in inspected)
+    assert {"draft", "methods", "ensemble", "target", "test"} <= set(inspected[0]["positions"][0])
+    assert any(b["weight_update"] for b in inspected[1:]) and "accepted_histogram" in reports[True]["metrics"]
+
+
 def test_a_busy_run_says_its_timings_are_unreliable(capsys, pair_dirs, monkeypatch):
     monkeypatch.setattr(Clock, "cpu_share", lambda self: 0.2)
     code, _, err = run_cli(capsys, "--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter",

@@ -100,7 +100,9 @@ class ChainVerifier:
             accepted, target_token = verify_greedy(tokens, target_logits)
         else:
             q = torch.stack(draft.mixed_probs) if draft.tokens else target_probs[:0]
-            accepted, target_token = verify_sampling(tokens, q, target_probs, generator)
+            draws = [] if config.inspect else None
+            accepted, target_token = verify_sampling(tokens, q, target_probs, generator, draws)
+            return Verdict(accepted, target_token, target_probs, draws=draws or [])
         return Verdict(accepted, target_token, target_probs)
 
     def commit(self, session: TargetSession, drafter: BatchedDrafter, draft: DraftChain, verdict: Verdict,

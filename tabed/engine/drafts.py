@@ -52,6 +52,11 @@ class Verdict:
     target_probs: torch.Tensor  # (γ + 1, V)
     path: DraftChain | None = None  # a tree's verdict: the accepted path and the best drafts after it, as a chain
     nodes: list[TreeNode] = field(default_factory=list)  # a tree's verdict: every node, as the block reports it
+    # recorded only when the run inspects a sampling verification (`inspection.py`): a chain's uniform
+    # draws; a tree's tests in the order tried, and the residual its token was drawn from
+    draws: list[float] = field(default_factory=list)
+    tried: list[dict] = field(default_factory=list)
+    residual: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)

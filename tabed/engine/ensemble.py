@@ -142,6 +142,12 @@ class WeightHistory:
             self._grids[device] = self.grid.to(device)
         return self._grids.get(device)
 
+    def total(self) -> torch.Tensor | None:
+        """The statistics summed over the window, which the weights come from (None before any)."""
+        if not self._count:
+            return None
+        return self.summed.total if self._graphed else self._total
+
     def weights(self) -> torch.Tensor:
         """The weights for the next block, (K,) summing to 1, on the device of the history."""
         if not self._count:

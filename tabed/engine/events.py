@@ -85,6 +85,11 @@ class BlockEvent:
     # a tree block's nodes (`draft` is then its accepted path followed by its most probable drafts below
     # it: the chain the block's verification walked)
     tree: list[TreeNode] = field(default_factory=list)
+    # with `GenerationConfig.inspect` (`inspection.py`): per verified draft position, the methods', the
+    # ensemble's and the target's top tokens and the test the draft met; and how this block's weights were
+    # chosen from the history of the blocks before it (None: uniform, nothing learned yet)
+    positions: list[dict] = field(default_factory=list)
+    weight_update: dict | None = None
 
 
 @dataclass

@@ -29,9 +29,10 @@ from .drafter import BatchedDrafter, build_rows, image_token_id
 from .drafts import DraftChain, DraftContext, FirstBlock, Verdict
 from .ensemble import WeightHistory, uniform_weights
 from .events import BlockEvent, Event, Finished, GenerationResult, Metrics, Started, StopReason, TokenEvent
+from .inspection import block_positions, weight_choice
 from .lookup import NgramLookup
 from .resting import Resting
-from .sampling import choose_token, logits_to_probs
+from .sampling import choose_token, is_greedy, logits_to_probs
 from .session import Clock, TargetSession
 from .settings import hedges_first
 from .spec import DraftingSpec
@@ -170,6 +171,7 @@ class SpeculativeRun:
     pending: list[int] = field(default_factory=list)  # committed tokens the drafter has not seen yet
     blocks: list[BlockEvent] = field(default_factory=list)
     hedges_first: bool = False  # the first block hedges (`settings.hedges_first`)
+    weight_choice: dict | None = None  # when inspecting: how the current block's weights were chosen
 
     @property
     def learned(self) -> bool:
@@ -213,6 +215,9 @@ def _record_block(run: SpeculativeRun, draft: DraftChain, verdict: Verdict, weig
         survival=run.length.survival if run.length.adaptive else None,
         **times,
         tree=verdict.nodes,
+        positions=(block_positions(run.methods, resting, draft, verdict, is_greedy(run.config.temperature))
+                   if run.config.inspect else []),
+        weight_update=run.weight_choice,
     )
 
 
@@ -329,6 +334,7 @@ def _weigh(run: SpeculativeRun) -> tuple[torch.Tensor, float]:
     start = run.clock.now() if learned else 0.0
     weights = run.weights().to(run.pair.device)  # once per block, not at every draft step
     seconds = run.clock.now() - start if learned else 0.0
+    run.weight_choice = weight_choice(run.history) if run.config.inspect and learned else None
     if run.resting is not None:
         run.resting.choose(run.drafter, weights, seen)
     return weights, seconds

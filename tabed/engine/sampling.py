@@ -75,14 +75,18 @@ def verify_sampling(
     draft_probs: torch.Tensor,
     target_probs: torch.Tensor,
     generator: torch.Generator | None,
+    draws: list[float] | None = None,
 ) -> tuple[int, int]:
-    """Rejection sampling of drafts (γ,) drawn from `draft_probs` (γ, V) against `target_probs` (γ+1, V)."""
+    """Rejection sampling of drafts (γ,) drawn from `draft_probs` (γ, V) against `target_probs` (γ+1, V);
+    the uniform draws are appended to `draws` when it is given (read back only then)."""
     gamma = drafts.shape[0]
     if gamma:
         index = torch.arange(gamma, device=drafts.device)
         p = target_probs[index, drafts]
         q = draft_probs[index, drafts]
         u = torch.rand(gamma, generator=generator, device=drafts.device)
+        if draws is not None:
+            draws.extend(u.tolist())
         accept = (u * q < p).long()  # u < p/q, written without a division
         accepted = int(accept.cumprod(dim=0).sum())
     else:

@@ -342,13 +342,14 @@ class TreeVerifier:
         else:
             logits = session.forward([last] + tree.tokens, tree.layout([ROOT] + nodes, [ROOT] + nodes, shift=0))
         probs = logits_to_probs(logits, config.temperature, config.top_p)  # row 1 + n: after node n
+        choices = RandomChoices(generator, record=config.inspect)
         if is_greedy(config.temperature):
             path, token = _walk_greedy(tree, logits.argmax(-1).tolist())
         else:
-            path, token = _walk_sampling(tree, probs, RandomChoices(generator))
+            path, token = _walk_sampling(tree, probs, choices)
         view = path + tree.best_below(path[-1] if path else ROOT)
         return Verdict(len(path), token, probs[[0] + [node + 1 for node in view]], path=tree.as_draft(view),
-                       nodes=self._nodes(tree, set(path), probs))
+                       nodes=self._nodes(tree, set(path), probs), tried=choices.tried, residual=choices.residual)
 
     def _nodes(self, tree: DraftTree, kept: set[int], probs: torch.Tensor) -> list[TreeNode]:
         parents = list(tree.contexts)  # every method's top-1 after each parent, read back at once
@@ -391,13 +392,22 @@ class RandomChoices:
     when u·q(x) < p(x) for a uniform u (with probability min(1, p(x)/q(x))); a token is sampled from p
     (weights: they need not sum to 1)."""
 
-    def __init__(self, generator: torch.Generator) -> None:
-        self.generator = generator
+    def __init__(self, generator: torch.Generator, record: bool = False) -> None:
+        self.generator, self.record = generator, record
+        self.tried: list[dict] = []  # with `record`: each test, in order (`inspection.py` reads them)
+        self.residual: torch.Tensor | None = None  # with `record`: what the last token was sampled from
 
-    def accepts(self, p_x: torch.Tensor, q_x: torch.Tensor) -> bool:
-        return bool(torch.rand((), generator=self.generator, device=p_x.device) * q_x < p_x)
+    def accepts(self, p_x: torch.Tensor, q_x: torch.Tensor, node: int = ROOT) -> bool:
+        u = torch.rand((), generator=self.generator, device=p_x.device)
+        kept = bool(u * q_x < p_x)
+        if self.record:
+            self.tried.append({"node": node, "order": len(self.tried), "u": float(u), "p": float(p_x),
+                               "q": float(q_x), "kept": kept})
+        return kept
 
     def sample(self, p: torch.Tensor) -> int:
+        if self.record:
+            self.residual = p
         return int(torch.multinomial(p, 1, generator=self.generator))
 
 
@@ -411,7 +421,7 @@ def _walk_sampling(tree: DraftTree, probs: torch.Tensor, choices: RandomChoices)
         context = tree.contexts.get(at)
         for node, proposal in context.draws if context else ():
             token = tree.tokens[node]
-            if choices.accepts(p[token], proposal[token]):
+            if choices.accepts(p[token], proposal[token], node):
                 chosen = node
                 break
             p = residual(p, proposal)

@@ -20,8 +20,9 @@ _FLAGS = {f.name for f in fields(GenerationConfig) if f.type == "bool"}
 
 def page_settings(methods: list[str] | None, mode: str, **config: object) -> Settings:
     """The settings of a run from the page's controls: the ticked methods, the ensemble (`MODES`, or its
-    kind: "tabed", "static", "single", as an API call may send it) and the config's values."""
-    return Settings(page_spec(methods, mode), GenerationConfig(**coerced(config)))
+    kind: "tabed", "static", "single", as an API call may send it) and the config's values. The page
+    inspects every block (`GenerationConfig.inspect`): its download holds what each one decided."""
+    return Settings(page_spec(methods, mode), GenerationConfig(**{"inspect": True} | coerced(config)))
 
 
 def page_spec(methods: list[str] | None, mode: str) -> DraftingSpec:

@@ -1,5 +1,7 @@
 """Every setting works at both ends of its range, and the one settings object reads the three grammars."""
 
+from dataclasses import replace
+
 import pytest
 
 from conftest import conversations
@@ -57,6 +59,6 @@ def test_the_three_grammars_give_one_settings_object():
     cli = Settings.parse("tabed-MT", "auto:8", max_new_tokens=64)
     page = page_settings(["T", "M"], "tabed", gamma=8.0, adaptive=True, max_new_tokens=64.0, window=None)
     bench = row_settings(Settings(config=GenerationConfig(max_new_tokens=64)), "tabed-MT@auto:8")
-    assert cli == page == bench
+    assert cli == bench and page == Settings(cli.spec, replace(cli.config, inspect=True))  # the page inspects
     assert (cli.spec.name, cli.config.gamma, cli.config.adaptive) == ("tabed-MT", 8, True)
     assert Settings() == Settings.parse()  # one set of defaults

@@ -39,7 +39,7 @@ class Scripted:
         self.at += 1
         return self.script[self.at - 1]
 
-    def accepts(self, p_x, q_x):
+    def accepts(self, p_x, q_x, node=-1):
         chance = min(1.0, float(p_x) / float(q_x))
         accepted = self._next((True, False))
         self.probability *= chance if accepted else 1.0 - chance
