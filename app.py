@@ -36,7 +36,7 @@ from tabed.errors import InputError, TabedError
 from tabed.models.chat import load_image
 from tabed.models.loading import skip_cudnn_attention
 from tabed.models.presets import PRESETS, default_preset
-from tabed.page import render
+from tabed.page import render, stepper
 from tabed.page.controls import MODES, page_settings, page_spec
 from tabed.page.conversation import Conversation, build_turns, picture_paths, session_state
 from tabed.page.pairs import PairCache, release_memory
@@ -319,12 +319,41 @@ def _answer_column() -> SimpleNamespace:
     ui.blocks = gr.Dataframe(headers=render.block_columns(list(DEFAULT_SPEC_METHODS)), label="Block by block",
                              elem_id="blocks", interactive=False, max_height=320)
     ui.trees = gr.Plot(label="Token trees", elem_id="trees-plot")  # shown while blocks may draft trees
+    ui.stepper = _stepper()
     with gr.Row():
         ui.race_button = gr.Button("Replay race", elem_id="race")
         ui.downloads = gr.File(label="Downloads: the run (JSON) and the charts (HTML)", file_count="multiple",
                                elem_id="downloads")
     ui.race = gr.HTML(elem_id="race-view")
     return ui
+
+
+def _stepper() -> SimpleNamespace:
+    """The block stepper: one block of the last answer at a time, by number, previous / next, or a row of
+    the block table picked."""
+    ui = SimpleNamespace()
+    with gr.Group(elem_id="stepper"):
+        gr.Markdown("**Step through a block**: what each method proposed, what the mix drafted, what the target "
+                    "kept and why, and how the weights were chosen. Pick a row of the block table, or:")
+        with gr.Row(equal_height=True):
+            ui.previous = gr.Button("◀ previous", elem_id="step-previous", size="sm", min_width=80)
+            ui.index = gr.Number(0, label="block", precision=0, minimum=0, elem_id="step-index", min_width=80)
+            ui.next = gr.Button("next ▶", elem_id="step-next", size="sm", min_width=80)
+        ui.view = gr.HTML(stepper.step_html(None, [], 0), elem_id="step-view")
+    return ui
+
+
+def show_step(conversation, index) -> tuple:
+    """Block `index` of the session's last answer (clamped to its blocks): the index shown, and the block."""
+    blocks = session_state(conversation).blocks
+    index = max(0, min(int(index or 0), len(blocks) - 1)) if blocks else 0
+    tokenizer = PAIRS.pair.tokenizer if PAIRS.pair is not None else None
+    return index, stepper.step_html(tokenizer, blocks, index)
+
+
+def pick_step(conversation, event: gr.SelectData) -> tuple:
+    """The block of the block table's row that was picked (tapped or clicked)."""
+    return show_step(conversation, event.index[0])
 
 
 def trees_shown(methods, mode, tree_width, hedge_first) -> dict:
@@ -367,7 +396,16 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
     for control in (methods, mode, tree_width, hedge_first):
         control.change(trees_shown, [methods, mode, tree_width, hedge_first], [show.trees], queue=False,
                        api_name=False)
-    ask.new.click(new_conversation, None, [*outputs, show.race], api_name=False)
+    new_event = ask.new.click(new_conversation, None, [*outputs, show.race], api_name=False)
+    step = show.stepper
+    for event in (run_event, follow_event, submit_event, new_event):  # a new answer: its first block
+        event.then(lambda c: show_step(c, 0), [state], [step.index, step.view], api_name=False)
+    step.index.input(show_step, [state, step.index], [step.index, step.view], api_name=False)
+    step.previous.click(lambda c, i: show_step(c, (i or 0) - 1), [state, step.index], [step.index, step.view],
+                        api_name=False)
+    step.next.click(lambda c, i: show_step(c, (i or 0) + 1), [state, step.index], [step.index, step.view],
+                    api_name=False)
+    show.blocks.select(pick_step, [state], [step.index, step.view], api_name=False)
 
 
 def build_demo() -> gr.Blocks:

@@ -15,13 +15,15 @@ from ..models.chat import Turn, load_image
 
 @dataclass
 class Conversation:
-    """What a browser session keeps between runs: the turns so far, the last run's downloads and its pace."""
+    """What a browser session keeps between runs: the turns so far, the last run's downloads, its pace and
+    its blocks (for the block stepper)."""
 
     images: list[str] = field(default_factory=list)  # picture files, shown with the first prompt
     turns: list[tuple[str, str]] = field(default_factory=list)  # (prompt, answer) of finished turns
     export_dir: str | None = None  # the last run's downloads: replaced by the next run's, so one per session
     frames: dict[str, list[tuple[float, str]]] = field(default_factory=dict)  # replay pace per side
     race_note: str = ""  # why the last run cannot be raced, when it cannot
+    blocks: list = field(default_factory=list)  # the last TABED answer's BlockEvents
 
 
 def session_state(value: object) -> Conversation:

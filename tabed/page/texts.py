@@ -6,6 +6,10 @@ CSS = """
 .tabed-legend { font-size: 0.85em; }
 .tabed-stopped { color: #b45309; font-weight: 600; margin-top: 0.4em; }
 .tabed-race { display: grid; grid-template-columns: 1fr 1fr; gap: 1em; white-space: pre-wrap; }
+.tabed-step-table { overflow-x: auto; max-width: 100%; }
+.tabed-step table { font-size: 0.85em; border-collapse: collapse; }
+.tabed-step td, .tabed-step th { padding: 0.15em 0.5em; vertical-align: top; }
+.tabed-step .tabed-why td { color: #555; font-style: italic; padding-bottom: 0.5em; }
 """
 
 INTRO = """# TABED: speculative decoding for vision-language models

@@ -249,6 +249,7 @@ def final_frames(view: RunView, conversation: Conversation, request: dict) -> It
     if stopped != SPECULATIVE:
         conversation.turns.append((request["prompt"], view.results[SPECULATIVE].text))
     compared = view.compared()
+    conversation.blocks = view.results[SPECULATIVE].blocks
     conversation.frames = ({phase: render.result_texts(view.pair.tokenizer, result)
                             for phase, result in view.results.items()} if compared else {})
     conversation.race_note = ("" if compared else "The last run was stopped before both sides finished: "

@@ -4,6 +4,7 @@ import json
 import re
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import plotly.graph_objects as go
@@ -630,3 +631,17 @@ def test_a_follow_up_with_no_conversation_says_so(tiny_app, image_path):
 def test_before_any_run_the_block_table_has_its_real_columns():
     table = next(block for block in app.demo.blocks.values() if getattr(block, "elem_id", None) == "blocks")
     assert table.headers[:3] == ["block", "weights", "M guesses"]
+
+
+def test_the_block_stepper_shows_the_last_answers_blocks_one_at_a_time(tiny_app, image_path):
+    """The page inspects every block; the stepper shows one at a time, by number (clamped), or by the row of
+    the block table picked; the download holds what each block decided."""
+    state = final(list(tiny_app.run(image_path, "w1 w2 w3", None, **settings(max_new_tokens=40)))).state
+    blocks = state.blocks
+    assert len(blocks) > 2 and all(len(b.positions) == min(b.accepted + 1, len(b.draft)) for b in blocks)
+    assert last_run(state)["results"]["speculative"]["blocks"][1]["positions"]  # in the download too
+    index, page = tiny_app.show_step(state, 1)
+    assert index == 1 and f"Block 1 of {len(blocks) - 1}" in page
+    assert tiny_app.show_step(state, 999)[0] == len(blocks) - 1 and tiny_app.show_step(state, -1)[0] == 0
+    assert tiny_app.pick_step(state, SimpleNamespace(index=[2, 4]))[0] == 2  # a tap on the table's third row
+    assert "Run a prompt" in tiny_app.show_step(None, 3)[1]

@@ -164,6 +164,41 @@ class TestWithTheTinyPair:
         expect(page.locator("#metrics")).not_to_contain_text("block efficiency")
         expect(page.locator("#blocks")).not_to_contain_text("M 0.")  # headers only: no block's weights
 
+    def test_step_through_every_block_at_1400_and_390_px(self, page, chart_png):
+        """Every block of an answer, one at a time with next (after tapping rows of the block table), on a
+        wide screen and a phone's: each shows its drafts, as the block table has them, with a verdict and a
+        reason for each, the target's own token, and how the weights were chosen."""
+        view = page.locator("#step-view")
+        page.locator("#new").click()
+        expect(view).to_contain_text("Run a prompt")  # so that what comes next is this run's
+        ask(page, chart_png, "w1 w2 w3")
+        expect(view).to_contain_text("Block 0 of")
+        last = int(re.search(r"Block 0 of (\d+)", view.inner_text())[1])
+        assert last >= 2
+        for width in (1400, 390):
+            page.set_viewport_size({"width": width, "height": 1300})
+            for row in (1, 0):  # a tap on a row of the block table shows that block
+                page.locator(f'#blocks [data-testid="cell-{row}-0"]').click()
+                expect(view).to_contain_text(f"Block {row} of")
+            for index in range(last + 1):
+                expect(view).to_contain_text(f"Block {index} of {last}")
+                cell = page.locator(f'#blocks [data-testid="cell-{index}-4"]')  # its ensemble draft (tabed-MT)
+                cell.scroll_into_view_if_needed()
+                table_drafts = cell.inner_text().split(" | ")
+                cells = view.locator("table tr:not(.tabed-why)")
+                drafts = [cells.nth(i).locator("td").nth(1).inner_text().strip("'") for i in range(1, cells.count())]
+                assert drafts == table_drafts[:len(drafts)] and drafts, (index, drafts, table_drafts)
+                verdicts = view.locator("table tr:not(.tabed-why) td:last-child").all_inner_texts()
+                assert all(v in ("\u2713 kept", "\u2717 rejected") for v in verdicts)
+                assert view.locator(".tabed-why").count() == len(drafts) + 1  # a reason each, then the target's
+                expect(view).to_contain_text("eights")  # the weights, and how they were chosen
+                assert view.bounding_box()["width"] <= width  # the table scrolls inside it on a phone
+                if index < last:
+                    page.locator("#step-next").click()
+            page.locator("#step-next").click()  # past the last block: it stays there
+            expect(view).to_contain_text(f"Block {last} of {last}")
+        page.set_viewport_size({"width": 1400, "height": 1300})
+
     def test_token_trees_are_drawn_block_by_block(self, page):
         expect(page.locator("#trees-plot")).to_be_visible()  # the default hedges the first block
         page.locator("#settings").get_by_text("Settings").first.click()

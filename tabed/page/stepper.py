@@ -1,0 +1,122 @@
+"""One block, step by step, as the page's block stepper shows it: at each draft position the target
+verified, each method's top tokens, the ensemble's mix, the target's, the verdict and why in one line;
+then the target's own token, and how the block's weights were chosen. Made from what an inspected block
+recorded (`engine/inspection.py`); nothing here knows Gradio."""
+
+from __future__ import annotations
+
+import html
+
+from transformers import PreTrainedTokenizerBase
+
+from ..engine.events import BlockEvent
+from .render import draft_length, token_word
+
+SHOWN = 3  # the top tokens of each distribution shown per position
+VERDICTS = {"kept": "\u2713 kept", "rejected": "\u2717 rejected", "corrected": "\u21bb corrected",
+            "bonus": "+ bonus"}
+
+
+def step_html(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], index: int) -> str:
+    """Block `index` of a run (clamped to the run's blocks), as HTML."""
+    if not blocks:
+        return '<div class="tabed-step">Run a prompt, then step through its blocks here.</div>'
+    index = max(0, min(int(index), len(blocks) - 1))
+    block = blocks[index]
+    word = Words(tokenizer)
+    weights = " · ".join(f"{m} {w:.2f}" + (" (resting)" if m in block.resting else "")
+                         for m, w in block.weights.items())
+    head = (f"<p><b>Block {index} of {len(blocks) - 1}</b>: drafted {draft_length(block)}, the target kept "
+            f"{block.accepted}. Weights {html.escape(weights)}.</p>")
+    if not block.positions and block.draft:
+        return f'<div class="tabed-step">{head}<p>This run did not record its blocks (inspect was off).</p></div>'
+    methods = list(block.positions[0]["methods"]) if block.positions else []
+    header = "".join(f"<th>{html.escape(c)}</th>" for c in
+                     ["#", "draft", *(f"{m} top-{SHOWN}" for m in methods), "mix", "target", "verdict"])
+    rows = [_position_row(word, position, j, methods) for j, position in enumerate(block.positions)]
+    rows.append(_target_row(word, block, 2 + len(methods) + 3))
+    table = f'<div class="tabed-step-table"><table><tr>{header}</tr>{"".join(rows)}</table></div>'
+    return f'<div class="tabed-step">{head}{table}<p>{html.escape(weights_why(block))}</p></div>'
+
+
+class Words:
+    """Token ids as the words a student reads, quoted."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase) -> None:
+        self.tokenizer = tokenizer
+
+    def __call__(self, token: int) -> str:
+        return f"'{token_word(self.tokenizer, token)}'"
+
+    def top(self, pairs: list[list]) -> str:
+        return " · ".join(f"{self(token)} {prob:.2f}" for token, prob in pairs[:SHOWN])
+
+
+def _position_row(word: Words, position: dict, j: int, methods: list[str]) -> str:
+    test = position["test"]
+    verdict = VERDICTS["kept" if test["kept"] else "rejected"]
+    cells = [str(j + 1), word(position["draft"]), *(word.top(position["methods"][m]) for m in methods),
+             word.top(position["ensemble"]), word.top(position["target"]), verdict]
+    span = len(cells)
+    return ("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in cells) + "</tr>"
+            f'<tr class="tabed-why"><td colspan="{span}">{html.escape(why(word, position))}</td></tr>')
+
+
+def why(word: Words, position: dict) -> str:
+    """Why the draft at a position was kept or rejected, in one line."""
+    test, draft = position["test"], position["draft"]
+    target = dict(map(tuple, position["target"]))
+    if test["kind"] == "greedy":
+        top1 = test["target_top1"]
+        said = f"the target's top-1 is {word(top1)} ({target.get(top1, 0.0):.2f})"
+        if test["kept"]:
+            return f"{said}: the draft is it, kept"
+        under = f"{target[draft]:.2f}" if draft in target else "less"
+        return f"{said}; the draft {word(draft)} had {under} under the target: rejected"
+    tried = test.get("tried") or [{"token": draft, **{k: test[k] for k in ("u", "p", "q", "kept")}}]
+    tests = "; ".join(f"{word(t['token'])}: u = {t['u']:.2f} {'<' if t['kept'] else '≥'} p/q = "
+                      f"{t['p'] / t['q'] if t['q'] else float('inf'):.2f}" + (" kept" if t["kept"] else " rejected")
+                      for t in tried)
+    if test["kept"]:
+        return tests
+    return (f"{tests}; the target's {word(test['residual_token'])} is drawn from what is left of its "
+            "distribution, max(p − q, 0) renormalised")
+
+
+def _target_row(word: Words, block: BlockEvent, span: int) -> str:
+    if len(block.emitted) <= block.accepted:
+        text = "the answer ended here: nothing follows"
+    elif block.bonus:
+        text = f"{VERDICTS['bonus']}: every draft kept, so the target's own next token {word(block.target_token)} " \
+               "comes free"
+    else:
+        text = (f"{VERDICTS['corrected']}: the target's {word(block.target_token)} takes the first rejected "
+                "draft's place" if block.draft else
+                f"{VERDICTS['corrected']}: nothing was drafted; the target's {word(block.target_token)}")
+    return f'<tr class="tabed-why"><td colspan="{span}"><b>{html.escape(text)}</b></td></tr>'
+
+
+def weights_why(block: BlockEvent) -> str:
+    """How the block's weights were chosen from the history of the blocks before it, in a sentence."""
+    update = block.weight_update
+    methods = list(block.weights)
+    chosen = " · ".join(f"{m} {w:.2f}" for m, w in block.weights.items())
+    if update is None:
+        return (f"Weights {chosen}: nothing verified yet to learn from, so every method weighs the same."
+                if len(methods) > 1 and len(set(block.weights.values())) == 1 else f"Weights {chosen}.")
+    seen = f"over the {update['positions']} positions the target verified before this block"
+    if update["rule"] == "w-grid":
+        candidates = update["candidates"]
+        alone = {m: next(c["matches"] for c in candidates if c["weights"][k] == 1.0) for k, m in enumerate(methods)}
+        best = candidates[update["winner"]]
+        matched = ", ".join(f"{m}'s top-1 matched the target's {int(n)} times" for m, n in alone.items())
+        return (f"How the weights were chosen (w-grid): {seen}, {matched}. Of the {len(candidates)} weightings "
+                f"tried, {len(update['most_matches'])} matched most often ({int(best['matches'])}); the one of "
+                f"least KL among them won: {chosen}.")
+    if update["rule"] in ("kld", "tvd"):
+        sums = ", ".join(f"{m} {d:.2f}" for m, d in zip(methods, update["divergence"], strict=True))
+        return (f"How the weights were chosen ({update['rule']}): {seen}, each method's summed divergence from "
+                f"the target: {sums}; weights ∝ 1 / divergence: {chosen}.")
+    losses = ", ".join(f"{m} {loss:.2f}" for m, loss in zip(methods, update["loss"], strict=True))
+    return (f"How the weights were chosen (hedge): {seen}, each method's summed log-loss: {losses}; weights ∝ "
+            f"exp(−{update['rate']:.3f} × loss): {chosen}.")

@@ -1,0 +1,89 @@
+"""The block stepper shows what each inspected block decided: a row per verified position whose verdict is
+the block's (the answer's colours), the target's own token after them, a reason in one line for each
+verdict, and how the weights were chosen, in the words of the rule's own figures."""
+
+import html
+import re
+from dataclasses import replace
+
+import pytest
+
+from tabed.engine.config import GenerationConfig
+from tabed.engine.loop import collect, speculative_generate
+from tabed.engine.spec import parse_spec
+from tabed.models.chat import Turn
+from tabed.page.render import TokenStream, token_word
+from tabed.page.stepper import Words, step_html, weights_why, why
+
+
+def run(pair, image, **settings):
+    config = GenerationConfig(max_new_tokens=40, inspect=True, **settings)
+    return collect(speculative_generate(pair, [Turn("w1 w2 w3", [image])], parse_spec("tabed-MT"), config))
+
+
+def verdicts(page: str) -> list[str]:
+    return re.findall(r"<td>(\u2713 kept|\u2717 rejected)</td>", page)
+
+
+@pytest.mark.parametrize("settings", [{}, {"temperature": 1.0, "seed": 4}, {"tree_width": 2}],
+                         ids=["greedy", "sampling", "trees"])
+def test_every_block_steps_with_the_verdicts_the_answer_is_coloured_by(pair, image, settings):
+    result = run(pair, image, **settings)
+    for index, block in enumerate(result.blocks):
+        page = step_html(pair.tokenizer, result.blocks, index)
+        assert f"Block {index} of {len(result.blocks) - 1}" in page
+        stream = TokenStream(pair.tokenizer)
+        stream.block(block)  # the answer's colours of this block
+        kept = stream.html.count("tk-accepted")
+        shown = verdicts(page)
+        assert shown.count("\u2713 kept") == block.accepted and kept == min(block.accepted, len(block.emitted))
+        assert shown.count("\u2717 rejected") == (block.accepted < len(block.draft))
+        drafted = [html.unescape(w)[1:-1] for w in re.findall(r"<tr><td>\d+</td><td>(.*?)</td>", page)]
+        assert drafted == [token_word(pair.tokenizer, t) for t in block.draft[:len(block.positions)]]
+        if len(block.emitted) > block.accepted:
+            assert ("+ bonus" if block.bonus else "\u21bb corrected") in page
+            assert html.escape(f"'{token_word(pair.tokenizer, block.target_token)}'") in page
+
+
+def test_the_stepper_clamps_its_block_and_says_what_it_cannot_show(pair, image):
+    result = run(pair, image)
+    last = len(result.blocks) - 1
+    assert f"Block {last} of {last}" in step_html(pair.tokenizer, result.blocks, 99)
+    assert "Block 0 of" in step_html(pair.tokenizer, result.blocks, -3)
+    assert "Run a prompt" in step_html(pair.tokenizer, [], 0)
+    plain = [replace(block, positions=[]) for block in result.blocks]
+    assert "inspect was off" in step_html(pair.tokenizer, plain, 1)
+
+
+def position(kind: str, kept: bool, **test) -> dict:
+    return {"draft": 7, "methods": {}, "ensemble": [[7, 0.6]], "target": [[9, 0.81], [7, 0.07]],
+            "test": {"kind": kind, "kept": kept, **test}}
+
+
+def test_each_verdict_says_why_in_one_line(tokenizer):
+    word = Words(tokenizer)
+    seven, nine = word(7), word(9)
+    assert why(word, position("greedy", False, target_top1=9)) == (
+        f"the target's top-1 is {nine} (0.81); the draft {seven} had 0.07 under the target: rejected")
+    assert why(word, position("greedy", True, target_top1=9)).endswith("the draft is it, kept")
+    kept = why(word, position("sampling", True, u=0.42, p=0.07, q=0.1))
+    assert kept == f"{seven}: u = 0.42 < p/q = 0.70 kept"
+    rejected = why(word, position("sampling", False, u=0.9, p=0.07, q=0.6, residual_token=9))
+    assert rejected.startswith(f"{seven}: u = 0.90 ≥ p/q = 0.12 rejected; the target's {nine} is drawn")
+
+
+def test_the_weights_are_explained_by_the_rules_own_figures(pair, image):
+    result = run(pair, image)
+    block = next(b for b in result.blocks if b.weight_update is not None)
+    update = block.weight_update
+    pure = {m: int(next(c["matches"] for c in update["candidates"] if c["weights"][k] == 1.0))
+            for k, m in enumerate(block.weights)}
+    text = weights_why(block)
+    for method, matches in pure.items():
+        assert f"{method}'s top-1 matched the target's {matches} times" in text
+    assert f"over the {update['positions']} positions" in text
+    assert " · ".join(f"{m} {w:.2f}" for m, w in block.weights.items()) in text
+    assert "every method weighs the same" in weights_why(result.blocks[0])
+    for rule, figure in (("kld", "summed divergence"), ("hedge", "summed log-loss")):
+        other = run(pair, image, rule=rule)
+        assert figure in weights_why(next(b for b in other.blocks if b.weight_update is not None))
