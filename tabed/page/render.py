@@ -338,11 +338,15 @@ def acceptance_rows(metrics: Metrics) -> list[list]:
     before it)."""
     if not metrics.accepted_histogram:
         return []
-    positions = " · ".join(f"{index}: {cell['rate']:.0%}" for index, cell in
-                           enumerate(metrics.acceptance_by_position[:SHOWN_POSITIONS], start=1))
+    def by_position(cells: list[dict]) -> str:
+        return " · ".join(f"{index}: {cell['rate']:.0%}" for index, cell in enumerate(cells[:SHOWN_POSITIONS], 1))
+
     return [["drafts kept a block (mean)", f"{metrics.mean_accepted:.2f}", "—"],
             ["blocks that kept 0, 1, 2, … drafts", ", ".join(map(str, metrics.accepted_histogram)), "—"],
-            ["drafts kept at position 1, 2, … of a block", positions or "none drafted", "—"]]
+            ["drafts kept at position 1, 2, … of a block", by_position(metrics.acceptance_by_position)
+             or "none drafted", "—"],
+            *([f"{method}'s own guess right at position 1, 2, …", by_position(cells), "—"]
+              for method, cells in metrics.method_match_by_position.items() if cells)]
 
 
 def race_html(text: str, label: str, done: bool) -> str:

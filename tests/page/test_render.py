@@ -127,12 +127,16 @@ def test_each_methods_row_shows_that_methods_own_figure():
 def test_the_metrics_say_how_the_drafts_fared_block_by_block_and_position_by_position():
     metrics = Metrics(new_tokens=10, prefill_s=0.1, decode_s=0.5, walltime_s=0.6, tokens_per_s=16.7,
                       target_forwards=4, block_efficiency=2.5, accepted_histogram=[1, 0, 2, 1], mean_accepted=1.75,
-                      acceptance_by_position=[{"rate": 0.75, "blocks": 4}] + [{"rate": 0.5, "blocks": 2}] * 9)
+                      acceptance_by_position=[{"rate": 0.75, "blocks": 4}] + [{"rate": 0.5, "blocks": 2}] * 9,
+                      method_match_by_position={"M": [{"rate": 1.0, "blocks": 3}, {"rate": 0.25, "blocks": 4}],
+                                                "T": []})
     rows = {row[0]: row[1] for row in metrics_rows(metrics, None)}
     assert rows["drafts kept a block (mean)"] == "1.75"
     assert rows["blocks that kept 0, 1, 2, … drafts"] == "1, 0, 2, 1"
     assert rows["drafts kept at position 1, 2, … of a block"] == "1: 75% · " + " · ".join(
         f"{i}: 50%" for i in range(2, 9))  # the first eight positions
+    assert rows["M's own guess right at position 1, 2, …"] == "1: 100% · 2: 25%"
+    assert "T's own guess right at position 1, 2, …" not in rows  # T rested through every block
     assert "drafts kept a block (mean)" not in {row[0] for row in metrics_rows(replace(metrics, accepted_histogram=[]),
                                                                                  None)}
 

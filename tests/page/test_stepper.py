@@ -5,6 +5,7 @@ verdict, and how the weights were chosen, in the words of the rule's own figures
 import html
 import re
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +88,44 @@ def test_the_weights_are_explained_by_the_rules_own_figures(pair, image):
     for rule, figure in (("kld", "summed divergence"), ("hedge", "summed log-loss")):
         other = run(pair, image, rule=rule)
         assert figure in weights_why(next(b for b in other.blocks if b.weight_update is not None))
+
+
+def steps_as_coloured(tokenizer, result, plain: list[int]) -> int:
+    """Step through every block of a result: its kept drafts are those coloured kept, and the kept drafts
+    with the target's own tokens rebuild plain decoding's answer; returns how many blocks were stepped."""
+    rebuilt = []
+    for index, block in enumerate(result.blocks):
+        kept = verdicts(step_html(tokenizer, result.blocks, index)).count("\u2713 kept")
+        stream = TokenStream(tokenizer)
+        stream.block(block)
+        shown = min(kept, len(block.emitted))
+        assert kept == block.accepted and stream.html.count("tk-accepted") == shown
+        rebuilt += block.draft[:shown] + block.emitted[shown:]
+    assert rebuilt == result.token_ids == plain
+    return len(result.blocks)
+
+
+def test_every_block_of_every_app_example_and_follow_up_steps_as_the_answer_is_coloured(teaching_pair):
+    """The page's settings on each example and its follow-up (the bundled pair, as the page runs them): every
+    block can be stepped through, its kept drafts are the ones coloured kept, and the kept drafts with the
+    target's own tokens are plain decoding's answer."""
+    import json
+
+    from tabed.engine.loop import autoregressive_generate
+    from tabed.models.chat import load_image
+    from tabed.page.controls import MODES, page_settings
+
+    examples = Path(__file__).resolve().parents[2] / "assets" / "examples"
+    settings = page_settings(["M", "T"], MODES[0])
+    stepped = 0
+    for row in json.loads((examples / "examples.json").read_text()):
+        pictures = [load_image(examples / name) for name in row["images"]]
+        first = collect(speculative_generate(teaching_pair, [Turn(row["prompt"], pictures)], settings.spec,
+                                             settings.config))
+        follow_up = [Turn(row["prompt"], pictures, first.text), Turn(row["follow_up"])]
+        for turns, result in (([Turn(row["prompt"], pictures)], first),
+                              (follow_up, collect(speculative_generate(teaching_pair, follow_up, settings.spec,
+                                                                       settings.config)))):
+            plain = collect(autoregressive_generate(teaching_pair, turns, settings.config)).token_ids
+            stepped += steps_as_coloured(teaching_pair.tokenizer, result, plain)
+    assert stepped > 50
