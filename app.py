@@ -41,7 +41,7 @@ from tabed.page.controls import MODES, page_settings, page_spec
 from tabed.page.conversation import Conversation, build_turns, picture_paths, session_state
 from tabed.page.pairs import PairCache, release_memory
 from tabed.page.stops import StopFlags
-from tabed.page.texts import CSS, INTRO, PAIR_NOTES, TIMING
+from tabed.page.texts import CSS, INTRO, PAIR_NOTES, STEP_ON_CLICK_JS, TIMING
 from tabed.page.view import OUTPUTS, Frame, RunView, final_frames, race_frames, stream_frames
 from tabed.page.worker import ComparisonWorker
 
@@ -329,12 +329,13 @@ def _answer_column() -> SimpleNamespace:
 
 
 def _stepper() -> SimpleNamespace:
-    """The block stepper: one block of the last answer at a time, by number, previous / next, or a row of
-    the block table picked."""
+    """The block stepper: one block of the last answer at a time, by number, previous / next, a row of the
+    block table or a block of the weights chart picked (`STEP_ON_CLICK_JS`)."""
     ui = SimpleNamespace()
     with gr.Group(elem_id="stepper"):
         gr.Markdown("**Step through a block**: what each method proposed, what the mix drafted, what the target "
-                    "kept and why, and how the weights were chosen. Pick a row of the block table, or:")
+                    "kept and why, and how the weights were chosen. Tap a row of the block table or a block in "
+                    "the weights chart, or:")
         with gr.Row(equal_height=True):
             ui.previous = gr.Button("◀ previous", elem_id="step-previous", size="sm", min_width=80)
             ui.index = gr.Number(0, label="block", precision=0, minimum=0, elem_id="step-index", min_width=80)
@@ -420,6 +421,7 @@ def build_demo() -> gr.Blocks:
             with gr.Column(scale=3):
                 show = _answer_column()
         _wire(state, note, ask, show)
+        demo.load(None, None, None, js=STEP_ON_CLICK_JS)
     return demo
 
 

@@ -36,7 +36,9 @@ def step_html(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], inde
     rows = [_position_row(word, position, j, methods) for j, position in enumerate(block.positions)]
     rows.append(_target_row(word, block, 2 + len(methods) + 3))
     table = f'<div class="tabed-step-table"><table><tr>{header}</tr>{"".join(rows)}</table></div>'
-    return f'<div class="tabed-step">{head}{table}<p>{html.escape(weights_why(block))}</p></div>'
+    moved = (f"<p>{html.escape(moved_why(block, blocks[index + 1]))}</p>" if index + 1 < len(blocks)
+             and blocks[index + 1].weight_update is not None else "")
+    return f'<div class="tabed-step">{head}{table}<p>{html.escape(weights_why(block))}</p>{moved}</div>'
 
 
 class Words:
@@ -96,27 +98,38 @@ def _target_row(word: Words, block: BlockEvent, span: int) -> str:
     return f'<tr class="tabed-why"><td colspan="{span}"><b>{html.escape(text)}</b></td></tr>'
 
 
+def moved_why(block: BlockEvent, after: BlockEvent) -> str:
+    """How this block moved the weights: the next block's, chosen with this block's verified positions too."""
+    return (f"How this block moved the weights: with its {len(block.positions)} verified positions in the "
+            f"history, {_choice(after)}")
+
+
 def weights_why(block: BlockEvent) -> str:
     """How the block's weights were chosen from the history of the blocks before it, in a sentence."""
-    update = block.weight_update
-    methods = list(block.weights)
     chosen = " · ".join(f"{m} {w:.2f}" for m, w in block.weights.items())
-    if update is None:
+    if block.weight_update is None:
         return (f"Weights {chosen}: nothing verified yet to learn from, so every method weighs the same."
-                if len(methods) > 1 and len(set(block.weights.values())) == 1 else f"Weights {chosen}.")
-    seen = f"over the {update['positions']} positions the target verified before this block"
+                if len(block.weights) > 1 and len(set(block.weights.values())) == 1 else f"Weights {chosen}.")
+    return f"How this block's weights were chosen: {_choice(block)}"
+
+
+def _choice(block: BlockEvent) -> str:
+    """The rule's choice of a block's weights, from the figures it recorded (`weight_update`)."""
+    update, methods = block.weight_update, list(block.weights)
+    chosen = " · ".join(f"{m} {w:.2f}" for m, w in block.weights.items())
+    seen = f"over the {update['positions']} positions the target had verified"
     if update["rule"] == "w-grid":
         candidates = update["candidates"]
         alone = {m: next(c["matches"] for c in candidates if c["weights"][k] == 1.0) for k, m in enumerate(methods)}
         best = candidates[update["winner"]]
         matched = ", ".join(f"{m}'s top-1 matched the target's {int(n)} times" for m, n in alone.items())
-        return (f"How the weights were chosen (w-grid): {seen}, {matched}. Of the {len(candidates)} weightings "
-                f"tried, {len(update['most_matches'])} matched most often ({int(best['matches'])}); the one of "
-                f"least KL among them won: {chosen}.")
+        return (f"{seen}, {matched} (w-grid). Of the {len(candidates)} weightings tried, "
+                f"{len(update['most_matches'])} matched most often ({int(best['matches'])}); the one of least KL "
+                f"among them won: {chosen}.")
     if update["rule"] in ("kld", "tvd"):
         sums = ", ".join(f"{m} {d:.2f}" for m, d in zip(methods, update["divergence"], strict=True))
-        return (f"How the weights were chosen ({update['rule']}): {seen}, each method's summed divergence from "
-                f"the target: {sums}; weights ∝ 1 / divergence: {chosen}.")
+        return (f"{seen}, each method's summed divergence from the target ({update['rule']}): {sums}; weights ∝ "
+                f"1 / divergence: {chosen}.")
     losses = ", ".join(f"{m} {loss:.2f}" for m, loss in zip(methods, update["loss"], strict=True))
-    return (f"How the weights were chosen (hedge): {seen}, each method's summed log-loss: {losses}; weights ∝ "
-            f"exp(−{update['rate']:.3f} × loss): {chosen}.")
+    return (f"{seen}, each method's summed log-loss (hedge): {losses}; weights ∝ exp(−{update['rate']:.3f} × "
+            f"loss): {chosen}.")

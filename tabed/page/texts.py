@@ -12,6 +12,23 @@ CSS = """
 .tabed-step .tabed-why td { color: #555; font-style: italic; padding-bottom: 0.5em; }
 """
 
+# A click (or tap) on a block in the weights chart steps to that block: gr.Plot has no click event of its own, so
+# the chart's plotly_click types the block's number into the stepper's box, as a person would.
+STEP_ON_CLICK_JS = """() => {
+  const hook = () => {
+    const plot = document.querySelector('#weights-plot .js-plotly-plot');
+    if (!plot || plot.tabedStepHook || !plot.on) return;
+    plot.tabedStepHook = true;
+    plot.on('plotly_click', (data) => {
+      const box = document.querySelector('#step-index input');
+      if (!box || !data.points.length) return;
+      box.value = String(Math.round(data.points[0].x));
+      box.dispatchEvent(new Event('input', {bubbles: true}));
+    });
+  };
+  new MutationObserver(hook).observe(document.body, {childList: true, subtree: true});
+}"""
+
 INTRO = """# TABED: speculative decoding for vision-language models
 A small **drafter** guesses the next few tokens in several ways at once — **M** sees the image, **T** sees only
 the text, **C** a caption, **P** a pooled image — and an ensemble mixes the guesses with weights learned while

@@ -165,9 +165,10 @@ class TestWithTheTinyPair:
         expect(page.locator("#blocks")).not_to_contain_text("M 0.")  # headers only: no block's weights
 
     def test_step_through_every_block_at_1400_and_390_px(self, page, chart_png):
-        """Every block of an answer, one at a time with next (after tapping rows of the block table), on a
-        wide screen and a phone's: each shows its drafts, as the block table has them, with a verdict and a
-        reason for each, the target's own token, and how the weights were chosen."""
+        """Every block of an answer, one at a time with next (after tapping rows of the block table), and one
+        tapped in the weights chart, on a wide screen and a phone's: each shows its drafts, as the block table
+        has them, with a verdict and a reason for each, the target's own token, and how the weights were
+        chosen."""
         view = page.locator("#step-view")
         page.locator("#new").click()
         expect(view).to_contain_text("Run a prompt")  # so that what comes next is this run's
@@ -197,6 +198,11 @@ class TestWithTheTinyPair:
                     page.locator("#step-next").click()
             page.locator("#step-next").click()  # past the last block: it stays there
             expect(view).to_contain_text(f"Block {last} of {last}")
+            point = page.locator("#weights-plot .scatterlayer .trace").first.locator(".point").nth(1)
+            point.scroll_into_view_if_needed()
+            box = point.bounding_box()
+            page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)  # block 1 in the chart
+            expect(view).to_contain_text(f"Block 1 of {last}")
         page.set_viewport_size({"width": 1400, "height": 1300})
 
     def test_token_trees_are_drawn_block_by_block(self, page):

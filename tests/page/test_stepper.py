@@ -85,6 +85,10 @@ def test_the_weights_are_explained_by_the_rules_own_figures(pair, image):
     assert f"over the {update['positions']} positions" in text
     assert " · ".join(f"{m} {w:.2f}" for m, w in block.weights.items()) in text
     assert "every method weighs the same" in weights_why(result.blocks[0])
+    index = result.blocks.index(block) - 1  # the block before: it moved the weights to this block's
+    page = html.unescape(step_html(pair.tokenizer, result.blocks, index))
+    assert f"How this block moved the weights: with its {len(result.blocks[index].positions)} verified" in page
+    assert f"won: {' · '.join(f'{m} {w:.2f}' for m, w in block.weights.items())}." in page
     for rule, figure in (("kld", "summed divergence"), ("hedge", "summed log-loss")):
         other = run(pair, image, rule=rule)
         assert figure in weights_why(next(b for b in other.blocks if b.weight_update is not None))
