@@ -41,7 +41,7 @@ from tabed.page.controls import MODES, page_settings, page_spec
 from tabed.page.conversation import Conversation, build_turns, picture_paths, session_state
 from tabed.page.pairs import PairCache, release_memory
 from tabed.page.stops import StopFlags
-from tabed.page.texts import CSS, INTRO, PAIR_NOTES, STEP_ON_CLICK_JS, TIMING
+from tabed.page.texts import CSS, INTRO, PAIR_NOTES, RULE_PHRASES, STEP_ON_CLICK_JS, TIMING, WEIGHTS_NOTE
 from tabed.page.view import OUTPUTS, Frame, RunView, final_frames, race_frames, stream_frames
 from tabed.page.worker import ComparisonWorker
 
@@ -54,6 +54,7 @@ CONFIG = {f.name for f in fields(GenerationConfig)}  # the handlers' inputs that
 ZERO_GPU = os.environ.get("SPACES_ZERO_GPU", "").strip().lower() in ("1", "t", "true")
 PAIRS = PairCache(zero_gpu=ZERO_GPU)  # one loaded pair at a time
 STOPS = StopFlags()
+DOWNLOADS_LABEL = "Downloads: the run (JSON) and the charts (HTML with plotly.js inside, 5 MB each: they open offline)"
 
 
 def _session(request: gr.Request | None) -> str | None:
@@ -246,7 +247,7 @@ def _settings(default: str) -> dict[str, gr.components.Component]:
                                    value=list(DEFAULT_SPEC_METHODS), label="DraftContext methods")
         mode = gr.Radio(MODES, value=MODES[0], label="Ensemble")
         with gr.Row():
-            rule = gr.Dropdown(list(RULES), value=DEFAULTS.rule, label="TABED weight rule")
+            rule = gr.Dropdown([(RULE_PHRASES[r], r) for r in RULES], value=DEFAULTS.rule, label="TABED weight rule")
             window = gr.Number(DEFAULTS.window, label="history window (positions, 0 = all)", precision=0, minimum=0)
         with gr.Row():
             gamma = gr.Slider(LIMITS["gamma"][0], AUTO_CAP, value=DEFAULTS.gamma, step=1, precision=0,
@@ -316,15 +317,16 @@ def _answer_column() -> SimpleNamespace:
                               wrap=True, column_widths=["50%", "25%", "25%"], interactive=False)
     gr.Markdown(TIMING)
     ui.plot = gr.Plot(label="Ensemble weights", elem_id="weights-plot")
+    gr.Markdown(WEIGHTS_NOTE, elem_id="weights-note")
     ui.blocks = gr.Dataframe(headers=render.block_columns(list(DEFAULT_SPEC_METHODS)), label="Block by block",
                              elem_id="blocks", interactive=False, max_height=320)
     ui.trees = gr.Plot(label="Token trees", elem_id="trees-plot")  # shown while blocks may draft trees
     ui.stepper = _stepper()
     with gr.Row():
         ui.race_button = gr.Button("Replay race", elem_id="race")
-        ui.downloads = gr.File(label="Downloads: the run (JSON) and the charts (HTML)", file_count="multiple",
+        ui.downloads = gr.File(label=DOWNLOADS_LABEL, file_count="multiple",
                                elem_id="downloads")
-    ui.race = gr.HTML(elem_id="race-view")
+    ui.race = gr.HTML(elem_id="race-view", label="Race", show_label=False)
     return ui
 
 

@@ -296,6 +296,9 @@ def trees_figure(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], w
     return figure
 
 
+TIMED_TOKENS = 8  # answers shorter than this are too short for a speedup to mean anything
+
+
 def metrics_rows(speculative: Metrics | None, autoregressive: Metrics | None, unreliable: bool = False,
                  missing: str = "…") -> list[list]:
     """Headline numbers, TABED next to plain decoding (the speedup flagged when the timing was unreliable);
@@ -318,11 +321,12 @@ def metrics_rows(speculative: Metrics | None, autoregressive: Metrics | None, un
     if speculative is not None:
         rows += acceptance_rows(speculative)
         for method, efficiency in speculative.method_block_efficiency.items():
-            rows.append([f"block efficiency if {method} alone had drafted", f"{efficiency:.2f}", "—"])
+            rows.append([f"block efficiency (at least) if {method} alone had drafted", f"{efficiency:.2f}", "—"])
         rows.append(["draft / verify time after the prompt's pass (s)",
                      f"{speculative.draft_s:.3f} / {speculative.verify_s:.3f}", "—"])
     if speculative is not None and autoregressive is not None and speculative.decode_s > 0:
-        speedup = f"{autoregressive.decode_s / speculative.decode_s:.2f}×"
+        speedup = (f"{autoregressive.decode_s / speculative.decode_s:.2f}×" if autoregressive.new_tokens >= TIMED_TOKENS
+                   else f"too short to time (under {TIMED_TOKENS} tokens)")
         rows.insert(0, ["speedup (decode time)", speedup + (" (busy)" if unreliable else ""), "1.00×"])
         if unreliable:
             rows.insert(1, ["(busy: timings unreliable, the machine was busy)", "", ""])

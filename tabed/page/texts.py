@@ -1,5 +1,8 @@
 """The page's fixed words and styles."""
 
+from ..engine.draft_length import FIRST_MIN_SURVIVAL, MIN_SURVIVAL
+from ..engine.resting import PROBE_EVERY, REST_AFTER
+
 CSS = """
 #tabed-answer, #plain-answer { white-space: pre-wrap; font-family: ui-monospace, monospace; line-height: 1.6;
   min-height: 4em; }
@@ -35,6 +38,22 @@ the text, **C** a caption, **P** a pooled image — and an ensemble mixes the gu
 decoding (TABED). The big **target** checks a whole block in one forward pass and keeps the longest correct
 prefix, so the answer is exactly the target's own, only faster.
 """
+
+RULE_PHRASES = {  # each weight rule in a phrase, for its menu
+    "w-grid": "w-grid: the weighting (in steps of 0.1) whose top-1 matched the target's most often",
+    "kld": "kld: each method weighted by 1 / its summed KL divergence from the target",
+    "tvd": "tvd: each method weighted by 1 / its summed total-variation distance from the target",
+    "hedge": "hedge: exponential weights on each method's log-loss against the target",
+}
+
+WEIGHTS_NOTE = f"""**How the weights move.** After each block the target's distributions at the positions it
+verified join a history; the next block's weights are the rule's choice from it (the default, w-grid, as in
+the paper: of the weightings in steps of 0.1, the one whose mixed top-1 matched the target's most often, ties
+by the least KL). The first block has nothing to learn from, so every method weighs the same; it also drafts
+on until its chance of being kept whole falls below {FIRST_MIN_SURVIVAL} instead of {MIN_SURVIVAL}, since the
+prompt's pass verifies it at no extra cost. A method at weight 0 for {REST_AFTER} blocks in a row **rests**:
+its row leaves the drafter's batch and catches up every {PROBE_EVERY} blocks, so it can earn weight back.
+*Step through a block* below shows the figures each choice was made from."""
 
 PAIR_NOTES = {
     "teaching": "**The bundled teaching pair** (CPU, no network): a 17M target and a 1M drafter trained only on a "

@@ -14,12 +14,14 @@ from pathlib import Path
 
 import gradio as gr
 import plotly.graph_objects as go
+import torch
 
 from ..engine.events import BlockEvent, Finished, GenerationResult, Started, TokenEvent
 from ..engine.settings import Settings, hedges_first
 from ..models.pair import ModelPair
 from . import render
 from .conversation import Conversation, chat_history
+from .render import TIMED_TOKENS
 from .worker import AUTOREGRESSIVE, SPECULATIVE, ComparisonWorker, Done, Failure, PhaseEvent
 
 HTML_EVERY_S = 0.1  # token stream and status
@@ -123,10 +125,25 @@ class RunView:
                    for phase in (SPECULATIVE, AUTOREGRESSIVE))
 
     def speedup(self) -> float | None:
+        """Plain decoding's decode time over ours, when both sides finished an answer long enough to time."""
         speculative, plain = self.results.get(SPECULATIVE), self.results.get(AUTOREGRESSIVE)
-        if not self.compared() or speculative.metrics.decode_s <= 0:
+        if not self.compared() or speculative.metrics.decode_s <= 0 or self.too_short():
             return None
         return plain.metrics.decode_s / speculative.metrics.decode_s
+
+    def too_short(self) -> bool:
+        """An answer of under `TIMED_TOKENS` tokens has almost no decode time to compare: a ratio of two
+        near-zero times says nothing (a one-token answer once showed "0.04×")."""
+        plain = self.results.get(AUTOREGRESSIVE)
+        return plain is not None and len(plain.token_ids) < TIMED_TOKENS
+
+    @property
+    def name(self) -> str:
+        """What decoded the answer beside plain decoding, as the page names it: TABED, a static ensemble, or
+        one method alone."""
+        spec = self.settings.spec
+        return {"tabed": "TABED", "static": f"the static ensemble {spec.name}"}.get(spec.mode,
+                                                                                    f"{spec.name} alone")
 
     def status(self, finished: bool) -> str:
         """The status line: in progress, done (with the speedup), stopped (saying which side), or an error.
@@ -143,13 +160,13 @@ class RunView:
                     "is not added to the conversation.")
         if stopped == AUTOREGRESSIVE:
             tokens = len(self.results[AUTOREGRESSIVE].token_ids)
-            return (f"\u23f9 Stopped plain decoding after {tokens} tokens · {where}. TABED's answer is complete and "
-                    "joins the conversation; no speedup is shown, since plain decoding did not finish.")
+            return (f"\u23f9 Stopped plain decoding after {tokens} tokens · {where}. {self.name}'s answer is complete "
+                    "and joins the conversation; no speedup is shown, since plain decoding did not finish.")
         return self._done(where) + "".join(f" Note: {note}" for note in self.notes)
 
     def _progress(self, where: str) -> str:
         if self.phase == SPECULATIVE:
-            doing = f"TABED decoding… block {len(self.blocks)}"
+            doing = f"{self.name} decoding… block {len(self.blocks)}"
         else:
             doing = f"plain decoding (the target alone)… token {len(self.plain.ids)}"
         later = " · the charts come when both sides are done, so that neither is timed while they are drawn"
@@ -157,16 +174,32 @@ class RunView:
 
     def _done(self, where: str) -> str:
         text = f"\u2705 Done · {where}."
-        if (speedup := self.speedup()) is None:
+        if not self.compared():
             return text
-        text += f" Speedup {speedup:.2f}× (decode time)."
+        if (speedup := self.speedup()) is not None:
+            text += f" Speedup {speedup:.2f}× (decode time)."
+        elif self.too_short():
+            text += f" The answer is too short to time (under {TIMED_TOKENS} tokens): no speedup is shown."
         if (share := self.starved()) is not None:
             text += (f" \u26a0\ufe0f Timings unreliable: the machine was busy (the run got {share:.0%} of one "
                      "core); run again when it is idle.")
-        speculative, plain = self.results[SPECULATIVE], self.results[AUTOREGRESSIVE]
-        if speculative.token_ids != plain.token_ids and speculative.metrics.block_efficiency:
-            text += " The two answers differ: expected when sampling (temperature > 0), or from fp16 rounding."
-        return text
+        return text + " " + self.lossless()
+
+    def lossless(self) -> str:
+        """What the two answers show of speculative decoding being lossless, in a sentence."""
+        ours, plain = self.results[SPECULATIVE].token_ids, self.results[AUTOREGRESSIVE].token_ids
+        if self.settings.config.temperature > 0:
+            same = "the same sample" if ours == plain else "a different sample"
+            return (f"Sampling: {same} from the same distribution. Each draft x is kept with probability "
+                    "min(1, p(x)/q(x)) (p the target's, q the ensemble's) and a rejected one is replaced from "
+                    "what is left of p, so the answer is distributed exactly as plain decoding's.")
+        if ours == plain:
+            return f"Identical to plain decoding: {len(ours)} of {len(plain)} tokens."
+        first = next((i for i, (a, b) in enumerate(zip(ours, plain, strict=False)) if a != b), min(len(ours),
+                                                                                                  len(plain)))
+        why = ("half precision rounds a near-tie differently in a many-token verify and a one-token step"
+               if self.pair.dtype in (torch.float16, torch.bfloat16) else "unexpected in float32: please report it")
+        return f"Differs from plain decoding from token {first + 1} on: {why}."
 
     def plain_column(self) -> str:
         """Plain decoding's answer, or why there is none."""
@@ -191,10 +224,10 @@ def export_run(conversation: Conversation, view: RunView, request: dict) -> list
         record["speedup"] = speedup
     (folder / "tabed-run.json").write_text(json.dumps(record, indent=2))
     files = [folder / "tabed-run.json", folder / "tabed-weights.html"]
-    view.figure().write_html(files[1], include_plotlyjs="cdn")  # kilobytes, not 4.8 MB
+    view.figure().write_html(files[1], include_plotlyjs=True)  # plotly.js inside (4.8 MB): opens offline
     if any(block.tree for block in view.blocks):
         files.append(folder / "tabed-trees.html")
-        view.trees().write_html(files[2], include_plotlyjs="cdn")
+        view.trees().write_html(files[2], include_plotlyjs=True)
     return [str(file) for file in files]
 
 

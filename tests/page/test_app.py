@@ -3,6 +3,7 @@
 import json
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -533,7 +534,8 @@ def test_the_page_says_what_the_pair_can_see(tiny_app):
 
 
 def test_two_hundred_runs_leave_one_runs_downloads_behind(tiny_app, image_path):
-    """Each session keeps only its last run's downloads (a few kilobytes), however many runs it makes."""
+    """Each session keeps only its last run's downloads (a JSON of kilobytes and a chart of about 5 MB),
+    however many runs it makes."""
     import tempfile
     from pathlib import Path
 
@@ -589,7 +591,7 @@ def test_charts_wait_for_the_end_of_a_race_with_plain_decoding(tiny_app, image_p
     outputs = list(tiny_app.run(image_path, "w1 w2", None, **settings(max_new_tokens=400)))
     raced = _charted_statuses(outputs)
     assert raced and all(status.startswith("\u2705 Done") for status in raced)
-    decoding = [str(frame(output).status) for output in outputs if "decoding" in str(frame(output).status)]
+    decoding = [str(frame(output).status) for output in outputs if str(frame(output).status).startswith("\u23f3")]
     assert decoding and all("the charts come when both sides are done" in status for status in decoding)
     alone = list(tiny_app.run(image_path, "w1 w2", None, **settings(max_new_tokens=400, compare_ar=False)))
     charted = _charted_statuses(alone)
@@ -645,3 +647,40 @@ def test_the_block_stepper_shows_the_last_answers_blocks_one_at_a_time(tiny_app,
     assert tiny_app.show_step(state, 999)[0] == len(blocks) - 1 and tiny_app.show_step(state, -1)[0] == 0
     assert tiny_app.pick_step(state, SimpleNamespace(index=[2, 4]))[0] == 2  # a tap on the table's third row
     assert "Run a prompt" in tiny_app.show_step(None, 3)[1]
+
+
+def test_the_status_shows_lossless_and_names_what_decoded(tiny_app, image_path):
+    """Greedy: identical to plain decoding, token for token; sampling: a sample of the same distribution;
+    a static ensemble or a single method is never called TABED."""
+    greedy = final(list(tiny_app.run(image_path, "w1 w2 w3", None, **settings(max_new_tokens=30))))
+    tokens = len(last_run(greedy.state)["results"]["autoregressive"]["token_ids"])
+    assert f"Identical to plain decoding: {tokens} of {tokens} tokens." in greedy.status
+    sampled = final(list(tiny_app.run(image_path, "w1 w2 w3", None, **settings(temperature=1.0, seed=3))))
+    assert "from the same distribution" in sampled.status and "min(1, p(x)/q(x))" in sampled.status
+    for methods, mode, name in ((["M"], app.MODES[2], "M alone"), (["M", "T"], app.MODES[1], "static ensemble MT")):
+        statuses = [frame(values).status for values in tiny_app.run(image_path, "w1 w2", None,
+                                                                     **settings(methods=methods, mode=mode))]
+        assert any(f"{name} decoding" in status for status in statuses if status)
+        assert not any("TABED" in status for status in statuses if status), statuses
+
+
+def test_an_answer_too_short_to_time_shows_no_speedup(tiny_app, image_path):
+    out = final(list(tiny_app.run(image_path, "w1 w2", None, **settings(max_new_tokens=1))))
+    assert "too short to time" in out.status and "Speedup" not in out.status
+    assert out.metrics[0][1].startswith("too short to time")
+
+
+def test_an_answer_that_differs_says_why_only_as_its_precision_allows(tiny_app, pair):
+    from tabed.engine.events import GenerationResult, Metrics
+    from tabed.page.controls import MODES, page_settings
+    from tabed.page.render import TokenStream
+    from tabed.page.view import RunView
+
+    def result(ids):
+        return GenerationResult("x", None, ids, "", Metrics(len(ids), 0.1, 0.5, 0.6, 1.0, len(ids), 1.0))
+
+    for dtype, said in ((torch.float32, "unexpected in float32"), (torch.float16, "half precision rounds")):
+        view = RunView(replace(pair, dtype=dtype), page_settings(["M", "T"], MODES[0]), TokenStream(pair.tokenizer),
+                       TokenStream(pair.tokenizer))
+        view.results = {"speculative": result([1, 2, 3, 4]), "autoregressive": result([1, 2, 5, 4])}
+        assert view.lossless().startswith(f"Differs from plain decoding from token 3 on: {said}")

@@ -97,11 +97,13 @@ def test_the_api_takes_named_inputs_and_answers_without_server_paths(server, tmp
     returns = server.view_api(return_format="dict", print_info=False)["named_endpoints"]["/run"]["returns"]
     assert [r["label"] for r in returns] == ["Status", "TABED answer", "Plain decoding", "Speed and acceptance",
                                              "Ensemble weights", "Block by block", "Conversation",
-                                             "Downloads: the run (JSON) and the charts (HTML)", "Token trees"]
+                                             app.DOWNLOADS_LABEL, "Token trees"]
+    race = server.view_api(return_format="dict", print_info=False)["named_endpoints"]["/replay_race"]["returns"]
+    assert [r["label"] for r in race] == ["Race"]  # named, not value_54
     out = named(server.predict(prompt="w1 w2", max_new_tokens=12, api_name="/run"))
     assert out["status"].startswith("\u2705 Done") and "tk-" in out["tabed"]
-    # the chart loads plotly.js, it does not carry it
-    assert sum(Path(f).stat().st_size for f in out["downloads"]) < 200_000
+    sizes = {Path(f).name: Path(f).stat().st_size for f in out["downloads"]}  # the chart carries plotly.js
+    assert sizes["tabed-run.json"] < 200_000 and 3_000_000 < sizes["tabed-weights.html"] < 8_000_000
     empty = tmp_path / "empty.png"
     empty.write_bytes(b"")
     status = named(server.predict(pictures=[{"image": handle_file(str(empty)), "caption": None}], prompt="w1",

@@ -205,6 +205,22 @@ class TestWithTheTinyPair:
             expect(view).to_contain_text(f"Block 1 of {last}")
         page.set_viewport_size({"width": 1400, "height": 1300})
 
+    def test_the_downloaded_chart_opens_with_the_network_off(self, page):
+        """The weights chart's download carries plotly.js: opened with every request but the file's own
+        refused, it still draws the chart."""
+        import tempfile
+
+        charts = Path(tempfile.gettempdir()).glob("tabed-run-*/tabed-weights.html")
+        chart = max(charts, key=lambda path: path.stat().st_mtime)  # the last run's
+        offline = page.context.browser.new_page()
+        refused = []
+        offline.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://")
+                      else (refused.append(route.request.url), route.abort()))
+        offline.goto(chart.as_uri())
+        expect(offline.locator(".js-plotly-plot .scatterlayer .trace").first).to_be_attached()
+        assert offline.evaluate("typeof window.Plotly") == "object" and refused == []
+        offline.close()
+
     def test_token_trees_are_drawn_block_by_block(self, page):
         expect(page.locator("#trees-plot")).to_be_visible()  # the default hedges the first block
         page.locator("#settings").get_by_text("Settings").first.click()
@@ -218,7 +234,7 @@ class TestWithTheTinyPair:
         trees = page.locator("#trees-plot")
         expect(trees.locator(".js-plotly-plot")).to_have_count(1)
         expect(trees.locator(".ytick text").first).to_have_text(re.compile(r"block \d+"))
-        assert trees.locator(".scatterlayer .point").count() > 4  # nodes, accepted and rejected
+        expect(trees.locator(".scatterlayer .point").nth(4)).to_be_attached()  # five nodes or more, as drawn
         expect(page.locator("#blocks")).to_contain_text(" nodes")
         trees.screenshot(path=str(SCREENSHOTS / "trees.png"))
 
