@@ -7,6 +7,7 @@ import statistics
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..engine.acceptance import Acceptance, PositionCounts
 from ..engine.spec import DEFAULT_SPEC
 from .machine import machine_line
 from .peers import is_peer
@@ -47,13 +48,10 @@ def _summed(rows: list[list[int]]) -> list[int]:
 def _acceptance(runs: list[Run]) -> dict:
     """The runs' blocks by drafts kept (`accepted_histogram`), each draft position's share kept of the
     blocks that drafted that far (`acceptance_by_position`), and the mean drafts kept a block."""
-    histogram = _summed([r.accepted_histogram for r in runs])
     drafted, kept = _summed([r.position_drafted for r in runs]), _summed([r.position_kept for r in runs])
-    blocks = sum(histogram)
-    return {"accepted_histogram": histogram,
-            "acceptance_by_position": [{"rate": k / d if d else 0.0, "blocks": d} for d, k in zip(drafted, kept,
-                                                                                                   strict=True)],
-            "mean_accepted": sum(i * n for i, n in enumerate(histogram)) / blocks if blocks else 0.0}
+    summary = Acceptance(_summed([r.accepted_histogram for r in runs]),
+                         [PositionCounts(d, k) for d, k in zip(drafted, kept, strict=True)]).summary()
+    return {key: summary[key] for key in ("accepted_histogram", "acceptance_by_position", "mean_accepted")}
 
 
 def summarize(runs: list[Run]) -> dict:

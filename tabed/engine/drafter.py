@@ -240,7 +240,7 @@ class BatchedDrafter:
         return self.backend.forward(tokens.expand(len(self.active), tokens.shape[0]))[:, -1]
 
     def step_tree(self, tokens: list[int], layout: TreeLayout | None) -> torch.Tensor:
-        """Append the same token-tree nodes to every row in the batch, batch_rows by `layout` (a `TreeLayout`, or
+        """Append the same token-tree nodes to every row in the batch, placed by `layout` (a `TreeLayout`, or
         None when they extend the sequence plainly); returns each one's next-token logits after each node
         (rows, q, V)."""
         ids = torch.tensor([tokens], dtype=torch.long, device=self.device)

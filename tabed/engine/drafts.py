@@ -99,8 +99,8 @@ class DraftContext:
         return self.length is not None and self.length.adaptive
 
     def distributions(self) -> DraftDistributions:
-        return DraftDistributions(self.methods, self.weights, self.config, self.log_probs, self.lookup, self.banned,
-                        self.drafter.batch_rows)
+        return DraftDistributions(self.methods, self.weights, self.config, self.log_probs, self.lookup,
+                                  self.banned, self.drafter.batch_rows)
 
     def first_logits(self) -> torch.Tensor:
         """The rows' logits (rows, V) at the block's first draft position: the prefill's, or a step over the

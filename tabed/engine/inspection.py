@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from .drafts import DraftChain, Verdict
-from .ensemble import WeightHistory, weights_from
+from .ensemble import WeightHistory
 from .sampling import residual
 
 TOP_K = 5  # the tokens recorded of each distribution
@@ -72,8 +72,8 @@ def _tried_by_depth(verdict: Verdict, depths: int) -> list[list[dict]]:
     return out
 
 
-def weight_choice(history: WeightHistory) -> dict | None:
-    """How the history chose the weights it gives now (None before it has any position): the rule, the
+def weight_choice(history: WeightHistory, weights: torch.Tensor) -> dict | None:
+    """How the history chose the `weights` it gives now (None before it has any position): the rule, the
     positions it holds, and per rule what decided — w-grid: each candidate's top-1 matches and KL, the
     candidates with the most matches and the winner among them (the least KL; the first of equal ones);
     kld and tvd: each method's summed divergence (weights ∝ 1 / it); hedge: each method's summed loss
@@ -96,5 +96,5 @@ def weight_choice(history: WeightHistory) -> dict | None:
         choice["divergence"] = total.tolist()
     else:
         choice |= {"loss": total.tolist(), "rate": float(history.rate)}
-    choice["weights"] = weights_from(history.rule, total, history.grid, history.rate).tolist()
+    choice["weights"] = weights.tolist()
     return choice

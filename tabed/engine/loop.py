@@ -334,7 +334,7 @@ def _weigh(run: SpeculativeRun) -> tuple[torch.Tensor, float]:
     start = run.clock.now() if learned else 0.0
     weights = run.weights().to(run.pair.device)  # once per block, not at every draft step
     seconds = run.clock.now() - start if learned else 0.0
-    run.weight_choice = weight_choice(run.history) if run.config.inspect and learned else None
+    run.weight_choice = weight_choice(run.history, weights) if run.config.inspect and learned else None
     if run.resting is not None:
         run.resting.choose(run.drafter, weights, seen)
     return weights, seconds

@@ -299,6 +299,12 @@ def trees_figure(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], w
 TIMED_TOKENS = 8  # answers shorter than this are too short for a speedup to mean anything
 
 
+def too_short_to_time(autoregressive: Metrics) -> bool:
+    """Plain decoding's answer has almost no decode time to compare: a ratio of two near-zero times says
+    nothing (a one-token answer once showed "0.04×")."""
+    return autoregressive.new_tokens < TIMED_TOKENS
+
+
 def metrics_rows(speculative: Metrics | None, autoregressive: Metrics | None, unreliable: bool = False,
                  missing: str = "…") -> list[list]:
     """Headline numbers, TABED next to plain decoding (the speedup flagged when the timing was unreliable);
@@ -325,8 +331,8 @@ def metrics_rows(speculative: Metrics | None, autoregressive: Metrics | None, un
         rows.append(["draft / verify time after the prompt's pass (s)",
                      f"{speculative.draft_s:.3f} / {speculative.verify_s:.3f}", "—"])
     if speculative is not None and autoregressive is not None and speculative.decode_s > 0:
-        speedup = (f"{autoregressive.decode_s / speculative.decode_s:.2f}×" if autoregressive.new_tokens >= TIMED_TOKENS
-                   else f"too short to time (under {TIMED_TOKENS} tokens)")
+        speedup = (f"too short to time (under {TIMED_TOKENS} tokens)" if too_short_to_time(autoregressive)
+                   else f"{autoregressive.decode_s / speculative.decode_s:.2f}×")
         rows.insert(0, ["speedup (decode time)", speedup + (" (busy)" if unreliable else ""), "1.00×"])
         if unreliable:
             rows.insert(1, ["(busy: timings unreliable, the machine was busy)", "", ""])

@@ -24,8 +24,7 @@ def step_html(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], inde
     index = max(0, min(int(index), len(blocks) - 1))
     block = blocks[index]
     word = Words(tokenizer)
-    weights = " · ".join(f"{m} {w:.2f}" + (" (resting)" if m in block.resting else "")
-                         for m, w in block.weights.items())
+    weights = _weights_text(block, resting=True)
     head = (f"<p><b>Block {index} of {len(blocks) - 1}</b>: drafted {draft_length(block)}, the target kept "
             f"{block.accepted}. Weights {html.escape(weights)}.</p>")
     if not block.positions and block.draft:
@@ -106,7 +105,7 @@ def moved_why(block: BlockEvent, after: BlockEvent) -> str:
 
 def weights_why(block: BlockEvent) -> str:
     """How the block's weights were chosen from the history of the blocks before it, in a sentence."""
-    chosen = " · ".join(f"{m} {w:.2f}" for m, w in block.weights.items())
+    chosen = _weights_text(block)
     if block.weight_update is None:
         return (f"Weights {chosen}: nothing verified yet to learn from, so every method weighs the same."
                 if len(block.weights) > 1 and len(set(block.weights.values())) == 1 else f"Weights {chosen}.")
@@ -115,8 +114,7 @@ def weights_why(block: BlockEvent) -> str:
 
 def _choice(block: BlockEvent) -> str:
     """The rule's choice of a block's weights, from the figures it recorded (`weight_update`)."""
-    update, methods = block.weight_update, list(block.weights)
-    chosen = " · ".join(f"{m} {w:.2f}" for m, w in block.weights.items())
+    update, methods, chosen = block.weight_update, list(block.weights), _weights_text(block)
     seen = f"over the {update['positions']} positions the target had verified"
     if update["rule"] == "w-grid":
         candidates = update["candidates"]
@@ -133,3 +131,9 @@ def _choice(block: BlockEvent) -> str:
     losses = ", ".join(f"{m} {loss:.2f}" for m, loss in zip(methods, update["loss"], strict=True))
     return (f"{seen}, each method's summed log-loss (hedge): {losses}; weights ∝ exp(−{update['rate']:.3f} × "
             f"loss): {chosen}.")
+
+
+def _weights_text(block: BlockEvent, resting: bool = False) -> str:
+    """The block's weights, e.g. "M 0.70 · T 0.30" (with `resting`, the resting methods marked)."""
+    return " · ".join(f"{m} {w:.2f}" + (" (resting)" if resting and m in block.resting else "")
+                      for m, w in block.weights.items())

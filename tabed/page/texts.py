@@ -29,7 +29,8 @@ STEP_ON_CLICK_JS = """() => {
       box.dispatchEvent(new Event('input', {bubbles: true}));
     });
   };
-  new MutationObserver(hook).observe(document.body, {childList: true, subtree: true});
+  const chart = document.querySelector('#weights-plot') || document.body;  // redrawn there, not elsewhere
+  new MutationObserver(hook).observe(chart, {childList: true, subtree: true});
 }"""
 
 INTRO = """# TABED: speculative decoding for vision-language models

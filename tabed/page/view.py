@@ -21,7 +21,7 @@ from ..engine.settings import Settings, hedges_first
 from ..models.pair import ModelPair
 from . import render
 from .conversation import Conversation, chat_history
-from .render import TIMED_TOKENS
+from .render import TIMED_TOKENS, too_short_to_time
 from .worker import AUTOREGRESSIVE, SPECULATIVE, ComparisonWorker, Done, Failure, PhaseEvent
 
 HTML_EVERY_S = 0.1  # token stream and status
@@ -132,10 +132,9 @@ class RunView:
         return plain.metrics.decode_s / speculative.metrics.decode_s
 
     def too_short(self) -> bool:
-        """An answer of under `TIMED_TOKENS` tokens has almost no decode time to compare: a ratio of two
-        near-zero times says nothing (a one-token answer once showed "0.04×")."""
+        """Plain decoding finished an answer too short to time (`render.too_short_to_time`)."""
         plain = self.results.get(AUTOREGRESSIVE)
-        return plain is not None and len(plain.token_ids) < TIMED_TOKENS
+        return plain is not None and too_short_to_time(plain.metrics)
 
     @property
     def name(self) -> str:
