@@ -404,7 +404,8 @@ def test_stop_during_tabed_shows_stopped_and_keeps_the_partial_answer(tiny_app, 
 
 def test_stop_during_plain_decoding_says_the_plain_side_was_stopped(tiny_app, image_path):
     request = StopClient("stop-during-plain")
-    after, seconds = _run_until(tiny_app, image_path, request, lambda o: "plain decoding" in str(frame(o).status))
+    after, seconds = _run_until(tiny_app, image_path, request,
+                                lambda o: "plain decoding (the target alone)…" in str(frame(o).status))
     out = final(after)
     status, tabed_html, plain_html, metrics = out.status, out.tabed, out.plain, out.metrics
     state, files = out.state, out.downloads

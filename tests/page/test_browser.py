@@ -119,7 +119,7 @@ class TestWithTheTinyPair:
             page.locator("#run").click()
             during = page.wait_for_function("""() => {
                 const status = document.querySelector('#status')?.innerText || '';
-                return status.includes('decoding') &&
+                return status.includes('decoding…') &&  // in progress, not a Done that names plain decoding
                     {plots: document.querySelectorAll('#weights-plot .js-plotly-plot').length, status,
                      downloads: document.querySelectorAll('#downloads a').length,
                      race: document.querySelector('#race-view')?.innerText.trim() || ''};
