@@ -121,7 +121,7 @@ def _respond(follow_up: bool, inputs: dict, conversation: Conversation, stop: th
                    racing=compare)
     # A clean page: the last run's charts and downloads would otherwise sit beside this one's tokens
     # (in a race, until it is over), and a download taken then would be the last run's.
-    yield Frame(status=view.status(False), tabed="", plain="", metrics=None, weights=None, blocks=None,
+    yield Frame(status=view.status(False), tabed=view.answer_box(), plain="", metrics=None, weights=None, blocks=None,
                 state=conversation, downloads=None, trees=None)
     worker = ComparisonWorker(pair, turns, settings, compare_ar=compare, cancel=stop,
                               threads=CPU_THREADS if pair.device.type == "cpu" else None).start()
@@ -311,7 +311,7 @@ def _answer_column() -> SimpleNamespace:
     ui.status = gr.Markdown("Pick pictures (or none), type a prompt and press Run.", elem_id="status",
                             label="Status", show_label=False)
     gr.HTML(render.legend_html())
-    ui.tabed = gr.HTML(label="TABED answer", elem_id="tabed-answer", show_label=True, container=True)
+    ui.tabed = gr.HTML(label="Answer (TABED)", elem_id="tabed-answer", show_label=True, container=True)
     ui.plain = gr.HTML(label="Plain decoding", elem_id="plain-answer", container=True, show_label=True)
     ui.metrics = gr.Dataframe(headers=["", "TABED", "plain"], label="Speed and acceptance", elem_id="metrics",
                               wrap=True, column_widths=["50%", "25%", "25%"], interactive=False)

@@ -65,14 +65,14 @@ class BlockEvent:
     draft: list[int]  # the ensemble's draft tokens
     drafts: dict[str, list[int]]  # each method's own top-1 guess at each draft position
     accepted: int  # how many of `draft` the target accepted
-    # the target's token after the accepted prefix: a correction, or a bonus; not in the answer when the
-    # answer ended before it (an accepted end token, or max new tokens): see `emitted`
-    target_token: int
+    # the target's token after the accepted prefix: a correction, or a bonus; None when the answer ended
+    # before it (an accepted end token, or max new tokens), so that nothing reports a token the answer lacks
+    target_token: int | None
     bonus: bool  # True when every draft was accepted and the target's own token followed them in the answer
     emitted: list[int]  # tokens this block added to the answer (cut at EOS / max new tokens)
     draft_probs: list[float]  # ensemble probability of each draft token
     target_probs: list[float]  # the target's probability of each draft token
-    target_token_prob: float
+    target_token_prob: float | None  # the target's probability of `target_token` (None with it)
     method_accepted: dict[str, int]  # counterfactual: leading guesses of each method the target agrees with
     stop: StopReason  # why drafting stopped ("unsure": the chance of the whole block fell below `threshold`)
     threshold: float | None  # adaptive drafting: the least chance of the whole block being accepted to go on

@@ -196,18 +196,19 @@ def _record_block(run: SpeculativeRun, draft: DraftChain, verdict: Verdict, weig
     guesses = {m: row for m, row in zip(run.methods, top1, strict=True) if m not in resting}
     index = torch.arange(gamma, device=verdict.target_probs.device)
     tokens = torch.tensor(draft.tokens, dtype=torch.long, device=index.device)
+    answered = len(emitted) > accepted  # the target's own token made it into the answer
     return BlockEvent(
         index=len(run.blocks),
         weights=dict(zip(run.methods, weights.tolist(), strict=True)),
         draft=draft.tokens,
         drafts=guesses,
         accepted=accepted,
-        target_token=target_token,
-        bonus=accepted == gamma and len(emitted) > accepted,
+        target_token=target_token if answered else None,
+        bonus=accepted == gamma and answered,
         emitted=emitted,
         draft_probs=confidences,
         target_probs=verdict.target_probs[index, tokens].tolist() if gamma else [],
-        target_token_prob=float(verdict.target_probs[accepted, target_token]),
+        target_token_prob=float(verdict.target_probs[accepted, target_token]) if answered else None,
         method_accepted={m: min(_leading_matches(guesses[m][:gamma], truth), room) for m in guesses},
         resting=resting,
         stop=draft.stop,

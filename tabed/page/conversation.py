@@ -23,7 +23,8 @@ class Conversation:
     export_dir: str | None = None  # the last run's downloads: replaced by the next run's, so one per session
     frames: dict[str, list[tuple[float, str]]] = field(default_factory=dict)  # replay pace per side
     race_note: str = ""  # why the last run cannot be raced, when it cannot
-    blocks: list = field(default_factory=list)  # the last TABED answer's BlockEvents
+    label: str = "TABED"  # what decoded the last answer (`RunView.label`), for its side of the race
+    blocks: list = field(default_factory=list)  # the last answer's BlockEvents
 
 
 def session_state(value: object) -> Conversation:

@@ -117,22 +117,21 @@ class TokenStream:
 
 
 def block_rows(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], methods: list[str]) -> list[list]:
-    """One row per block: weights, each method's guesses, the ensemble draft, what the target kept."""
+    """One row per block, in `block_columns`' order: first what a student reads a block by (its weights, the
+    ensemble's draft, how many the target kept, the target's own token, how long the draft was and why),
+    then each method's own guesses and the times."""
     def words(ids: list[int]) -> str:
         return " | ".join(token_word(tokenizer, t) for t in ids)
 
     rows = []
     for block in blocks:
-        # the target's token, where the answer has it (after an accepted end token nothing follows)
-        target = words([block.target_token]) if len(block.emitted) > block.accepted else ""
-        rows.append(
-            [block.index, " ".join(f"{m} {block.weights.get(m, 0):.2f}" + (" resting" if m in block.resting else "")
-                                   for m in methods)]
-            + ["(resting)" if m in block.resting else words(block.drafts.get(m, [])) for m in methods]
-            + [words(block.draft), draft_length(block), block.accepted,
-               (("+" if block.bonus else "\u2192") + target) if target else "(the answer ended)",
-               round(block.draft_s * 1e3, 1), round(block.verify_s * 1e3, 1)]
-        )
+        target = ("+" if block.bonus else "\u2192") + words([block.target_token]) if block.target_token is not None \
+            else "(the answer ended)"
+        weights = " ".join(f"{m} {block.weights.get(m, 0):.2f}" + (" resting" if m in block.resting else "")
+                           for m in methods)
+        rows.append([block.index, weights, words(block.draft), block.accepted, target, draft_length(block)]
+                    + ["(resting)" if m in block.resting else words(block.drafts.get(m, [])) for m in methods]
+                    + [round(block.draft_s * 1e3, 1), round(block.verify_s * 1e3, 1)])
     return rows
 
 
@@ -159,12 +158,16 @@ def tree_depth(nodes: list[TreeNode]) -> int:
     return max(node_depths(nodes), default=0)
 
 
+LEADING_COLUMNS = 6  # the block table's columns a student needs, kept in view (`block_columns`)
+
+
 def block_columns(methods: list[str]) -> list[str]:
-    return (["block", "weights"] + [f"{m} guesses" for m in methods]
-            + ["ensemble draft", "drafted", "accepted", "target token", "draft ms", "verify ms"])
+    """The block table's headers: `LEADING_COLUMNS` a block is read by, then each method's guesses."""
+    return (["block", "weights", "ensemble draft", "kept", "target's token", "drafted (why it stopped)"]
+            + [f"{m} guesses" for m in methods] + ["draft ms", "verify ms"])
 
 
-def weights_figure(blocks: list[BlockEvent], methods: list[str], gamma: int) -> go.Figure:
+def weights_figure(blocks: list[BlockEvent], methods: list[str]) -> go.Figure:
     """Ensemble weight of each method per block (lines) and accepted drafts per block (bars)."""
     figure = go.Figure()
     index = [b.index for b in blocks]
@@ -183,8 +186,9 @@ def weights_figure(blocks: list[BlockEvent], methods: list[str], gamma: int) -> 
         title="Ensemble weights and accepted drafts per block",
         xaxis={"title": "block", "dtick": 1, "tickformat": "d", "range": [-0.5, max(index, default=0) + 0.5]},
         yaxis={"title": "weight", "range": [-0.02, 1.02]},
-        yaxis2={"title": "accepted", "overlaying": "y", "side": "right", "range": [0, gamma + 0.5],
-                "showgrid": False},
+        # the bars' axis ends just above the most a block kept: an axis to γ (20 when adaptive) leaves them flat
+        yaxis2={"title": "accepted", "overlaying": "y", "side": "right", "showgrid": False, "tickformat": "d",
+                "range": [0, max((b.accepted for b in blocks), default=0) + 1.5]},
         legend={"orientation": "h", "y": -0.25},
         margin={"l": 50, "r": 50, "t": 40, "b": 40},
         height=340,

@@ -89,15 +89,16 @@ class RunView:
         elif isinstance(event, Finished):
             self.results[item.phase] = event.result
 
-    def metrics(self) -> list[list]:
+    def metrics(self) -> gr.Dataframe:
         """Both sides' numbers; a stopped side's are left out, so no speedup compares unequal answers."""
         speculative = self.results.get(SPECULATIVE)
         plain = self.results.get(AUTOREGRESSIVE)
         missing = "…" if self.racing else "not run"
         if speculative is not None and speculative.stopped or plain is not None and plain.stopped:
             plain, missing = None, "stopped"
-        return render.metrics_rows(speculative.metrics if speculative else None, plain.metrics if plain else None,
+        rows = render.metrics_rows(speculative.metrics if speculative else None, plain.metrics if plain else None,
                                    unreliable=self.starved() is not None, missing=missing)
+        return gr.Dataframe(value=rows, headers=["", self.label, "plain"])
 
     def block_table(self) -> gr.Dataframe:
         methods = list(self.settings.spec.methods)
@@ -105,7 +106,7 @@ class RunView:
                             headers=render.block_columns(methods))
 
     def figure(self) -> go.Figure:
-        return render.weights_figure(self.blocks, list(self.settings.spec.methods), self.settings.config.gamma)
+        return render.weights_figure(self.blocks, list(self.settings.spec.methods))
 
     def trees(self) -> go.Figure:
         spec, config = self.settings.spec, self.settings.config
@@ -143,6 +144,15 @@ class RunView:
         spec = self.settings.spec
         return {"tabed": "TABED", "static": f"the static ensemble {spec.name}"}.get(spec.mode,
                                                                                     f"{spec.name} alone")
+
+    @property
+    def label(self) -> str:
+        """`name` as a column's header or an answer's label: "TABED", "static ensemble MT", "M alone"."""
+        return self.name.removeprefix("the ")
+
+    def answer_box(self) -> dict:
+        """The answer box emptied for a new run and labelled with what decodes it."""
+        return gr.update(value="", label=f"Answer ({self.label})")
 
     def status(self, finished: bool) -> str:
         """The status line: in progress, done (with the speedup), stopped (saying which side), or an error.
@@ -284,6 +294,7 @@ def final_frames(view: RunView, conversation: Conversation, request: dict) -> It
     conversation.blocks = view.results[SPECULATIVE].blocks
     conversation.frames = ({phase: render.result_texts(view.pair.tokenizer, result)
                             for phase, result in view.results.items()} if compared else {})
+    conversation.label = view.label
     conversation.race_note = ("" if compared else "The last run was stopped before both sides finished: "
                               "run it again to race them." if view.racing else "")
     files = export_run(conversation, view, request)
@@ -317,7 +328,7 @@ def race_frames(conversation: Conversation, stop: threading.Event) -> Iterator[s
         stopped = stop.is_set()
         if stopped:
             note += " \u23f9 Stopped"
-        yield (f'<div class="tabed-race"><div>{side(SPECULATIVE, "TABED")}</div>'
+        yield (f'<div class="tabed-race"><div>{side(SPECULATIVE, conversation.label)}</div>'
                f'<div>{side(AUTOREGRESSIVE, "plain decoding")}</div></div><small>{clock:.2f} s{note}</small>')
         if stopped or all(shown[p] == len(frames[p]) for p in frames):
             return

@@ -2,6 +2,7 @@
 
 import json
 import re
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -12,6 +13,8 @@ import plotly.graph_objects as go
 import pytest
 import torch
 from PIL import Image
+
+import gradio as gr
 
 import app
 from conftest import serving, workers_alive
@@ -45,8 +48,11 @@ def image_path(tmp_path, image):
 
 
 def frame(values) -> Frame:
-    """A handler's output, by name."""
-    return Frame(*values)
+    """A handler's output, by name; the metrics as their rows (`header` keeps their column names)."""
+    out = Frame(*values)
+    if isinstance(out.metrics, gr.Dataframe):
+        out.header, out.metrics = out.metrics.headers, out.metrics.value["data"]
+    return out
 
 
 def last_run(conversation) -> dict:
@@ -76,7 +82,7 @@ def test_run_streams_coloured_tokens_then_metrics_and_exports(tiny_app, image_pa
     assert float(rows["block efficiency"][1]) > 1.0
     assert {trace.name for trace in figure.data} == {"accepted drafts", "weight of M", "weight of T"}
     assert len(blocks.value["data"]) == result["speculative"]["metrics"]["target_forwards"]
-    drafted = [row[blocks.value["headers"].index("drafted")] for row in blocks.value["data"]]
+    drafted = [row[blocks.value["headers"].index("drafted (why it stopped)")] for row in blocks.value["data"]]
     assert any("unsure: " in cell for cell in drafted)  # each block says how long its draft was, and why
     assert {b["stop"] for b in result["speculative"]["blocks"]} <= {"unsure", "cap", "budget", "eos"}
     assert chat[-1]["role"] == "assistant" and chat[-1]["content"] == result["speculative"]["text"]
@@ -113,7 +119,7 @@ def test_trees_from_the_page_are_drawn_block_by_block(tiny_app, image_path):
     assert last_run(state)["request"]["config"]["tree_width"] == 3
     nodes = [node for block in result["blocks"] for node in block["tree"]]
     assert nodes and {"token", "parent", "proposer", "accepted"} <= set(nodes[0])
-    drafted = [row[blocks.value["headers"].index("drafted")] for row in blocks.value["data"]]
+    drafted = [row[blocks.value["headers"].index("drafted (why it stopped)")] for row in blocks.value["data"]]
     assert all(" deep, " in cell and " nodes" in cell or cell == "0, budget" for cell in drafted)
     assert " deep, " in drafted[0]  # a last block with one token left to emit drafts nothing: "0, budget"
     paths = next(trace for trace in trees.data if trace.name == "accepted node")
@@ -133,7 +139,7 @@ def test_a_tree_in_the_first_block_only_from_the_page(tiny_app, image_path):
     result = last_run(state)["results"]["speculative"]
     assert result["token_ids"] == last_run(state)["results"]["autoregressive"]["token_ids"]
     assert last_run(state)["request"]["config"]["tree_blocks"] == "first"
-    drafted = [row[blocks.value["headers"].index("drafted")] for row in blocks.value["data"]]
+    drafted = [row[blocks.value["headers"].index("drafted (why it stopped)")] for row in blocks.value["data"]]
     assert len(drafted) > 1 and " deep, " in drafted[0] and not any(" deep, " in cell for cell in drafted[1:])
     drawn = sum(len(trace.x) for trace in trees.data if trace.name in ("accepted node", "rejected node"))
     assert drawn == len(result["blocks"][0]["tree"]) > 0
@@ -663,6 +669,11 @@ def test_the_status_shows_lossless_and_names_what_decoded(tiny_app, image_path):
                                                                      **settings(methods=methods, mode=mode))]
         assert any(f"{name} decoding" in status for status in statuses if status)
         assert not any("TABED" in status for status in statuses if status), statuses
+        outputs = list(tiny_app.run(image_path, "w1 w2", None, **settings(methods=methods, mode=mode)))
+        label = name.removeprefix("the ")
+        assert frame(outputs[0]).tabed["label"] == f"Answer ({label})" and final(outputs).header[1] == label
+        race = list(app.race_frames(final(outputs).state, threading.Event()))[-1]
+        assert label in race and "TABED" not in race
 
 
 def test_an_answer_too_short_to_time_shows_no_speedup(tiny_app, image_path):

@@ -95,7 +95,7 @@ def test_the_api_takes_named_inputs_and_answers_without_server_paths(server, tmp
     types = {p["parameter_name"]: p["type"]["type"] for p in parameters}
     assert [types[name] for name in ("gamma", "max_new_tokens", "tree_width", "window", "seed")] == ["integer"] * 5
     returns = server.view_api(return_format="dict", print_info=False)["named_endpoints"]["/run"]["returns"]
-    assert [r["label"] for r in returns] == ["Status", "TABED answer", "Plain decoding", "Speed and acceptance",
+    assert [r["label"] for r in returns] == ["Status", "Answer (TABED)", "Plain decoding", "Speed and acceptance",
                                              "Ensemble weights", "Block by block", "Conversation",
                                              app.DOWNLOADS_LABEL, "Token trees"]
     race = server.view_api(return_format="dict", print_info=False)["named_endpoints"]["/replay_race"]["returns"]

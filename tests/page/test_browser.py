@@ -183,7 +183,7 @@ class TestWithTheTinyPair:
                 expect(view).to_contain_text(f"Block {row} of")
             for index in range(last + 1):
                 expect(view).to_contain_text(f"Block {index} of {last}")
-                cell = page.locator(f'#blocks [data-testid="cell-{index}-4"]')  # its ensemble draft (tabed-MT)
+                cell = page.locator(f'#blocks [data-testid="cell-{index}-2"]')  # its ensemble draft
                 cell.scroll_into_view_if_needed()
                 table_drafts = cell.inner_text().split(" | ")
                 cells = view.locator("table tr:not(.tabed-why)")
