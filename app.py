@@ -110,19 +110,14 @@ def _respond(follow_up: bool, inputs: dict, conversation: Conversation, stop: th
         if PRESETS[name].needs_gpu and not torch.cuda.is_available():
             raise InputError(f"the preset {name!r} needs a GPU and this machine has none: choose 'teaching'")
         if not PAIRS.loaded(name):
-            yield Frame(status=f"\u23f3 Loading the model pair {name!r} (first run only)…", tabed="", plain="",
-                        state=conversation)
+            yield Frame(status=f"\u23f3 Loading the model pair {name!r} (first run only)…")
         pair = PAIRS.get(name)
-    except TabedError as error:
-        yield Frame(status=f"\u26a0\ufe0f Error: {error}", state=conversation)
+    except TabedError as error:  # refused: the page stays as it was but for the status (the state too)
+        yield Frame(status=f"\u26a0\ufe0f Error: {error}")
         return
     compare = bool(inputs["compare_ar"])
     view = RunView(pair, settings, render.TokenStream(pair.tokenizer), render.TokenStream(pair.tokenizer),
                    racing=compare)
-    # A clean page: the last run's charts and downloads would otherwise sit beside this one's tokens
-    # (in a race, until it is over), and a download taken then would be the last run's.
-    yield Frame(status=view.status(False), tabed=view.answer_box(), plain="", metrics=None, weights=None, blocks=None,
-                state=conversation, downloads=None, trees=None)
     worker = ComparisonWorker(pair, turns, settings, compare_ar=compare, cancel=stop,
                               threads=CPU_THREADS if pair.device.type == "cpu" else None).start()
     try:
@@ -318,8 +313,8 @@ def _answer_column() -> SimpleNamespace:
     gr.Markdown(TIMING)
     ui.plot = gr.Plot(label="Ensemble weights", elem_id="weights-plot")
     gr.Markdown(WEIGHTS_NOTE, elem_id="weights-note")
-    ui.blocks = gr.Dataframe(headers=render.block_columns(list(DEFAULT_SPEC_METHODS)), label="Block by block",
-                             elem_id="blocks", interactive=False, max_height=320)
+    ui.blocks = gr.Dataframe(headers=render.block_columns(render.method_groups(list(DEFAULT_SPEC_METHODS))),
+                             label="Block by block", elem_id="blocks", interactive=False, max_height=320)
     ui.trees = gr.Plot(label="Token trees", elem_id="trees-plot")  # shown while blocks may draft trees
     ui.stepper = _stepper()
     with gr.Row():
@@ -348,10 +343,11 @@ def _stepper() -> SimpleNamespace:
 
 def show_step(conversation, index) -> tuple:
     """Block `index` of the session's last answer (clamped to its blocks): the index shown, and the block."""
-    blocks = session_state(conversation).blocks
+    conversation = session_state(conversation)
+    blocks = conversation.blocks
     index = max(0, min(int(index or 0), len(blocks) - 1)) if blocks else 0
     tokenizer = PAIRS.pair.tokenizer if PAIRS.pair is not None else None
-    return index, stepper.step_html(tokenizer, blocks, index)
+    return index, stepper.step_html(tokenizer, blocks, index, conversation.unlearned or stepper.UNLEARNED)
 
 
 def pick_step(conversation, event: gr.SelectData) -> tuple:

@@ -157,6 +157,15 @@ class WeightHistory:
         return weights_from(self.rule, self._total, self.grid_on(self._total.device), self.rate)
 
 
+def share_equally(weights: torch.Tensor, rows: list[int]) -> torch.Tensor:
+    """The weights with `rows` (methods drafted as one and the same row: with no picture M, T, C and P read
+    the same text) sharing their total equally. Their mixture is the same whatever the split, so a rule's
+    split of them is a tie broken by order, which a chart would show as learning."""
+    shared = weights.clone()
+    shared[rows] = weights[rows].mean()
+    return shared
+
+
 def weights_from(rule: str, total: torch.Tensor, grid: torch.Tensor | None = None,
                  rate: float | torch.Tensor = 0.0) -> torch.Tensor:
     """`rule`'s weights from the window's summed statistics: inverse KL or TV (kld, tvd), exponential

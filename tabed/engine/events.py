@@ -32,6 +32,7 @@ class Started:
     methods: list[str] = field(default_factory=list)
     captions: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    shared: list[str] = field(default_factory=list)  # methods drafted as one row (no picture): one shared weight
 
 
 @dataclass
@@ -131,6 +132,7 @@ class GenerationResult:
     captions: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     stopped: bool = False
+    shared: list[str] = field(default_factory=list)  # as `Started.shared`
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -72,12 +72,13 @@ def _tried_by_depth(verdict: Verdict, depths: int) -> list[list[dict]]:
     return out
 
 
-def weight_choice(history: WeightHistory, weights: torch.Tensor) -> dict | None:
+def weight_choice(history: WeightHistory, weights: torch.Tensor, shared: list[str] = ()) -> dict | None:
     """How the history chose the `weights` it gives now (None before it has any position): the rule, the
     positions it holds, and per rule what decided — w-grid: each candidate's top-1 matches and KL, the
     candidates with the most matches and the winner among them (the least KL; the first of equal ones);
     kld and tvd: each method's summed divergence (weights ∝ 1 / it); hedge: each method's summed loss
-    and the rate (weights ∝ exp(−rate · loss))."""
+    and the rate (weights ∝ exp(−rate · loss)). `shared`: the methods drafted as one row, which then share
+    their total weight equally (`ensemble.share_equally`): `weights` are the block's, after that."""
     total = history.total()
     if total is None:
         return None
@@ -97,4 +98,6 @@ def weight_choice(history: WeightHistory, weights: torch.Tensor) -> dict | None:
     else:
         choice |= {"loss": total.tolist(), "rate": float(history.rate)}
     choice["weights"] = weights.tolist()
+    if shared:
+        choice["shared"] = list(shared)
     return choice

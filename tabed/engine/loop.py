@@ -27,7 +27,7 @@ from .config import GenerationConfig
 from .draft_length import AUTO_CAP, DraftLength
 from .drafter import BatchedDrafter, build_rows, image_token_id
 from .drafts import DraftChain, DraftContext, FirstBlock, Verdict
-from .ensemble import WeightHistory, uniform_weights
+from .ensemble import WeightHistory, share_equally, uniform_weights
 from .events import BlockEvent, Event, Finished, GenerationResult, Metrics, Started, StopReason, TokenEvent
 from .inspection import block_positions, weight_choice
 from .lookup import NgramLookup
@@ -172,6 +172,7 @@ class SpeculativeRun:
     blocks: list[BlockEvent] = field(default_factory=list)
     hedges_first: bool = False  # the first block hedges (`settings.hedges_first`)
     weight_choice: dict | None = None  # when inspecting: how the current block's weights were chosen
+    shared: list[int] = field(default_factory=list)  # methods drafted as one row (`shared_row`): one weight
 
     @property
     def learned(self) -> bool:
@@ -237,15 +238,19 @@ def speculative_generate(
     caption_clock = Clock(pair.device)
     captions = (captioner or captioner_for(pair)).caption(images) if "C" in spec.methods and images else []
     caption_s = caption_clock.elapsed()
-    summed, why_eager = (graphed_stats(pair, config.rule, len(spec.methods)) if spec.tabed and not config.window
+    shared = shared_row(spec, bool(images))
+    learns = spec.tabed and len(shared) < len(spec.methods)  # one shared row and nothing else: nothing to weigh
+    summed, why_eager = (graphed_stats(pair, config.rule, len(spec.methods)) if learns and not config.window
                          else (None, None))
     notes = list(pair.notes) + fitted + ([why_eager] if why_eager else [])
-    if not images and set(spec.methods) & {"M", "C", "P"}:
-        notes.append("no image in the conversation: the M, C and P rows are the same text-only prompt as T")
+    if shared:
+        notes.append(f"no picture in the conversation: {', '.join(shared)} read the same text, so they are drafted "
+                     "once, as one row, and share one weight (split equally: no rule can tell them apart)")
     yield Started(mode="speculative", prompt_tokens=prompt.length, methods=list(spec.methods),
-                  captions=captions, notes=notes)
+                  captions=captions, notes=notes, shared=shared)
 
-    run = _start_run(pair, spec, config, prompt, pictures=bool(images), summed=summed)
+    run = _start_run(pair, spec, config, prompt, pictures=bool(images), summed=summed, learns=learns)
+    run.shared = [run.methods.index(method) for method in shared]
     start = _start_drafter(run, draft_prompt, spec.model_methods if images else ("T",), captions)
     first = FirstBlock(prompt, start, image_token_id(pair.target))
     done = stopped = False
@@ -262,17 +267,23 @@ def speculative_generate(
     metrics.busy = run.clock.busy(metrics.cpu_share)
     yield Finished(GenerationResult(mode="speculative", spec=spec.name, token_ids=run.out,
                                     text=_text(pair, run.out), metrics=metrics, blocks=run.blocks,
-                                    captions=captions, notes=notes, stopped=stopped))
+                                    captions=captions, notes=notes, stopped=stopped, shared=shared))
+
+
+def shared_row(spec: DraftingSpec, pictures: bool) -> list[str]:
+    """The methods drafted as one row: with no picture every model method (M, T, C, P) reads the same
+    text; none when there is a picture, or a single model method."""
+    return list(spec.model_methods) if not pictures and len(spec.model_methods) > 1 else []
 
 
 def _start_run(pair: ModelPair, spec: DraftingSpec, config: GenerationConfig, prompt: chat.EncodedPrompt,
-               pictures: bool, summed: GraphedStats | None) -> SpeculativeRun:
+               pictures: bool, summed: GraphedStats | None, learns: bool) -> SpeculativeRun:
     generator = _new_generator(pair, config.seed)
     clock = Clock(pair.device)
     session = TargetSession(pair.backend("target"))
     history = (WeightHistory(len(spec.methods), config.rule, config.window, horizon=config.max_new_tokens,
                              summed=summed)
-               if spec.tabed else None)
+               if learns else None)
     run = SpeculativeRun(pair, config, spec.methods, clock, session, generator, history,
                          DraftLength(config.gamma, config.adaptive, config.min_survival),
                          hedges_first=hedges_first(spec, config, pictures))
@@ -334,8 +345,11 @@ def _weigh(run: SpeculativeRun) -> tuple[torch.Tensor, float]:
     learned = run.learned  # timed only then: on a GPU every reading of the clock waits for the device
     start = run.clock.now() if learned else 0.0
     weights = run.weights().to(run.pair.device)  # once per block, not at every draft step
+    if run.shared and learned:
+        weights = share_equally(weights, run.shared)
     seconds = run.clock.now() - start if learned else 0.0
-    run.weight_choice = weight_choice(run.history, weights) if run.config.inspect and learned else None
+    run.weight_choice = (weight_choice(run.history, weights, [run.methods[row] for row in run.shared])
+                         if run.config.inspect and learned else None)
     if run.resting is not None:
         run.resting.choose(run.drafter, weights, seen)
     return weights, seconds

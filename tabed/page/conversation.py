@@ -24,6 +24,7 @@ class Conversation:
     frames: dict[str, list[tuple[float, str]]] = field(default_factory=dict)  # replay pace per side
     race_note: str = ""  # why the last run cannot be raced, when it cannot
     label: str = "TABED"  # what decoded the last answer (`RunView.label`), for its side of the race
+    unlearned: str = ""  # why the last answer's blocks weighed as they did before learning (`RunView.unlearned`)
     blocks: list = field(default_factory=list)  # the last answer's BlockEvents
 
 

@@ -116,7 +116,21 @@ class TokenStream:
             self._add(kind, block.target_token, title)
 
 
-def block_rows(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], methods: list[str]) -> list[list]:
+Groups = list[tuple[str, list[str]]]  # the page's methods: (name, the methods it stands for)
+
+
+def method_groups(methods: list[str], shared: list[str] = ()) -> Groups:
+    """A line of the weights chart and a column of the block table per method; the methods drafted as one
+    row (`Started.shared`: no picture) as one, named "M=T" and weighing their total."""
+    groups = [(m, [m]) for m in methods if m not in shared]
+    return ([("=".join(shared), list(shared))] if shared else []) + groups
+
+
+def group_weight(block: BlockEvent, members: list[str]) -> float:
+    return sum(block.weights.get(m, 0.0) for m in members)
+
+
+def block_rows(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], groups: Groups) -> list[list]:
     """One row per block, in `block_columns`' order: first what a student reads a block by (its weights, the
     ensemble's draft, how many the target kept, the target's own token, how long the draft was and why),
     then each method's own guesses and the times."""
@@ -127,10 +141,11 @@ def block_rows(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], met
     for block in blocks:
         target = ("+" if block.bonus else "\u2192") + words([block.target_token]) if block.target_token is not None \
             else "(the answer ended)"
-        weights = " ".join(f"{m} {block.weights.get(m, 0):.2f}" + (" resting" if m in block.resting else "")
-                           for m in methods)
+        weights = " ".join(f"{name} {group_weight(block, members):.2f}" + (" resting" if name in block.resting
+                                                                              else "") for name, members in groups)
         rows.append([block.index, weights, words(block.draft), block.accepted, target, draft_length(block)]
-                    + ["(resting)" if m in block.resting else words(block.drafts.get(m, [])) for m in methods]
+                    + ["(resting)" if name in block.resting else words(block.drafts.get(members[0], []))
+                       for name, members in groups]
                     + [round(block.draft_s * 1e3, 1), round(block.verify_s * 1e3, 1)])
     return rows
 
@@ -161,23 +176,25 @@ def tree_depth(nodes: list[TreeNode]) -> int:
 LEADING_COLUMNS = 6  # the block table's columns a student needs, kept in view (`block_columns`)
 
 
-def block_columns(methods: list[str]) -> list[str]:
+def block_columns(groups: Groups) -> list[str]:
     """The block table's headers: `LEADING_COLUMNS` a block is read by, then each method's guesses."""
     return (["block", "weights", "ensemble draft", "kept", "target's token", "drafted (why it stopped)"]
-            + [f"{m} guesses" for m in methods] + ["draft ms", "verify ms"])
+            + [f"{name} guesses" for name, _ in groups] + ["draft ms", "verify ms"])
 
 
-def weights_figure(blocks: list[BlockEvent], methods: list[str]) -> go.Figure:
-    """Ensemble weight of each method per block (lines) and accepted drafts per block (bars)."""
+def weights_figure(blocks: list[BlockEvent], groups: Groups) -> go.Figure:
+    """Ensemble weight of each method per block (lines; methods drafted as one row, one line) and accepted
+    drafts per block (bars)."""
     figure = go.Figure()
     index = [b.index for b in blocks]
     figure.add_bar(x=index, y=[b.accepted for b in blocks], name="accepted drafts", yaxis="y2",
                    marker_color="rgba(140,140,140,0.35)", hovertemplate="block %{x}: %{y} accepted<extra></extra>")
-    for order, method in enumerate(methods):
+    for order, (method, members) in enumerate(groups):
         rested = [method in b.resting for b in blocks]  # an open marker: the row sat out the draft steps
+        one_row = " (one row: no picture)" if len(members) > 1 else ""
         # each later method's dots smaller, so that two methods at one weight both show
-        figure.add_scatter(x=index, y=[b.weights.get(method, 0.0) for b in blocks], mode="lines+markers",
-                           name=f"weight of {method}", line={"color": METHOD_COLOURS.get(method)},
+        figure.add_scatter(x=index, y=[group_weight(b, members) for b in blocks], mode="lines+markers",
+                           name=f"weight of {method}{one_row}", line={"color": METHOD_COLOURS.get(members[0])},
                            marker={"symbol": ["circle-open" if r else "circle" for r in rested],
                                    "size": max(4, 15 - 5 * order)},
                            customdata=[" (resting: its row sat out the draft steps)" if r else "" for r in rested],

@@ -17,8 +17,13 @@ VERDICTS = {"kept": "\u2713 kept", "rejected": "\u2717 rejected", "corrected": "
             "bonus": "+ bonus"}
 
 
-def step_html(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], index: int) -> str:
-    """Block `index` of a run (clamped to the run's blocks), as HTML."""
+UNLEARNED = "nothing verified yet to learn from, so every method weighs the same"
+
+
+def step_html(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], index: int,
+              unlearned: str = UNLEARNED) -> str:
+    """Block `index` of a run (clamped to the run's blocks), as HTML. `unlearned`: why a block whose weights
+    were not learned weighs as it does (the first block of TABED; every block of a static ensemble)."""
     if not blocks:
         return '<div class="tabed-step">Run a prompt, then step through its blocks here.</div>'
     index = max(0, min(int(index), len(blocks) - 1))
@@ -37,7 +42,7 @@ def step_html(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], inde
     table = f'<div class="tabed-step-table"><table><tr>{header}</tr>{"".join(rows)}</table></div>'
     moved = (f"<p>{html.escape(moved_why(block, blocks[index + 1]))}</p>" if index + 1 < len(blocks)
              and blocks[index + 1].weight_update is not None else "")
-    return f'<div class="tabed-step">{head}{table}<p>{html.escape(weights_why(block))}</p>{moved}</div>'
+    return f'<div class="tabed-step">{head}{table}<p>{html.escape(weights_why(block, unlearned))}</p>{moved}</div>'
 
 
 class Words:
@@ -103,12 +108,12 @@ def moved_why(block: BlockEvent, after: BlockEvent) -> str:
             f"history, {_choice(after)}")
 
 
-def weights_why(block: BlockEvent) -> str:
-    """How the block's weights were chosen from the history of the blocks before it, in a sentence."""
+def weights_why(block: BlockEvent, unlearned: str = UNLEARNED) -> str:
+    """How the block's weights were chosen from the history of the blocks before it, in a sentence;
+    `unlearned` says why when they were not learned."""
     chosen = _weights_text(block)
     if block.weight_update is None:
-        return (f"Weights {chosen}: nothing verified yet to learn from, so every method weighs the same."
-                if len(block.weights) > 1 and len(set(block.weights.values())) == 1 else f"Weights {chosen}.")
+        return f"Weights {chosen}: {unlearned}." if len(block.weights) > 1 else f"Weights {chosen}."
     return f"How this block's weights were chosen: {_choice(block)}"
 
 
@@ -116,6 +121,9 @@ def _choice(block: BlockEvent) -> str:
     """The rule's choice of a block's weights, from the figures it recorded (`weight_update`)."""
     update, methods, chosen = block.weight_update, list(block.weights), _weights_text(block)
     seen = f"over the {update['positions']} positions the target had verified"
+    if update.get("shared"):
+        chosen += (f" ({' and '.join(update['shared'])} read the same text, with no picture: one row, its weight "
+                   "shared equally, since no split of it changes the mix)")
     if update["rule"] == "w-grid":
         candidates = update["candidates"]
         alone = {m: next(c["matches"] for c in candidates if c["weights"][k] == 1.0) for k, m in enumerate(methods)}

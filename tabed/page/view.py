@@ -19,7 +19,7 @@ import torch
 from ..engine.events import BlockEvent, Finished, GenerationResult, Started, TokenEvent
 from ..engine.settings import Settings, hedges_first
 from ..models.pair import ModelPair
-from . import render
+from . import render, stepper
 from .conversation import Conversation, chat_history
 from .render import TIMED_TOKENS, too_short_to_time
 from .worker import AUTOREGRESSIVE, SPECULATIVE, ComparisonWorker, Done, Failure, PhaseEvent
@@ -68,6 +68,8 @@ class RunView:
     phase: str = SPECULATIVE
     error: str | None = None
     racing: bool = False  # with plain decoding: the charts wait for the end (see `stream_frames`)
+    shared: list[str] = field(default_factory=list)  # methods drafted as one row (`Started.shared`)
+    started: bool = False  # the engine took the request (`Started`): until then a refusal changes nothing
 
     def starved(self) -> float | None:
         """The smallest CPU share of the run's sides that the engine found busy (`Metrics.busy`: they
@@ -81,6 +83,8 @@ class RunView:
         stream = self.tabed if item.phase == SPECULATIVE else self.plain
         if isinstance(event, Started):
             self.notes += [note for note in event.notes if note not in self.notes]
+            self.shared = self.shared or event.shared
+            self.started = True
         elif isinstance(event, TokenEvent):
             stream.token(event, "plain")
         elif isinstance(event, BlockEvent):
@@ -100,13 +104,16 @@ class RunView:
                                    unreliable=self.starved() is not None, missing=missing)
         return gr.Dataframe(value=rows, headers=["", self.label, "plain"])
 
+    def groups(self) -> render.Groups:
+        return render.method_groups(list(self.settings.spec.methods), self.shared)
+
     def block_table(self) -> gr.Dataframe:
-        methods = list(self.settings.spec.methods)
-        return gr.Dataframe(value=render.block_rows(self.pair.tokenizer, self.blocks, methods),
-                            headers=render.block_columns(methods))
+        groups = self.groups()
+        return gr.Dataframe(value=render.block_rows(self.pair.tokenizer, self.blocks, groups),
+                            headers=render.block_columns(groups))
 
     def figure(self) -> go.Figure:
-        return render.weights_figure(self.blocks, list(self.settings.spec.methods))
+        return render.weights_figure(self.blocks, self.groups())
 
     def trees(self) -> go.Figure:
         spec, config = self.settings.spec, self.settings.config
@@ -145,14 +152,24 @@ class RunView:
         return {"tabed": "TABED", "static": f"the static ensemble {spec.name}"}.get(spec.mode,
                                                                                     f"{spec.name} alone")
 
+    def unlearned(self) -> str:
+        """Why a block whose weights were not learned weighs its methods as it does (`stepper.step_html`)."""
+        spec = self.settings.spec
+        if spec.mode == "static":
+            return "a static ensemble weighs every method the same in every block"
+        if spec.tabed and len(self.shared) == len(spec.methods):
+            return (f"{' and '.join(self.shared)} read the same text (no picture): one row, drafted once, so there "
+                    "is nothing to weigh between them")
+        return stepper.UNLEARNED
+
     @property
     def label(self) -> str:
         """`name` as a column's header or an answer's label: "TABED", "static ensemble MT", "M alone"."""
         return self.name.removeprefix("the ")
 
     def answer_box(self) -> dict:
-        """The answer box emptied for a new run and labelled with what decodes it."""
-        return gr.update(value="", label=f"Answer ({self.label})")
+        """The answer so far, in a box labelled with what decodes it."""
+        return gr.update(value=self.tabed.html, label=f"Answer ({self.label})")
 
     def status(self, finished: bool) -> str:
         """The status line: in progress, done (with the speedup), stopped (saying which side), or an error.
@@ -164,6 +181,8 @@ class RunView:
         if not finished:
             return self._progress(where)
         stopped = self.stopped()
+        if not self.started:
+            return f"\u23f9 Stopped before decoding began · {where}. The page is as it was."
         if stopped == SPECULATIVE:
             return (f"\u23f9 Stopped after {len(self.blocks)} blocks · {where}. The partial answer stays here and "
                     "is not added to the conversation.")
@@ -174,6 +193,8 @@ class RunView:
         return self._done(where) + "".join(f" Note: {note}" for note in self.notes)
 
     def _progress(self, where: str) -> str:
+        if not self.started:
+            return f"\u23f3 Reading the prompt for {self.name} · {where}"
         if self.phase == SPECULATIVE:
             doing = f"{self.name} decoding… block {len(self.blocks)}"
         else:
@@ -247,7 +268,7 @@ def stream_frames(view: RunView, worker: ComparisonWorker, conversation: Convers
     whichever side is being timed, and a race must time both sides alike."""
     last_html = last_plot = 0.0
     last_shown = (0, 0)
-    finished = False
+    finished = cleared = False
     while not finished:
         for item in worker.drain(HTML_EVERY_S):
             if isinstance(item, PhaseEvent):
@@ -260,6 +281,9 @@ def stream_frames(view: RunView, worker: ComparisonWorker, conversation: Convers
         if not finished and now - last_html < HTML_EVERY_S:
             continue
         last_html = now
+        if not view.started:  # the engine may still refuse the request: only the status says anything yet
+            yield Frame(status=view.status(finished))
+            continue
         shown = (len(view.blocks), len(view.results))  # the figure, table and metrics change with these
         # the last frame says how the run ended at once: its charts come with `final_frames`
         heavy = not finished and not view.racing and now - last_plot >= PLOT_EVERY_S and shown != last_shown
@@ -267,6 +291,11 @@ def stream_frames(view: RunView, worker: ComparisonWorker, conversation: Convers
             last_plot, last_shown = now, shown
         frame = Frame(status=view.status(finished), tabed=view.tabed.html, plain=view.plain.html,
                       state=conversation)
+        if not cleared:  # the engine took the request: the last run's charts and downloads would sit beside this
+            # one's tokens (in a race, until it is over), and a download taken then would be the last run's
+            cleared = True
+            frame.tabed = view.answer_box()
+            frame.metrics = frame.weights = frame.blocks = frame.downloads = frame.trees = None
         if heavy:
             frame.metrics, frame.weights, frame.blocks, frame.trees = (view.metrics(), view.figure(),
                                                                         view.block_table(), view.trees())
@@ -277,6 +306,9 @@ def final_frames(view: RunView, conversation: Conversation, request: dict) -> It
     """The finished (or stopped) run: a complete TABED answer joins the conversation (even when plain
     decoding was stopped after it); a stopped one is marked and stays out of it; either way the run can
     be downloaded, and replayed as a race when both sides finished. A run that failed shows what it decoded."""
+    if not view.started:  # refused (or stopped) before the engine took it: nothing else changes
+        yield Frame(status=view.status(True))
+        return
     if view.error:
         yield Frame(status=view.status(True), metrics=view.metrics(), weights=view.figure(),
                     blocks=view.block_table(), trees=view.trees(), state=conversation)
@@ -294,7 +326,7 @@ def final_frames(view: RunView, conversation: Conversation, request: dict) -> It
     conversation.blocks = view.results[SPECULATIVE].blocks
     conversation.frames = ({phase: render.result_texts(view.pair.tokenizer, result)
                             for phase, result in view.results.items()} if compared else {})
-    conversation.label = view.label
+    conversation.label, conversation.unlearned = view.label, view.unlearned()
     conversation.race_note = ("" if compared else "The last run was stopped before both sides finished: "
                               "run it again to race them." if view.racing else "")
     files = export_run(conversation, view, request)

@@ -102,8 +102,26 @@ def test_other_rules_also_prefer_the_right_method(twin_pair, image, rule, window
 
 def test_no_image_is_reported_not_refused(pair):
     result = collect(speculative_generate(pair, [Turn("w7")], parse_spec("tabed-MTCP"), GenerationConfig(8)))
-    assert any("no image" in note for note in result.notes)
-    assert result.captions == []
+    assert any("no picture" in note for note in result.notes)
+    assert result.captions == [] and result.shared == ["M", "T", "C", "P"]
+
+
+@pytest.mark.parametrize("rule", ["w-grid", "kld", "tvd", "hedge"])
+def test_methods_that_read_the_same_text_share_one_weight_equally(pair, image, rule):
+    """With no picture M and T are one row: every block weighs them equally (a rule's split of identical rows
+    is a tie broken by order, which the chart drew as learning); beside N they share what the rule gives
+    the row, N's weight still learned; with a picture each method has its own row and weight."""
+    config = GenerationConfig(40, rule=rule, inspect=True)
+    alone = collect(speculative_generate(pair, [Turn("w7 w8")], parse_spec("tabed-MT"), config))
+    assert alone.shared == ["M", "T"] and len(alone.blocks) > 3
+    assert all(block.weights == {"M": 0.5, "T": 0.5} and block.weight_update is None for block in alone.blocks)
+    with_n = collect(speculative_generate(pair, [Turn("w1 w1 w1 w1 w1")], parse_spec("tabed-MTN"), config))
+    learned = [block for block in with_n.blocks if block.weight_update is not None]
+    assert learned and all(block.weight_update["shared"] == ["M", "T"] for block in learned)
+    assert all(block.weights["M"] == pytest.approx(block.weights["T"]) for block in with_n.blocks)
+    assert len({round(block.weights["N"], 6) for block in with_n.blocks}) > 1  # N's is still learned
+    pictured = collect(speculative_generate(pair, [Turn("w1 w2 w3", [image])], parse_spec("tabed-MT"), config))
+    assert pictured.shared == [] and any(block.weight_update for block in pictured.blocks)
 
 
 def test_without_an_image_the_shared_text_only_row_is_drafted_once(pair):

@@ -8,20 +8,19 @@ from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
+import gradio as gr
 import numpy as np
 import plotly.graph_objects as go
 import pytest
 import torch
 from PIL import Image
 
-import gradio as gr
-
 import app
 from conftest import serving, workers_alive
 from tabed.engine import resting
 from tabed.models.pair import ModelPair
 from tabed.page import worker
-from tabed.page.view import STOPPED_MARK, Frame
+from tabed.page.view import OUTPUTS, STOPPED_MARK, Frame
 
 SETTINGS = dict(preset="teaching", methods=["M", "T"], mode=app.MODES[0], rule="w-grid", window=0, gamma=5,
                 max_new_tokens=24, temperature=0.0, seed=0, compare_ar=True, adaptive=True, tree_width=1,
@@ -339,7 +338,7 @@ STOP_BOUND_S = 30
 def test_closing_the_handler_stops_the_worker(tiny_app, image_path):
     events = tiny_app.run(image_path, "w1 w2", None, **settings(max_new_tokens=400, compare_ar=True))
     for output in events:
-        if frame(output).tabed:
+        if "tk-" in str(frame(output).tabed):
             break  # TABED tokens are streaming
     assert workers_alive() == 1
     start = time.monotonic()
@@ -428,12 +427,12 @@ def test_stop_during_plain_decoding_says_the_plain_side_was_stopped(tiny_app, im
 
 
 def test_stop_before_the_first_block(tiny_app, image_path):
-    """Stop pressed while the pair loads: the run ends at once, and says so."""
+    """Stop pressed while the pair loads: the run ends at once, says so, and leaves the page as it was."""
     request = StopClient("stop-while-loading")
     tiny_app.PAIRS.name = "loading"  # not loaded: the first frame is the loading message
     after, _ = _run_until(tiny_app, image_path, request, lambda o: "Loading" in str(frame(o).status))
-    status, tabed_html = final(after).status, final(after).tabed
-    assert status.startswith("\u23f9 Stopped after 0 blocks") and tabed_html.endswith(STOPPED_MARK)
+    assert final(after).status.startswith("\u23f9 Stopped before decoding began")
+    assert all(changed(frame(o)) == ["status"] for o in after)
     assert workers_alive() == 0
 
 
@@ -612,12 +611,32 @@ def test_a_run_starts_from_a_page_without_the_last_runs_charts_and_downloads(tin
     first = final(list(tiny_app.run(image_path, "w1 w2", None, **settings(compare_ar=compare_ar))))
     assert first.downloads and isinstance(first.weights, go.Figure)
     outputs = list(tiny_app.ask_follow_up(None, "w3", first.state, **settings(compare_ar=compare_ar)))
-    out = frame(outputs[0])
-    status, tabed_html, plain_html, metrics, figure = out.status, out.tabed, out.plain, out.metrics, out.weights
-    blocks, files, trees = out.blocks, out.downloads, out.trees
-    assert "TABED decoding" in status and (tabed_html, plain_html) == ("", "")
-    assert (metrics, figure, blocks, files, trees) == (None, None, None, None, None)
+    waiting = [frame(o) for o in outputs[:next(i for i, o in enumerate(outputs) if isinstance(frame(o).tabed, dict)
+                                                 and frame(o).tabed.get("label"))]]
+    assert all(changed(f) == ["status"] for f in waiting)  # before the engine takes it, only the status
+    out = frame(outputs[len(waiting)])
+    assert "TABED decoding" in out.status and out.plain == "" and out.tabed["label"] == "Answer (TABED)"
+    assert (out.metrics, out.weights, out.blocks, out.downloads, out.trees) == (None, None, None, None, None)
     assert final(outputs).downloads and Path(final(outputs).downloads[0]).exists()
+
+
+def changed(page: Frame) -> list[str]:
+    """The outputs a frame changes (the others are skipped)."""
+    return [name for name in OUTPUTS if getattr(page, name) != gr.skip()]
+
+
+@pytest.mark.parametrize("prompt", ["w1 " * 1100, "w1 w2"])
+def test_a_refused_request_changes_nothing_but_the_status(tiny_app, image_path, prompt):
+    """A prompt that fills the context (refused by the engine) or a setting out of range (refused by the page):
+    the last run's answer, charts, tables, downloads and conversation stay as they were."""
+    first = final(list(tiny_app.run(image_path, "w1 w2", None, **settings())))
+    assert first.downloads and first.state.turns
+    bad = settings(gamma=99) if prompt == "w1 w2" else settings()
+    for handler in (tiny_app.run, tiny_app.ask_follow_up):
+        outputs = [frame(o) for o in handler(None, prompt, first.state, **bad)]
+        assert all(changed(out) == ["status"] for out in outputs), [changed(out) for out in outputs]
+        assert outputs[-1].status.startswith("\u26a0\ufe0f Error") and len(first.state.turns) == 1
+        assert not any("decoding" in out.status for out in outputs)
 
 
 def test_a_new_conversation_leaves_nothing_of_the_last_run_on_the_page(tiny_app, image_path):
@@ -634,12 +653,12 @@ def test_a_follow_up_with_no_conversation_says_so(tiny_app, image_path):
     """Through the API with no session state (or on a fresh page) there is nothing to follow up: one line,
     instead of silently answering as a first turn."""
     out = final(list(tiny_app.ask_follow_up(image_path, "w3", None, **settings())))
-    assert out.status.startswith("\u26a0\ufe0f Error: there is no answer to follow up") and out.state.turns == []
+    assert out.status.startswith("\u26a0\ufe0f Error: there is no answer to follow up") and changed(out) == ["status"]
 
 
 def test_before_any_run_the_block_table_has_its_real_columns():
     table = next(block for block in app.demo.blocks.values() if getattr(block, "elem_id", None) == "blocks")
-    assert table.headers[:3] == ["block", "weights", "M guesses"]
+    assert table.headers[:3] == ["block", "weights", "ensemble draft"] and "M guesses" in table.headers
 
 
 def test_the_block_stepper_shows_the_last_answers_blocks_one_at_a_time(tiny_app, image_path):
@@ -696,3 +715,15 @@ def test_an_answer_that_differs_says_why_only_as_its_precision_allows(tiny_app, 
                        TokenStream(pair.tokenizer))
         view.results = {"speculative": result([1, 2, 3, 4]), "autoregressive": result([1, 2, 5, 4])}
         assert view.lossless().startswith(f"Differs from plain decoding from token 3 on: {said}")
+
+
+def test_methods_that_read_the_same_text_are_drawn_and_explained_as_one_row(tiny_app):
+    """No picture: M and T are one row, so the chart draws one line at weight 1, the block table one column,
+    and the stepper says why their weights never move; with a picture each has its own."""
+    out = final(list(tiny_app.run(None, "w7 w8", None, **settings(max_new_tokens=30))))
+    lines = {trace.name: list(trace.y) for trace in out.weights.data if trace.type == "scatter"}
+    assert lines == {"weight of M=T (one row: no picture)": [1.0] * len(out.state.blocks)}
+    assert "M=T guesses" in out.blocks.headers and "M guesses" not in out.blocks.headers
+    assert "no picture" in out.status
+    _, page = tiny_app.show_step(out.state, 2)
+    assert "read the same text (no picture)" in page and "nothing verified yet" not in page

@@ -17,6 +17,7 @@ from tabed.page.render import (
     TokenStream,
     block_columns,
     block_rows,
+    method_groups,
     metrics_rows,
     node_depths,
     token_word,
@@ -36,8 +37,8 @@ def test_blank_tokens_are_drawn_and_only_the_end_is_the_end(teaching_pair):
 
 def test_the_block_table_shows_no_target_token_after_the_end_of_the_answer(twin_pair, image):
     result = ending_on_a_draft(twin_pair, image, "M")
-    row = block_rows(twin_pair.tokenizer, result.blocks, ["M"])[-1]
-    assert row[block_columns(["M"]).index("target's token")] == "(the answer ended)"
+    row = block_rows(twin_pair.tokenizer, result.blocks, method_groups(["M"]))[-1]
+    assert row[block_columns(method_groups(["M"])).index("target's token")] == "(the answer ended)"
     assert result.blocks[-1].target_token is None and result.blocks[-1].target_token_prob is None
 
 
@@ -50,7 +51,7 @@ def _tiny_run(pair, image, **config):
 def test_the_weights_chart_counts_whole_blocks_and_shows_every_method(pair, image):
     """One block used to span -0.4 to 0.4 on the x-axis, and T's dot hid M's at the same weight."""
     blocks = _tiny_run(pair, image).blocks
-    figure = weights_figure(blocks, ["M", "T", "C", "P"])
+    figure = weights_figure(blocks, method_groups(["M", "T", "C", "P"]))
     assert figure.layout.xaxis.dtick == 1 and tuple(figure.layout.xaxis.range) == (-0.5, blocks[-1].index + 0.5)
     assert list(figure.data[1].x) == [block.index for block in blocks]  # a point per block
     sizes = [trace.marker.size for trace in figure.data if trace.name.startswith("weight of")]
@@ -92,7 +93,7 @@ def test_each_token_is_coloured_by_what_the_target_did_with_it(pair, image):
 def test_the_weights_chart_draws_each_methods_own_weights_and_each_blocks_accepted_drafts(pair, image):
     result = _tiny_run(pair, image)
     methods = ["M", "T", "C", "P"]
-    figure = weights_figure(result.blocks, methods)
+    figure = weights_figure(result.blocks, method_groups(methods))
     bars = [trace for trace in figure.data if trace.type == "bar"]
     assert list(bars[0].y) == [b.accepted for b in result.blocks]
     most = max(b.accepted for b in result.blocks)  # the bars' axis fits them (γ = 20 left them flat)
