@@ -41,7 +41,19 @@ from tabed.page.controls import MODES, page_settings, page_spec
 from tabed.page.conversation import Conversation, build_turns, picture_paths, session_state
 from tabed.page.pairs import PairCache, release_memory
 from tabed.page.stops import StopFlags
-from tabed.page.texts import CSS, INTRO, PAIR_NOTES, RULE_PHRASES, STEP_ON_CLICK_JS, TIMING, WEIGHTS_NOTE
+from tabed.page.texts import (
+    CSS,
+    INTRO,
+    PAIR_NOTES,
+    RULE_PHRASES,
+    SCROLL_TO_STATUS_JS,
+    SHOW_REJECTED_JS,
+    STEP_ON_CLICK_JS,
+    TIMING,
+    TOKEN_DETAIL,
+    TOKEN_TAP_JS,
+    WEIGHTS_NOTE,
+)
 from tabed.page.view import OUTPUTS, Frame, RunView, final_frames, race_frames, stream_frames
 from tabed.page.worker import ComparisonWorker
 
@@ -306,15 +318,19 @@ def _answer_column() -> SimpleNamespace:
     ui.status = gr.Markdown("Pick pictures (or none), type a prompt and press Run.", elem_id="status",
                             label="Status", show_label=False)
     gr.HTML(render.legend_html())
+    ui.show_rejected = gr.Checkbox(True, label="show rejected drafts (struck through; hidden, their count shows)",
+                                   elem_id="show-rejected", container=False)
     ui.tabed = gr.HTML(label="Answer (TABED)", elem_id="tabed-answer", show_label=True, container=True)
     ui.plain = gr.HTML(label="Plain decoding", elem_id="plain-answer", container=True, show_label=True)
+    gr.HTML(TOKEN_DETAIL, elem_id="token-detail")
     ui.metrics = gr.Dataframe(headers=["", "TABED", "plain"], label="Speed and acceptance", elem_id="metrics",
                               wrap=True, column_widths=["50%", "25%", "25%"], interactive=False)
     gr.Markdown(TIMING)
     ui.plot = gr.Plot(label="Ensemble weights", elem_id="weights-plot")
     gr.Markdown(WEIGHTS_NOTE, elem_id="weights-note")
-    ui.blocks = gr.Dataframe(headers=render.block_columns(render.method_groups(list(DEFAULT_SPEC_METHODS))),
-                             label="Block by block", elem_id="blocks", interactive=False, max_height=320)
+    groups = render.method_groups(list(DEFAULT_SPEC_METHODS))
+    ui.blocks = gr.Dataframe(headers=render.block_columns(groups), column_widths=render.block_widths(groups),
+                             wrap=True, label="Block by block", elem_id="blocks", interactive=False, max_height=320)
     ui.trees = gr.Plot(label="Token trees", elem_id="trees-plot")  # shown while blocks may draft trees
     ui.stepper = _stepper()
     with gr.Row():
@@ -380,7 +396,7 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
     # A run clears the last run's replayed race too, by a listener of its own (the run's API stays as it is),
     # registered before the run's: Gradio carries out a trigger's listeners in turn, the run's to its end.
     for trigger in (ask.run.click, ask.follow_up.click, ask.prompt.submit):
-        trigger(lambda: "", None, [show.race], queue=False, api_name=False)
+        trigger(lambda: "", None, [show.race], queue=False, api_name=False, js=SCROLL_TO_STATUS_JS)
     run_event = ask.run.click(run, inputs, outputs, api_name="run", **decode)
     follow_event = ask.follow_up.click(ask_follow_up, inputs, outputs, api_name="follow_up", **decode)
     submit_event = ask.prompt.submit(run, inputs, outputs, api_name=False, **decode)
@@ -405,6 +421,7 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
     step.next.click(lambda c, i: show_step(c, (i or 0) + 1), [state, step.index], [step.index, step.view],
                     api_name=False)
     show.blocks.select(pick_step, [state], [step.index, step.view], api_name=False)
+    show.show_rejected.change(None, [show.show_rejected], None, js=SHOW_REJECTED_JS, api_name=False)
 
 
 def build_demo() -> gr.Blocks:
@@ -420,6 +437,7 @@ def build_demo() -> gr.Blocks:
                 show = _answer_column()
         _wire(state, note, ask, show)
         demo.load(None, None, None, js=STEP_ON_CLICK_JS)
+        demo.load(None, None, None, js=TOKEN_TAP_JS)
     return demo
 
 

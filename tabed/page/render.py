@@ -88,6 +88,7 @@ class TokenStream:
     tokenizer: object
     ids: list[int] = field(default_factory=list)
     html: str = ""
+    rejected: int = 0  # rejected drafts shown (struck through)
 
     def _add(self, kind: str, token: int, title: str, keep: bool = True) -> None:
         text = token_text(self.tokenizer, self.ids, token)
@@ -109,6 +110,7 @@ class TokenStream:
                     self._add("accepted", token, title + " · accepted")
             else:
                 self._add("rejected", token, title + " · rejected", keep=False)
+                self.rejected += 1
         if kept > block.accepted:
             kind = "bonus" if block.bonus else "corrected"
             title = (f"block {block.index} · the target's token · target p={block.target_token_prob:.2f}"
@@ -128,6 +130,15 @@ def method_groups(methods: list[str], shared: list[str] = ()) -> Groups:
 
 def group_weight(block: BlockEvent, members: list[str]) -> float:
     return sum(block.weights.get(m, 0.0) for m in members)
+
+
+def answer_html(stream: TokenStream) -> str:
+    """The answer, and the count of its rejected drafts, which the page shows while it hides them (its
+    "show rejected drafts" switch: the CSS class `hide-rejected`)."""
+    if not stream.rejected:
+        return stream.html
+    count = f"{stream.rejected} rejected draft{'s' if stream.rejected > 1 else ''} hidden"
+    return stream.html + f'<div class="tabed-rejected-count">{count}</div>'
 
 
 def block_rows(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], groups: Groups) -> list[list]:
@@ -176,6 +187,12 @@ def tree_depth(nodes: list[TreeNode]) -> int:
 LEADING_COLUMNS = 6  # the block table's columns a student needs, kept in view (`block_columns`)
 
 
+def block_widths(groups: Groups) -> list[str]:
+    """The block table's column widths: the leading columns narrow enough (their cells wrap) to be in view
+    together in the page's column at 1400 px."""
+    return ["48px", "96px", "200px", "48px", "96px", "150px"] + ["200px"] * len(groups) + ["72px", "72px"]
+
+
 def block_columns(groups: Groups) -> list[str]:
     """The block table's headers: `LEADING_COLUMNS` a block is read by, then each method's guesses."""
     return (["block", "weights", "ensemble draft", "kept", "target's token", "drafted (why it stopped)"]
@@ -199,19 +216,28 @@ def weights_figure(blocks: list[BlockEvent], groups: Groups) -> go.Figure:
                                    "size": max(4, 15 - 5 * order)},
                            customdata=[" (resting: its row sat out the draft steps)" if r else "" for r in rested],
                            hovertemplate=f"block %{{x}}: w({method}) = %{{y:.2f}}%{{customdata}}<extra></extra>")
-    figure.update_layout(
-        title="Ensemble weights and accepted drafts per block",
-        xaxis={"title": "block", "dtick": 1, "tickformat": "d", "range": [-0.5, max(index, default=0) + 0.5]},
+    last = max(index, default=0)
+    figure.update_layout(  # no title: the page labels the chart, and a phone has no width for one
+        xaxis={"title": "block", "dtick": block_step(last + 1), "tickformat": "d", "range": [-0.5, last + 0.5]},
         yaxis={"title": "weight", "range": [-0.02, 1.02]},
         # the bars' axis ends just above the most a block kept: an axis to γ (20 when adaptive) leaves them flat
         yaxis2={"title": "accepted", "overlaying": "y", "side": "right", "showgrid": False, "tickformat": "d",
                 "range": [0, max((b.accepted for b in blocks), default=0) + 1.5]},
-        legend={"orientation": "h", "y": -0.25},
-        margin={"l": 50, "r": 50, "t": 40, "b": 40},
-        height=340,
+        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0, "xanchor": "left"},  # clear of the axes
+        margin={"l": 50, "r": 50, "t": 100, "b": 40},  # room for the legend in three rows (a phone's) and the label
+        height=400,
         uirevision="weights",
     )
     return figure
+
+
+TICKS = 8  # the most block numbers the weights chart labels: they stay apart on a phone's 390 px
+
+
+def block_step(blocks: int) -> int:
+    """Every how many blocks the weights chart labels one: 1, 2, 5, 10, 20, 50, … (at most `TICKS` labels)."""
+    return next(step for power in range(12) for step in (10 ** power, 2 * 10 ** power, 5 * 10 ** power)
+                if blocks <= TICKS * step)
 
 
 SEVERAL = "#24292f"  # a tree node proposed by several methods
@@ -304,17 +330,22 @@ def trees_figure(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], w
     every_x = nodes[True][0] + nodes[False][0]
     every_y = nodes[True][1] + nodes[False][1]
     figure.update_layout(  # the ranges hold every node and the label above it
-        title="Token trees per block (hover a node)" if shown else _no_trees_title(width, hedge_first),
+        title={"text": "Token trees (hover a node)" if shown else _no_trees_title(width, hedge_first), "x": 0.02},
         xaxis={"title": "depth", "dtick": 1, "range": [-0.4, max(every_x, default=6) + 0.6]},
         yaxis={"tickvals": [-b.index for b in shown], "ticktext": [f"block {b.index}" for b in shown],
                "showgrid": False, "zeroline": False,
                "range": [min(every_y, default=-len(blocks) + 1 - BAND) - 0.25, max(every_y, default=0) + 0.45]},
-        legend={"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 1.0, "xanchor": "right"},
-        margin={"l": 60, "r": 20, "t": 70, "b": 40},
-        height=min(1200, max(260, 110 + 70 * len(shown))),
+        # under the depth axis's title, so that a phone's narrow chart wraps it clear of the title and the trees
+        legend={"orientation": "h", "y": -62 / (_trees_height(shown) - 200), "yanchor": "top", "x": 0},  # 62 px under
+        margin={"l": 60, "r": 20, "t": 60, "b": 140},
+        height=_trees_height(shown),
         uirevision="trees",
     )
     return figure
+
+
+def _trees_height(shown: list[BlockEvent]) -> int:
+    return min(1260, max(330, 180 + 70 * len(shown)))
 
 
 TIMED_TOKENS = 8  # answers shorter than this are too short for a speedup to mean anything

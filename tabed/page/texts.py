@@ -7,13 +7,38 @@ CSS = """
 #tabed-answer, #plain-answer { white-space: pre-wrap; font-family: ui-monospace, monospace; line-height: 1.6;
   min-height: 4em; }
 .tabed-legend { font-size: 0.85em; }
+.hide-rejected .tk-rejected { display: none; }
+.tabed-rejected-count { display: none; color: #cf222e; font-size: 0.85em; margin-top: 0.4em; }
+.hide-rejected .tabed-rejected-count { display: block; }
 .tabed-stopped { color: #b45309; font-weight: 600; margin-top: 0.4em; }
 .tabed-race { display: grid; grid-template-columns: 1fr 1fr; gap: 1em; white-space: pre-wrap; }
 .tabed-step-table { overflow-x: auto; max-width: 100%; }
 .tabed-step table { font-size: 0.85em; border-collapse: collapse; }
 .tabed-step td, .tabed-step th { padding: 0.15em 0.5em; vertical-align: top; }
 .tabed-step .tabed-why td { color: #555; font-style: italic; padding-bottom: 0.5em; }
+.tabed-token-detail { font-size: 0.85em; color: #555; min-height: 1.4em; }
+#examples table { table-layout: fixed; width: 100%; }
+#examples td { max-width: none !important; overflow-wrap: anywhere; }
 """
+
+PHONE_COLUMNS = (30, 56, 84, 32, 52, 62)  # px: the block table's leading columns on a phone, together in view
+
+
+def _phone_block_table() -> str:
+    """On a phone the block table's leading columns narrow (their cells wrap) so that they are in view together:
+    the table sets each column's width inline, on its header (`data-heading`) and body (`data-col`) cells. The
+    header row is laid out as a flex row like the body's rows (a table's columns ignore a narrower width), and
+    there is no `:is(a, b)`: Gradio splits the page's CSS selectors at every comma."""
+    columns = "".join(f'  #blocks [data-heading="{i}"], #blocks [data-col="{i}"] {{ width: {w}px !important; '
+                      f"min-width: {w}px !important; max-width: {w}px !important; flex: 0 0 {w}px !important; }}\n"
+                      for i, w in enumerate(PHONE_COLUMNS))
+    return ("@media (max-width: 640px) {\n  #blocks table.header-table thead tr { display: flex; padding: 0; }\n"
+            "  #blocks .header-cell { flex: 0 0 auto; }\n"
+            "  #blocks .header-cell, #blocks .body-cell { font-size: 0.75em; overflow-wrap: anywhere; }\n"
+            + columns + "}\n")
+
+
+CSS += _phone_block_table()
 
 # A click (or tap) on a block in the weights chart steps to that block: gr.Plot has no click event of its own, so
 # the chart's plotly_click types the block's number into the stepper's box, as a person would.
@@ -32,6 +57,29 @@ STEP_ON_CLICK_JS = """() => {
   const chart = document.querySelector('#weights-plot') || document.body;  // redrawn there, not elsewhere
   new MutationObserver(hook).observe(chart, {childList: true, subtree: true});
 }"""
+
+# The "show rejected drafts" switch, in the browser alone: it hides the struck-through drafts of the answer (and
+# shows their count instead), with no round trip and without touching what the server sent.
+SHOW_REJECTED_JS = """(shown) => {
+  document.querySelector('#tabed-answer')?.classList.toggle('hide-rejected', !shown);
+  return shown;
+}"""
+
+# A phone stacks the page's two columns, so the status sits a screen below Run: a run brings it into view there.
+SCROLL_TO_STATUS_JS = """() => {
+  if (window.innerWidth <= 640) document.querySelector('#status')?.scrollIntoView({block: 'start'});
+}"""
+
+# A token's details (its block, probabilities and proposers) are its hover title; a phone cannot hover, so a tap
+# on a token of either answer writes them under the answers.
+TOKEN_TAP_JS = """() => {
+  document.addEventListener('click', (event) => {
+    const token = event.target.closest?.('#tabed-answer .tk, #plain-answer .tk');
+    const detail = document.querySelector('#token-detail .tabed-token-detail');
+    if (token && detail) detail.textContent = '\u201c' + token.textContent + '\u201d: ' + token.title;
+  });
+}"""
+TOKEN_DETAIL = '<div class="tabed-token-detail">Tap or hover a token of an answer for its details.</div>'
 
 INTRO = """# TABED: speculative decoding for vision-language models
 A small **drafter** guesses the next few tokens in several ways at once — **M** sees the image, **T** sees only

@@ -110,7 +110,7 @@ class RunView:
     def block_table(self) -> gr.Dataframe:
         groups = self.groups()
         return gr.Dataframe(value=render.block_rows(self.pair.tokenizer, self.blocks, groups),
-                            headers=render.block_columns(groups))
+                            headers=render.block_columns(groups), column_widths=render.block_widths(groups))
 
     def figure(self) -> go.Figure:
         return render.weights_figure(self.blocks, self.groups())
@@ -169,7 +169,7 @@ class RunView:
 
     def answer_box(self) -> dict:
         """The answer so far, in a box labelled with what decodes it."""
-        return gr.update(value=self.tabed.html, label=f"Answer ({self.label})")
+        return gr.update(value=render.answer_html(self.tabed), label=f"Answer ({self.label})")
 
     def status(self, finished: bool) -> str:
         """The status line: in progress, done (with the speedup), stopped (saying which side), or an error.
@@ -289,7 +289,7 @@ def stream_frames(view: RunView, worker: ComparisonWorker, conversation: Convers
         heavy = not finished and not view.racing and now - last_plot >= PLOT_EVERY_S and shown != last_shown
         if heavy:
             last_plot, last_shown = now, shown
-        frame = Frame(status=view.status(finished), tabed=view.tabed.html, plain=view.plain.html,
+        frame = Frame(status=view.status(finished), tabed=render.answer_html(view.tabed), plain=view.plain.html,
                       state=conversation)
         if not cleared:  # the engine took the request: the last run's charts and downloads would sit beside this
             # one's tokens (in a race, until it is over), and a download taken then would be the last run's
@@ -314,7 +314,7 @@ def final_frames(view: RunView, conversation: Conversation, request: dict) -> It
                     blocks=view.block_table(), trees=view.trees(), state=conversation)
         return
     stopped = view.stopped()
-    tabed_html = view.tabed.html + (STOPPED_MARK if stopped == SPECULATIVE else "")
+    tabed_html = render.answer_html(view.tabed) + (STOPPED_MARK if stopped == SPECULATIVE else "")
     plain_html = view.plain_column() + (STOPPED_MARK if stopped == AUTOREGRESSIVE else "")
     if SPECULATIVE not in view.results:  # stopped before TABED began
         yield Frame(status=view.status(True), tabed=tabed_html, plain=plain_html, chat=chat_history(conversation),

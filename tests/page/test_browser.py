@@ -70,6 +70,12 @@ def ask(page, image: Path, prompt: str) -> None:
     expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
 
 
+def open_settings(page) -> None:
+    """The Settings accordion, opened unless it is."""
+    if not page.locator("#settings-adaptive input").is_visible():
+        page.locator("#settings").get_by_text("Settings").first.click()
+
+
 def set_slider(page, elem_id: str, value: float) -> None:
     """Type into a slider's number box until the slider shows it: a box typed into while the page
     re-renders after a run sometimes loses the value (seen in CI), so the typing is retried."""
@@ -221,9 +227,63 @@ class TestWithTheTinyPair:
         assert offline.evaluate("typeof window.Plotly") == "object" and refused == []
         offline.close()
 
+    def test_the_page_reads_on_a_wide_screen_and_a_phone(self, page):
+        """At 1400 px and 390 px: the status in view right after Run, no sideways scroll of the page, the block
+        table's six leading columns in view together, the chart's block numbers apart and its legend clear of
+        the axes, rejected drafts hidden on demand (their count shown), and a token's details on a tap."""
+        for width in (1400, 390):
+            page.set_viewport_size({"width": width, "height": 900})
+            page.locator("#new").click()
+            expect(page.locator("#status")).to_contain_text("Start a new conversation")
+            page.evaluate("window.scrollTo(0, 0)")
+            page.locator("#prompt textarea").fill("w1 w2 w3")  # about the first test's picture, still there
+            page.locator("#run").click()
+            status = page.locator("#status")
+            expect(status).to_contain_text("Done", timeout=120_000)
+            box = status.bounding_box()
+            assert -1 <= box["y"] and box["y"] + box["height"] <= 900, box  # in view, not a screen below Run
+            assert page.evaluate("document.documentElement.scrollWidth") <= width
+            _leading_columns_in_view(page)
+            _chart_legible(page)
+            _rejected_drafts_hide_and_count(page)
+            page.locator("#tabed-answer .tk-accepted").first.click()
+            expect(page.locator("#token-detail")).to_contain_text("target p=")
+        page.set_viewport_size({"width": 1400, "height": 1300})
+
+    def test_a_refused_request_leaves_the_page_as_it_was(self, page):
+        expect(page.locator("#downloads a")).not_to_have_count(0)
+        rows = page.locator("#blocks .body-cell").count()
+        page.evaluate(STATUS_RECORDER)
+        page.locator("#prompt textarea").fill("w1 " * 1100)
+        page.locator("#run").click()
+        expect(page.locator("#status")).to_contain_text("Error", timeout=60_000)
+        expect(page.locator("#status")).to_contain_text("context")
+        assert not any("decoding\u2026" in status for status in page.evaluate("window.tabedStatuses"))
+        expect(page.locator("#weights-plot .js-plotly-plot")).to_have_count(1)
+        expect(page.locator("#downloads a")).not_to_have_count(0)
+        assert page.locator("#blocks .body-cell").count() == rows > 0
+        expect(page.locator("#metrics")).to_contain_text("block efficiency")
+
+    def test_a_single_method_run_never_says_tabed(self, page):
+        open_settings(page)
+        page.locator("#settings").get_by_label("single method").check()
+        page.locator("#settings").get_by_label("T: ").uncheck()
+        page.evaluate(STATUS_RECORDER)
+        page.locator("#prompt textarea").fill("w1 w2")
+        page.locator("#run").click()
+        expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
+        statuses = page.evaluate("window.tabedStatuses")
+        assert any("M alone decoding" in status for status in statuses), statuses
+        assert not any("TABED" in status for status in statuses), statuses
+        expect(page.locator("#tabed-answer")).to_contain_text("Answer (M alone)")
+        expect(page.locator("#metrics")).to_contain_text("M alone")
+        expect(page.locator("#metrics")).not_to_contain_text("TABED")
+        page.locator("#settings").get_by_label("T: ").check()
+        page.locator("#settings").get_by_label("TABED (adaptive weights)").check()
+
     def test_token_trees_are_drawn_block_by_block(self, page):
         expect(page.locator("#trees-plot")).to_be_visible()  # the default hedges the first block
-        page.locator("#settings").get_by_text("Settings").first.click()
+        open_settings(page)
         page.locator("#settings-hedge-first input[type=checkbox]").uncheck()
         expect(page.locator("#trees-plot")).to_be_hidden()  # chains only: no empty chart on the page
         set_slider(page, "settings-tree-width", 3)
@@ -237,6 +297,60 @@ class TestWithTheTinyPair:
         expect(trees.locator(".scatterlayer .point").nth(4)).to_be_attached()  # five nodes or more, as drawn
         expect(page.locator("#blocks")).to_contain_text(" nodes")
         trees.screenshot(path=str(SCREENSHOTS / "trees.png"))
+
+    def test_an_example_fits_a_phone_and_fills_the_question(self, page):
+        """Last: the example's picture replaces the tiny pair's chart."""
+        page.set_viewport_size({"width": 390, "height": 900})
+        example = page.locator('#examples [data-testid="dataset-cell-0-1"]')
+        example.scroll_into_view_if_needed()
+        box = example.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= 390, box
+        example.click()
+        expect(page.locator("#prompt textarea")).to_have_value(re.compile(r"\w+ \w+"))
+        expect(page.locator("#prompt textarea")).not_to_have_value("w1 w2 w3")
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        page.set_viewport_size({"width": 1400, "height": 1300})
+
+# Every text the status shows, from now on: a frame that flashes by is recorded too.
+STATUS_RECORDER = """() => {
+  window.tabedStatuses = [];
+  const status = document.querySelector('#status');
+  new MutationObserver(() => window.tabedStatuses.push(status.innerText))
+    .observe(status, {subtree: true, childList: true, characterData: true});
+}"""
+
+
+def _leading_columns_in_view(page) -> None:
+    """The block table's first six columns, headers and cells, inside its box together."""
+    table = page.locator("#blocks").bounding_box()
+    for column in range(6):
+        for cell in (f'[data-testid="header-{column}"]', f'[data-testid="cell-0-{column}"]'):
+            box = page.locator(f"#blocks {cell}").bounding_box()
+            assert table["x"] <= box["x"] and box["x"] + box["width"] <= table["x"] + table["width"] + 1, (cell, box)
+
+
+def _chart_legible(page) -> None:
+    """The weights chart's block numbers do not touch, and its legend sits above the plotting area."""
+    chart = page.locator("#weights-plot")
+    chart.scroll_into_view_if_needed()
+    ticks = sorted((box["x"], box["x"] + box["width"]) for box in
+                   (tick.bounding_box() for tick in chart.locator(".xtick text").all()) if box)
+    assert len(ticks) >= 2 and all(right < left for (_, right), (left, _) in zip(ticks, ticks[1:], strict=False))
+    legend, area = chart.locator(".legend").bounding_box(), chart.locator(".bglayer .bg").first.bounding_box()
+    assert legend["y"] + legend["height"] <= area["y"] + 1, (legend, area)
+
+
+def _rejected_drafts_hide_and_count(page) -> None:
+    answer, switch = page.locator("#tabed-answer"), page.locator("#show-rejected input")
+    rejected = answer.locator(".tk-rejected").count()
+    assert rejected > 0
+    switch.uncheck()
+    expect(answer.locator(".tk-rejected").first).to_be_hidden()
+    hidden = f"{rejected} rejected draft{'s' * (rejected > 1)} hidden"
+    expect(answer.locator(".tabed-rejected-count")).to_have_text(hidden)
+    switch.check()
+    expect(answer.locator(".tk-rejected").first).to_be_visible()
+    expect(answer.locator(".tabed-rejected-count")).to_be_hidden()
 
 
 WEIGHTS = """() => document.querySelector('#weights-plot .js-plotly-plot')._fullData
