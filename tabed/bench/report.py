@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..engine.acceptance import Acceptance, PositionCounts
 from ..engine.spec import DEFAULT_SPEC
+from .explained import model_goal, model_lines, pooled_model
 from .machine import machine_line
 from .peers import is_peer
 from .suite import Run
@@ -74,6 +75,7 @@ def summarize(runs: list[Run]) -> dict:
                 "busy": sum(r.busy for r in mine),
                 **_acceptance(mine),
                 **{name: sum(getattr(r, name) for r in mine) for name in SUMMED},
+                "speed_model": pooled_model(mine),
             }
         peers = [row["walltime_s"] for p, row in rows.items() if is_peer(p) and not row["failed"]]
         for row in rows.values() if peers else ():
@@ -114,9 +116,10 @@ def goals(summary: dict, tabed: str = DEFAULT_SPEC, singles: tuple[str, ...] = (
     """The project's goals for the teaching pair (issue 13), each with its measured value, where the specs
     allow: `tabed` is the default spec."""
     scenarios, average = summary["scenarios"], summary["average"]
+    explained = [goal] if (goal := model_goal(scenarios)) else []  # whatever the specs: the speed model's
     if not scenarios or any(tabed not in s["specs"] or any(m not in s["specs"] for m in singles)
                             for s in scenarios.values()):
-        return []
+        return explained
     mine = {name: s["specs"][tabed] for name, s in scenarios.items()}
     whole = summary["overall"][tabed]
     worst = min(mine[name]["block_efficiency"] / max(s["specs"][m]["block_efficiency"] for m in singles)
@@ -140,6 +143,7 @@ def goals(summary: dict, tabed: str = DEFAULT_SPEC, singles: tuple[str, ...] = (
                  "measured": f"{whole['speedup_vs_peer']:.2f}x", "met": whole["speedup_vs_peer"] >= 1.25},
                 {"goal": f"{tabed} at least as fast as the best peer on every scenario",
                  "measured": f"slowest: {behind:.2f}x", "met": behind >= 1.0}]
+    out += explained
     mismatches = sum(r["mismatches"] for s in scenarios.values() for r in s["specs"].values())
     gaps = [abs(d["gap"]) for d in _divergences(summary) if d["gap"] is not None]
     widest = f" (the widest gap {max(gaps):.4f} logits)" if gaps else ""
@@ -207,6 +211,7 @@ def markdown(report: dict) -> str:
                  f"{row['speedup_vs_ar']:.2f}×", f"{row['walltime_speedup_vs_ar']:.2f}×", *peer]
         lines.append("| " + " | ".join(cells) + " |" + " |" * (len(header) - len(cells)))
     lines += _acceptance_lines(scenarios)
+    lines += model_lines(scenarios)
     failures = [f"{spec} on {name}: failed on {row['failed']} of {row['failed'] + row['cases']} cases ("
                 + "; ".join(row["errors"]) + ")"
                 for name, scenario in scenarios.items() for spec, row in scenario["specs"].items() if row["failed"]]

@@ -103,6 +103,8 @@ class Metrics:
     target_forwards: int  # the prompt's pass included (speculative decoding: one per block)
     block_efficiency: float  # new tokens per target forward
     acceptance_rate: float = 0.0
+    drafted: int = 0  # draft tokens the target verified (a tree's: the chain its verification walked)
+    accepted: int = 0  # of them, the ones it kept
     method_block_efficiency: dict[str, float] = field(default_factory=dict)
     # how the drafts fared (`acceptance.py`): blocks by the number of drafts they kept; per draft position
     # (1 first) the share kept of the blocks that drafted that far ({"rate", "blocks"}); per method and

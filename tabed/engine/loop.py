@@ -435,6 +435,8 @@ def _speculative_metrics(run: SpeculativeRun, walltime: float, caption_s: float)
         target_forwards=len(blocks),
         block_efficiency=len(run.out) / len(blocks) if blocks else 0.0,
         acceptance_rate=sum(b.accepted for b in blocks) / drafted if drafted else 0.0,
+        drafted=drafted,
+        accepted=sum(b.accepted for b in blocks),
         method_block_efficiency=per_method,
         **Acceptance.count(blocks).summary(),
         draft_s=sum(b.draft_s for b in blocks),

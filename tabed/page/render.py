@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import plotly.graph_objects as go
 
 from ..engine.events import BlockEvent, GenerationResult, Metrics, StopReason, TokenEvent, TreeNode
+from ..engine.speed import SpeedModel
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -389,6 +390,19 @@ def metrics_rows(speculative: Metrics | None, autoregressive: Metrics | None, un
         if unreliable:
             rows.insert(1, ["(busy: timings unreliable, the machine was busy)", "", ""])
     return rows
+
+
+def speed_rows(speed: SpeedModel) -> list[list]:
+    """Why this speed, as rows of the metrics table: what one target pass of ours replaced and cost, in plain
+    decoding's steps, and the speedup that predicts."""
+    return [["why this speed: tokens per target pass (plain steps it replaces)", f"{speed.tokens_per_pass:.2f}", "1"],
+            ["a verify's cost (plain steps)", f"{speed.verify:.2f}", "1"],
+            ["drafting per pass (plain steps)", f"{speed.drafting:.2f}", "—"],
+            ["one drafted token (plain steps)", f"{speed.draft_token:.3f}", "—"],
+            ["drafts made per draft kept", f"{speed.drafts_per_kept:.2f}", "—"],
+            ["other per pass: weights, bookkeeping (plain steps)", f"{speed.other:.2f}", "—"],
+            ["speedup these predict: tokens per pass / (verify + drafting)",
+             f"{speed.predicted:.2f}× (measured {speed.measured:.2f}×)", "—"]]
 
 
 SHOWN_POSITIONS = 8  # draft positions the metrics table lists (the JSON download has every one)

@@ -18,6 +18,7 @@ import torch
 
 from ..engine.events import BlockEvent, Finished, GenerationResult, Started, TokenEvent
 from ..engine.settings import Settings, hedges_first
+from ..engine.speed import SpeedModel, speed_model
 from ..models.pair import ModelPair
 from . import render, stepper
 from .conversation import Conversation, chat_history
@@ -102,6 +103,9 @@ class RunView:
             plain, missing = None, "stopped"
         rows = render.metrics_rows(speculative.metrics if speculative else None, plain.metrics if plain else None,
                                    unreliable=self.starved() is not None, missing=missing)
+        if plain is not None and (speed := self.speed()) is not None:
+            at = next(i for i, row in enumerate(rows) if row[0] == "tokens")  # under the speedup: why it is so
+            rows[at:at] = render.speed_rows(speed)
         return gr.Dataframe(value=rows, headers=["", self.label, "plain"])
 
     def groups(self) -> render.Groups:
@@ -138,6 +142,16 @@ class RunView:
         if not self.compared() or speculative.metrics.decode_s <= 0 or self.too_short():
             return None
         return plain.metrics.decode_s / speculative.metrics.decode_s
+
+    def speed(self) -> SpeedModel | None:
+        """What the speedup is made of (`engine/speed.py`), when there is one and both answers are as long."""
+        if self.speedup() is None:
+            return None
+        ours, plain = self.results[SPECULATIVE].metrics, self.results[AUTOREGRESSIVE].metrics
+        if ours.new_tokens != plain.new_tokens:
+            return None
+        return speed_model(ours.new_tokens - 1, ours.target_forwards - 1, ours.drafted, ours.accepted, ours.draft_s,
+                           ours.verify_s, ours.decode_s, plain.decode_s)
 
     def too_short(self) -> bool:
         """Plain decoding finished an answer too short to time (`render.too_short_to_time`)."""
@@ -208,6 +222,8 @@ class RunView:
             return text
         if (speedup := self.speedup()) is not None:
             text += f" Speedup {speedup:.2f}× (decode time)."
+            if (speed := self.speed()) is not None:
+                text += f" Why: {speed.sentence()}."
         elif self.too_short():
             text += f" The answer is too short to time (under {TIMED_TOKENS} tokens): no speedup is shown."
         if (share := self.starved()) is not None:

@@ -67,6 +67,29 @@ def test_goals_report_each_measured_value():
     assert reports.goals(reports.summarize(runs[:2])) == []  # no tabed-MT: nothing to judge
 
 
+def test_the_speed_model_is_checked_answer_by_answer_and_a_miss_says_why():
+    """Two answers of 21 tokens (20 plain steps of 0.1 s) in 5 passes: 4 tokens a pass. One spent 1.0 s
+    verifying and drafting of its 1.1 s decode: predicted 2.00×, measured 1.82×, explained (10% off). The
+    other 1.0 s of 1.6 s: measured 1.25×, 60% off, the rest of its time named. Too short, peer: unmodelled."""
+    def timed(case, decode, spec="tabed-MT", emitted=20):
+        return replace(run(case, "image", spec, emitted, 6, decode + 0.1, 2.1, accepted=12, drafted=20),
+                       draft_s=0.3, verify_s=0.7)
+
+    runs = [timed("a", 1.1), timed("b", 1.6), timed("c", 1.1, emitted=5), timed("a", 1.1, spec="peer-default")]
+    summary = reports.summarize(runs)
+    model = summary["scenarios"]["image"]["specs"]["tabed-MT"]["speed_model"]
+    assert (model["answers"], model["within"]) == (2, 1) and model["tokens_per_pass"] == 4.0
+    assert model["predicted"] == pytest.approx(2.0) and model["measured"] == pytest.approx(4.0 / 2.7)
+    [miss] = model["misses"]
+    assert miss["case"] == "b" and miss["why"].startswith("38% of the decode time went neither")
+    assert summary["scenarios"]["image"]["specs"]["peer-default"]["speed_model"] is None
+    goal = reports.goals(summary)[0]
+    assert goal["measured"] == "1 of 2 (50%)" and not goal["met"]
+    lines = "\n".join(reports.model_lines(summary["scenarios"]))
+    assert "| image | tabed-MT | 4.00 | 1.40 | 0.60 | 0.150 |" in lines
+    assert "image/b, tabed-MT: predicted 2.00×, measured 1.25×" in lines
+
+
 def test_a_bench_row_may_pin_its_rule_and_draft_length():
     config = GenerationConfig(max_new_tokens=9)
     row = row_settings(Settings(config=config), "tabed-MT/hedge@5")
@@ -186,7 +209,17 @@ def test_smoke_run_writes_every_report(pair, image, tmp_path):
             assert row["block_efficiency"] >= 1.0
     assert set(saved["overhead"]["batched_drafting"]) == {"1", "2", "4"}
     assert "tabed-MT" in saved["overhead"]["weights_share"]
-    assert len(saved["runs"]) == 10 and report["goals"] == []  # no T run: the goals need M and T
+    assert len(saved["runs"]) == 10  # no T run: the goals but the speed model's need M and T
+    assert [goal["goal"] for goal in report["goals"]] == [
+        "the predicted speedup within 15% of the measured on >= 90% of answers"]
+    for scenario in saved["scenarios"].values():
+        for spec in ("M", "tabed-MT"):  # the pooled model's parts give its prediction and the row's speedup
+            model = scenario["specs"][spec]["speed_model"]
+            assert model["answers"] == 1 and model["within"] + len(model["misses"]) == 1
+            assert model["predicted"] == pytest.approx(model["tokens_per_pass"] / (model["verify"]
+                                                                                     + model["drafting"]))
+            assert model["measured"] == pytest.approx(scenario["specs"][spec]["speedup_vs_ar"])
+        assert scenario["specs"]["peer-default"]["speed_model"] is None
     for scenario in ("image", "followup"):
         for spec in ("M", "tabed-MT"):  # every block of every run counted once: a block is a target forward
             row, runs = saved["scenarios"][scenario]["specs"][spec], [
@@ -195,6 +228,7 @@ def test_smoke_run_writes_every_report(pair, image, tmp_path):
             assert row["acceptance_by_position"][0]["blocks"] <= sum(r["target_forwards"] for r in runs)
     markdown = (tmp_path / "out" / "report.md").read_text()
     assert "## Acceptance (per block" in markdown and "| image | tabed-MT |" in markdown
+    assert "## Why this speed" in markdown
     assert "| spec | image | followup | average |" in markdown and "peer" in markdown
     machine = saved["machine"]  # a speed figure names where it was measured
     assert machine["cores"] >= 1 and machine["torch_threads"] == torch.get_num_threads() and "gpu" not in machine

@@ -727,3 +727,22 @@ def test_methods_that_read_the_same_text_are_drawn_and_explained_as_one_row(tiny
     assert "no picture" in out.status
     _, page = tiny_app.show_step(out.state, 2)
     assert "read the same text (no picture)" in page and "nothing verified yet" not in page
+
+
+def test_the_status_and_the_metrics_say_why_this_speed(tiny_app, image_path):
+    """Tokens per target pass over what a pass and its drafting cost in plain steps: the speedup that
+    predicts, beside the one measured, in the status and in the metrics (whose figures give it back)."""
+    out = final(list(tiny_app.run(image_path, "w1 w2 w3", None, **settings(max_new_tokens=40))))
+    speedup = re.search(r"Speedup ([\d.]+)×", out.status)[1]
+    assert re.search(rf"Why: [\d.]+ tokens per target pass; .* expected [\d.]+×, measured {speedup}×\.",
+                     out.status), out.status
+    rows = {row[0]: row[1] for row in out.metrics}
+    per_pass = float(rows["why this speed: tokens per target pass (plain steps it replaces)"])
+    verify, drafting = float(rows["a verify's cost (plain steps)"]), float(rows["drafting per pass (plain steps)"])
+    predicted = rows["speedup these predict: tokens per pass / (verify + drafting)"]
+    assert float(predicted.split("×")[0]) == pytest.approx(per_pass / (verify + drafting), abs=0.02)
+    assert f"(measured {speedup}×)" in predicted
+    names = [row[0] for row in out.metrics]
+    assert names.index("speedup (decode time)") < names.index("a verify's cost (plain steps)") < names.index("tokens")
+    short = final(list(tiny_app.run(image_path, "w1 w2", None, **settings(max_new_tokens=3))))
+    assert "Why:" not in short.status and "a verify's cost (plain steps)" not in [row[0] for row in short.metrics]

@@ -1,0 +1,71 @@
+"""Why a speculative answer was as fast as it was, in plain decoding's steps.
+
+Plain decoding makes one target step per token after the prompt's pass. Speculative decoding makes one
+target pass per block: a verify, which costs more than a step (it scores several tokens), after drafting,
+which costs something too. So the speedup is the plain steps one pass replaces (tokens per pass) over what a
+pass and its drafting cost, in plain steps:
+
+    speedup ≈ tokens per pass / (verify + drafting)
+
+The costs come from the run's own timings, and plain decoding's of the same answer; the time that is neither
+drafting nor verifying (the weights, bookkeeping) is left out of the prediction, so that where the
+prediction misses it says how much of the time went elsewhere. The page and the bench read the same model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+TOLERANCE = 0.15  # a prediction within this share of the measured speedup explains it
+
+
+@dataclass(frozen=True)
+class SpeedModel:
+    """What one answer's speedup over plain decoding is made of (costs in plain decoding's steps)."""
+
+    tokens_per_pass: float  # plain steps one target pass of ours replaced: the answer's decode tokens per pass
+    verify: float  # a verify's cost
+    drafting: float  # a pass's drafting
+    draft_token: float  # one drafted token's drafting
+    drafts_per_kept: float  # drafts made per draft the target kept (inf: none kept)
+    other: float  # the rest of a pass (the weights, bookkeeping), which the prediction leaves out
+    measured: float  # plain decoding's decode time over ours
+
+    @property
+    def predicted(self) -> float:
+        return self.tokens_per_pass / (self.verify + self.drafting)
+
+    @property
+    def error(self) -> float:
+        """The prediction's relative miss: predicted / measured − 1."""
+        return self.predicted / self.measured - 1.0
+
+    def sentence(self) -> str:
+        """The model in plain words, e.g. "3.2 tokens per target pass; each pass cost 1.35 plain steps and its
+        drafting 0.70 more: expected 1.56×, measured 1.55×"."""
+        return (f"{self.tokens_per_pass:.1f} tokens per target pass; each pass cost {self.verify:.2f} plain steps "
+                f"and its drafting {self.drafting:.2f} more: expected {self.predicted:.2f}×, measured "
+                f"{self.measured:.2f}×")
+
+    def why_off(self) -> str | None:
+        """Why the prediction missed by more than `TOLERANCE` (None when it did not)."""
+        if abs(self.error) <= TOLERANCE:
+            return None
+        share = self.other / (self.verify + self.drafting + self.other)
+        return (f"{share:.0%} of the decode time went neither to drafting nor to verifying (the weights, "
+                "bookkeeping)" if self.other > 0 else "the phases' timings add up to more than the decode time")
+
+
+def speed_model(steps: int, passes: int, drafted: int, accepted: int, draft_s: float, verify_s: float,
+                decode_s: float, plain_decode_s: float) -> SpeedModel | None:
+    """The model of an answer (or answers: the figures summed) that plain decoding made in `steps` steps after
+    the prompt's pass (its tokens but the first) in `plain_decode_s`, and speculative decoding in `passes`
+    target passes after the prompt's, `draft_s` and `verify_s` of them inside `decode_s`; None when there is
+    nothing to compare."""
+    if steps < 1 or passes < 1 or decode_s <= 0 or plain_decode_s <= 0 or draft_s + verify_s <= 0:
+        return None
+    step_s = plain_decode_s / steps
+    return SpeedModel(tokens_per_pass=steps / passes, verify=verify_s / passes / step_s,
+                      drafting=draft_s / passes / step_s, draft_token=draft_s / drafted / step_s if drafted else 0.0,
+                      drafts_per_kept=drafted / accepted if accepted else float("inf"),
+                      other=(decode_s - draft_s - verify_s) / passes / step_s, measured=plain_decode_s / decode_s)

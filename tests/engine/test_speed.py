@@ -1,0 +1,42 @@
+"""The speed model: what a speedup is made of, on hand-made timings and on real runs of the tiny pair."""
+
+import pytest
+
+from tabed.engine.config import GenerationConfig
+from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
+from tabed.engine.spec import parse_spec
+from tabed.engine.speed import speed_model
+from tabed.models.chat import Turn
+
+
+def test_the_model_in_numbers_a_student_can_check():
+    """41 tokens in 10 passes after the prompt's; plain decoding 40 steps in 4 s (0.1 s a step); our verifies
+    took 1.5 s (1.5 steps a pass), drafting 0.5 s over 25 drafts of which 20 were kept, and 0.2 s went
+    elsewhere: 4 tokens a pass / (1.5 + 0.5) = 2.00× predicted; 4 s / 2.2 s = 1.82× measured."""
+    model = speed_model(40, 10, 25, 20, draft_s=0.5, verify_s=1.5, decode_s=2.2, plain_decode_s=4.0)
+    assert model.tokens_per_pass == 4.0 and model.verify == pytest.approx(1.5)
+    assert model.drafting == pytest.approx(0.5) and model.draft_token == pytest.approx(0.2)
+    assert model.drafts_per_kept == 1.25 and model.other == pytest.approx(0.2)
+    assert model.predicted == pytest.approx(2.0) and model.measured == pytest.approx(4 / 2.2)
+    assert model.sentence() == ("4.0 tokens per target pass; each pass cost 1.50 plain steps and its drafting "
+                                "0.50 more: expected 2.00×, measured 1.82×")
+    assert model.why_off() is None  # 10% off: within 15%
+    slow = speed_model(40, 10, 25, 20, draft_s=0.5, verify_s=1.5, decode_s=3.0, plain_decode_s=4.0)
+    assert slow.error == pytest.approx(0.5) and slow.why_off().startswith("33% of the decode time went neither")
+    assert speed_model(0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0) is None  # a one-token answer: nothing to time
+
+
+def test_on_a_real_run_the_parts_add_up_to_the_measured_speedup(pair, image):
+    """measured = tokens per pass / (verify + drafting + other), whatever the timings: the model's parts are
+    the whole decode time, each counted once."""
+    turns, config = [Turn("w1 w2 w3", [image])], GenerationConfig(48)
+    result = collect(speculative_generate(pair, turns, parse_spec("tabed-MT"), config))
+    ours = result.metrics
+    plain = collect(autoregressive_generate(pair, turns, config)).metrics
+    model = speed_model(ours.new_tokens - 1, ours.target_forwards - 1, ours.drafted, ours.accepted, ours.draft_s,
+                        ours.verify_s, ours.decode_s, plain.decode_s)
+    parts = model.verify + model.drafting + model.other
+    assert model.measured == pytest.approx(model.tokens_per_pass / parts)
+    assert model.tokens_per_pass == pytest.approx((ours.new_tokens - 1) / (ours.target_forwards - 1))
+    assert ours.accepted == sum(b.accepted for b in result.blocks) > 0
+    assert ours.drafted == sum(len(b.draft) for b in result.blocks) >= ours.accepted
