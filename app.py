@@ -87,7 +87,8 @@ def preset_choices() -> list[tuple[str, str]]:
 
 def _gpu_seconds(follow_up: bool, inputs: dict, *_args, **_kwargs) -> int:
     """ZeroGPU budget for one request: both runs, scaled with max new tokens."""
-    return int(min(300, 30 + 0.5 * float(inputs.get("max_new_tokens") or DEFAULTS.max_new_tokens)))
+    runs = 2 + (len(inputs.get("methods") or ()) if inputs.get("methods_alone") else 0)
+    return int(min(300, 30 + 0.25 * runs * float(inputs.get("max_new_tokens") or DEFAULTS.max_new_tokens)))
 
 
 @GPU(duration=_gpu_seconds)
@@ -130,7 +131,8 @@ def _respond(follow_up: bool, inputs: dict, conversation: Conversation, stop: th
     compare = bool(inputs["compare_ar"])
     view = RunView(pair, settings, render.TokenStream(pair.tokenizer), render.TokenStream(pair.tokenizer),
                    racing=compare)
-    worker = ComparisonWorker(pair, turns, settings, compare_ar=compare, cancel=stop,
+    alone = settings.spec.model_methods if inputs.get("methods_alone") and len(settings.spec.methods) > 1 else ()
+    worker = ComparisonWorker(pair, turns, settings, compare_ar=compare, alone=alone, cancel=stop,
                               threads=CPU_THREADS if pair.device.type == "cpu" else None).start()
     try:
         yield from stream_frames(view, worker, conversation)
@@ -144,7 +146,7 @@ def _respond(follow_up: bool, inputs: dict, conversation: Conversation, stop: th
 def run(pictures, prompt, conversation, preset, methods, mode, rule, window, gamma, max_new_tokens, temperature,
         seed, compare_ar, adaptive=DEFAULTS.adaptive, tree_width=DEFAULTS.tree_width,
         tree_policy=DEFAULTS.tree_policy, tree_blocks=DEFAULTS.tree_blocks, hedge_first=DEFAULTS.hedge_first,
-        request: gr.Request = None):
+        methods_alone=False, request: gr.Request = None):
     """Start a new conversation: TABED on the prompt (about the pictures), then plain decoding.
 
     Args:
@@ -168,6 +170,8 @@ def run(pictures, prompt, conversation, preset, methods, mode, rule, window, gam
         tree_blocks: which blocks draft trees: "all", or "first" (drafted before any weight is learned)
         hedge_first: with a tree width of 1, TABED's first block (drafted before any weight is learned) forks where
             the methods leave the ensemble unsure, when there is a picture
+        methods_alone: after plain decoding, run each ticked method (but N) drafting alone with the same settings,
+            for its real block efficiency and speed beside the ensemble's
     """
     inputs = _inputs(run, locals())
     yield from respond(False, inputs, None if ZERO_GPU else request)
@@ -176,7 +180,7 @@ def run(pictures, prompt, conversation, preset, methods, mode, rule, window, gam
 def ask_follow_up(pictures, prompt, conversation, preset, methods, mode, rule, window, gamma, max_new_tokens,
                   temperature, seed, compare_ar, adaptive=DEFAULTS.adaptive, tree_width=DEFAULTS.tree_width,
                   tree_policy=DEFAULTS.tree_policy, tree_blocks=DEFAULTS.tree_blocks,
-                  hedge_first=DEFAULTS.hedge_first, request: gr.Request = None):
+                  hedge_first=DEFAULTS.hedge_first, methods_alone=False, request: gr.Request = None):
     """The next turn of the same conversation, on the same pictures (arguments as for /run)."""
     inputs = _inputs(ask_follow_up, locals())
     yield from respond(True, inputs, None if ZERO_GPU else request)
@@ -278,15 +282,20 @@ def _settings(default: str) -> dict[str, gr.components.Component]:
                                   info="with chains and a picture, TABED's first block (drafted before any weight "
                                        "is learned) forks where the methods leave the ensemble unsure")
         max_new_tokens = gr.Slider(*LIMITS["max_new_tokens"], value=DEFAULTS.max_new_tokens, step=1, precision=0,
-                                   label="max new tokens", elem_id="settings-max-new-tokens")
+                                   label="max new tokens", elem_id="settings-max-new-tokens",
+                                   info="the prompt and the answer share the models' context (1024 tokens for the "
+                                        "teaching pair): a run lowers this to what its prompt leaves, and says so")
         temperature = gr.Slider(*LIMITS["temperature"], value=DEFAULTS.temperature, step=0.05,
                                 label="temperature (0 = greedy)", elem_id="settings-temperature")
         seed = gr.Number(DEFAULTS.seed, label="seed", precision=0)
         compare_ar = gr.Checkbox(True, label="compare with plain decoding (the target alone)")
+        methods_alone = gr.Checkbox(False, label="then run each method alone", elem_id="settings-methods-alone",
+                                    info="its real block efficiency and speed beside the ensemble's (the metrics' "
+                                         "per-method rows are otherwise lower bounds); slower: one run per method")
     return dict(preset=preset, methods=methods, mode=mode, rule=rule, window=window, gamma=gamma,
                 max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, compare_ar=compare_ar,
                 adaptive=adaptive, tree_width=tree_width, tree_policy=tree_policy, tree_blocks=tree_blocks,
-                hedge_first=hedge_first)
+                hedge_first=hedge_first, methods_alone=methods_alone)
 
 
 def _question_column(default: str) -> SimpleNamespace:

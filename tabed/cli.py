@@ -13,6 +13,7 @@ from .engine.draft_length import AUTO_CAP
 from .engine.loop import autoregressive_generate, collect, compare, speculative_generate, warm_up
 from .engine.settings import Settings
 from .engine.spec import DEFAULT_SPEC, RULES
+from .engine.speed import speed_model
 from .errors import TabedError
 from .models.caches import CACHES
 from .models.chat import Turn, load_image, validate
@@ -185,6 +186,11 @@ def generate(args: argparse.Namespace) -> dict:
             "busy": ar.metrics.busy,
         }
         report["same_output"] = ar.token_ids == result.token_ids
+        m = result.metrics
+        speed = speed_model(m.new_tokens - 1, m.target_forwards - 1, m.drafted, m.accepted, m.draft_s, m.verify_s,
+                            m.decode_s, ar.metrics.decode_s)
+        if speed is not None and report["same_output"] and not (m.busy or ar.metrics.busy):
+            report["why"] = speed.sentence()  # what the speedup is made of (engine/speed.py)
     return report
 
 
@@ -256,6 +262,7 @@ def _summary(report: dict) -> str:
     ]
     if "ar" in report:
         parts.append(f"AR {report['ar']['tokens_per_s']:.1f} tok/s, speedup {m['speedup']:.2f}x")
+        parts.append(f"why: {report['why']}" if "why" in report else "")
     if m["busy"] or report.get("ar", {}).get("busy"):
         parts.append("timings unreliable: the machine was busy (run again when it is idle)")
     return " | ".join(part for part in parts if part)

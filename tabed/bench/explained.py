@@ -74,6 +74,7 @@ def model_lines(scenarios: dict) -> list[str]:
     if len(lines) == 6:
         return []
     if misses:
-        lines += ["", f"Where the model missed ({len(misses)} answers):", "", *misses[:SHOWN_MISSES]]
+        lines += ["", f"Where the model missed ({len(misses)} answer{'s' * (len(misses) > 1)}):", "",
+                  *misses[:SHOWN_MISSES]]
         lines += [f"- … and {len(misses) - SHOWN_MISSES} more (report.json)"] if len(misses) > SHOWN_MISSES else []
     return lines

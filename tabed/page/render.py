@@ -392,6 +392,22 @@ def metrics_rows(speculative: Metrics | None, autoregressive: Metrics | None, un
     return rows
 
 
+def alone_rows(alone: dict[str, GenerationResult], plain: Metrics | None) -> list[list]:
+    """Each method's real figures, drafting alone with the same settings after plain decoding: its block
+    efficiency (beside the at-least of the rows above) and its speedup over plain decoding's decode time."""
+    rows = []
+    for method, result in alone.items():
+        if result.stopped:
+            rows.append([f"{method} alone, really run", "stopped", "—"])
+            continue
+        metrics = result.metrics
+        speedup = (f" · {plain.decode_s / metrics.decode_s:.2f}× plain decoding"
+                   if plain is not None and metrics.decode_s > 0 and not too_short_to_time(plain) else "")
+        rows.append([f"{method} alone, really run: block efficiency · speedup (decode time)",
+                     f"{metrics.block_efficiency:.2f}{speedup}", "—"])
+    return rows
+
+
 def speed_rows(speed: SpeedModel) -> list[list]:
     """Why this speed, as rows of the metrics table: what one target pass of ours replaced and cost, in plain
     decoding's steps, and the speedup that predicts."""

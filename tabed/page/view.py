@@ -17,13 +17,14 @@ import plotly.graph_objects as go
 import torch
 
 from ..engine.events import BlockEvent, Finished, GenerationResult, Started, TokenEvent
+from ..engine.session import BUSY_SHARE
 from ..engine.settings import Settings, hedges_first
 from ..engine.speed import SpeedModel, speed_model
 from ..models.pair import ModelPair
 from . import render, stepper
 from .conversation import Conversation, chat_history
 from .render import TIMED_TOKENS, too_short_to_time
-from .worker import AUTOREGRESSIVE, SPECULATIVE, ComparisonWorker, Done, Failure, PhaseEvent
+from .worker import ALONE, AUTOREGRESSIVE, SPECULATIVE, ComparisonWorker, Done, Failure, PhaseEvent
 
 HTML_EVERY_S = 0.1  # token stream and status
 PLOT_EVERY_S = 0.75  # plotly figures and tables are resent whole: keep them rare (Stop stays responsive)
@@ -82,7 +83,10 @@ class RunView:
         event = item.event
         self.phase = item.phase
         stream = self.tabed if item.phase == SPECULATIVE else self.plain
-        if isinstance(event, Started):
+        if item.phase.startswith(ALONE):  # a method alone, for comparison: only its figures are shown
+            if isinstance(event, Finished):
+                self.results[item.phase] = event.result
+        elif isinstance(event, Started):
             self.notes += [note for note in event.notes if note not in self.notes]
             self.shared = self.shared or event.shared
             self.started = True
@@ -103,6 +107,9 @@ class RunView:
             plain, missing = None, "stopped"
         rows = render.metrics_rows(speculative.metrics if speculative else None, plain.metrics if plain else None,
                                    unreliable=self.starved() is not None, missing=missing)
+        alone = {phase.removeprefix(ALONE): result for phase, result in self.results.items() if phase.startswith(ALONE)}
+        if alone:
+            rows += render.alone_rows(alone, plain.metrics if plain is not None and self.compared() else None)
         if plain is not None and (speed := self.speed()) is not None:
             at = next(i for i, row in enumerate(rows) if row[0] == "tokens")  # under the speedup: why it is so
             rows[at:at] = render.speed_rows(speed)
@@ -145,7 +152,7 @@ class RunView:
 
     def speed(self) -> SpeedModel | None:
         """What the speedup is made of (`engine/speed.py`), when there is one and both answers are as long."""
-        if self.speedup() is None:
+        if self.speedup() is None or self.starved() is not None:  # a starved run's timings explain nothing
             return None
         ours, plain = self.results[SPECULATIVE].metrics, self.results[AUTOREGRESSIVE].metrics
         if ours.new_tokens != plain.new_tokens:
@@ -211,6 +218,8 @@ class RunView:
             return f"\u23f3 Reading the prompt for {self.name} · {where}"
         if self.phase == SPECULATIVE:
             doing = f"{self.name} decoding… block {len(self.blocks)}"
+        elif self.phase.startswith(ALONE):
+            doing = f"{self.phase.removeprefix(ALONE)} alone, for comparison: decoding…"
         else:
             doing = f"plain decoding (the target alone)… token {len(self.plain.ids)}"
         later = " · the charts come when both sides are done, so that neither is timed while they are drawn"
@@ -227,8 +236,8 @@ class RunView:
         elif self.too_short():
             text += f" The answer is too short to time (under {TIMED_TOKENS} tokens): no speedup is shown."
         if (share := self.starved()) is not None:
-            text += (f" \u26a0\ufe0f Timings unreliable: the machine was busy (the run got {share:.0%} of one "
-                     "core); run again when it is idle.")
+            text += (f" \u26a0\ufe0f Timings unreliable: the machine was busy (the run got {share:.1%} of one "
+                     f"core, under the {BUSY_SHARE:.0%} an idle machine gives it); run again when it is idle.")
         return text + " " + self.lossless()
 
     def lossless(self) -> str:
@@ -340,8 +349,8 @@ def final_frames(view: RunView, conversation: Conversation, request: dict) -> It
         conversation.turns.append((request["prompt"], view.results[SPECULATIVE].text))
     compared = view.compared()
     conversation.blocks = view.results[SPECULATIVE].blocks
-    conversation.frames = ({phase: render.result_texts(view.pair.tokenizer, result)
-                            for phase, result in view.results.items()} if compared else {})
+    conversation.frames = ({phase: render.result_texts(view.pair.tokenizer, view.results[phase])
+                            for phase in (SPECULATIVE, AUTOREGRESSIVE)} if compared else {})
     conversation.label, conversation.unlearned = view.label, view.unlearned()
     conversation.race_note = ("" if compared else "The last run was stopped before both sides finished: "
                               "run it again to race them." if view.racing else "")

@@ -1,4 +1,5 @@
-"""One comparison in a background thread: TABED, then plain decoding, never both at once.
+"""One comparison in a background thread: TABED, then plain decoding, then (if asked) each method drafting
+alone, never two at once.
 
 The worker puts every engine event on a queue, tagged with its phase; a consumer (the app) drains
 the queue at its own pace and can stop the worker at any time: the engine checks the stop flag
@@ -28,11 +29,13 @@ import torch
 from ..engine.events import Event
 from ..engine.loop import autoregressive_generate, speculative_generate
 from ..engine.settings import Settings
+from ..engine.spec import DraftingSpec
 from ..errors import TabedError
 from ..models.chat import Turn
 from ..models.pair import ModelPair
 
 SPECULATIVE, AUTOREGRESSIVE = "speculative", "autoregressive"
+ALONE = "alone:"  # the phase of a method drafting alone, for comparison: "alone:M"
 WORKER_THREAD = "tabed-worker"  # the name of every worker thread
 
 
@@ -75,12 +78,13 @@ class ComparisonWorker:
         turns: list[Turn],
         settings: Settings,
         compare_ar: bool = True,
+        alone: tuple[str, ...] = (),
         captioner=None,
         cancel: threading.Event | None = None,
         threads: int | None = None,
     ) -> None:
         self.pair, self.turns, self.settings = pair, turns, settings
-        self.compare_ar, self.captioner, self.threads = compare_ar, captioner, threads
+        self.compare_ar, self.alone, self.captioner, self.threads = compare_ar, alone, captioner, threads
         self.items: queue.Queue[Item] = queue.Queue()
         self.cancel = cancel or threading.Event()  # set from outside (a Stop button) or by stop()
         self.thread = threading.Thread(target=self._run, name=WORKER_THREAD, daemon=True)
@@ -96,6 +100,10 @@ class ComparisonWorker:
         if self.compare_ar:
             phases.append((AUTOREGRESSIVE, lambda: autoregressive_generate(
                 self.pair, self.turns, self.settings.config, cancel=self.cancel)))
+        for method in self.alone:  # each method drafting alone, with the same settings: its real figures
+            phases.append((ALONE + method, lambda method=method: speculative_generate(
+                self.pair, self.turns, DraftingSpec((method,)), self.settings.config, captioner=self.captioner,
+                cancel=self.cancel)))
         return phases
 
     def _run(self) -> None:

@@ -50,7 +50,8 @@ def test_a_run_completes_with_both_answers_and_downloads(server, picture):
     out = named(submit(server, picture, "w1 w2").result(60))
     assert out["status"].startswith("\u2705 Done")
     assert "tk-accepted" in out["tabed"] and "tk-plain" in out["plain"]
-    assert any(row[0] == "block efficiency" for row in out["metrics"]["data"])
+    metrics = out["metrics"]["value"]  # a table with its headers, which name what decoded
+    assert any(row[0] == "block efficiency" for row in metrics["data"]) and metrics["headers"][1] == "TABED"
     assert out["weights"]["type"] == "plotly"
     assert out["chat"][0]["role"] == "user"
     assert len(out["downloads"]) == 3  # the run, its weights and the hedged first block's tree
@@ -91,7 +92,7 @@ def test_the_api_takes_named_inputs_and_answers_without_server_paths(server, tmp
     names = [p["parameter_name"] for p in parameters]
     assert names == ["pictures", "prompt", "preset", "methods", "mode", "rule", "window", "gamma",
                      "max_new_tokens", "temperature", "seed", "compare_ar", "adaptive", "tree_width", "tree_policy",
-                     "tree_blocks", "hedge_first"]
+                     "tree_blocks", "hedge_first", "methods_alone"]
     types = {p["parameter_name"]: p["type"]["type"] for p in parameters}
     assert [types[name] for name in ("gamma", "max_new_tokens", "tree_width", "window", "seed")] == ["integer"] * 5
     returns = server.view_api(return_format="dict", print_info=False)["named_endpoints"]["/run"]["returns"]

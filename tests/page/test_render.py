@@ -17,6 +17,7 @@ from tabed.page.render import (
     TokenStream,
     block_columns,
     block_rows,
+    block_step,
     method_groups,
     metrics_rows,
     node_depths,
@@ -52,7 +53,9 @@ def test_the_weights_chart_counts_whole_blocks_and_shows_every_method(pair, imag
     """One block used to span -0.4 to 0.4 on the x-axis, and T's dot hid M's at the same weight."""
     blocks = _tiny_run(pair, image).blocks
     figure = weights_figure(blocks, method_groups(["M", "T", "C", "P"]))
-    assert figure.layout.xaxis.dtick == 1 and tuple(figure.layout.xaxis.range) == (-0.5, blocks[-1].index + 0.5)
+    assert tuple(figure.layout.xaxis.range) == (-0.5, blocks[-1].index + 0.5)
+    assert figure.layout.xaxis.dtick == block_step(len(blocks)) and figure.layout.xaxis.tickformat == "d"
+    assert [block_step(n) for n in (1, 8, 9, 16, 17, 40, 41, 400)] == [1, 1, 2, 2, 5, 5, 10, 50]  # ≤ 8 labels
     assert list(figure.data[1].x) == [block.index for block in blocks]  # a point per block
     sizes = [trace.marker.size for trace in figure.data if trace.name.startswith("weight of")]
     assert sizes[0] > sizes[1]  # a later method's dot sits inside an earlier one's
