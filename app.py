@@ -36,24 +36,11 @@ from tabed.errors import InputError, TabedError
 from tabed.models.chat import load_image
 from tabed.models.loading import skip_cudnn_attention
 from tabed.models.presets import PRESETS, default_preset
-from tabed.page import render, stepper
+from tabed.page import render, stepper, texts
 from tabed.page.controls import MODES, page_settings, page_spec
 from tabed.page.conversation import Conversation, build_turns, picture_paths, session_state
 from tabed.page.pairs import PairCache, release_memory
 from tabed.page.stops import StopFlags
-from tabed.page.texts import (
-    CSS,
-    INTRO,
-    PAIR_NOTES,
-    RULE_PHRASES,
-    SCROLL_TO_STATUS_JS,
-    SHOW_REJECTED_JS,
-    STEP_ON_CLICK_JS,
-    TIMING,
-    TOKEN_DETAIL,
-    TOKEN_TAP_JS,
-    WEIGHTS_NOTE,
-)
 from tabed.page.view import OUTPUTS, Frame, RunView, final_frames, race_frames, stream_frames
 from tabed.page.worker import ComparisonWorker
 
@@ -234,7 +221,7 @@ def new_conversation() -> tuple:
 def pair_note(name: str | None) -> str:
     """What the chosen pair is and what it can see, for the page."""
     name = name if name in PRESETS else default_preset()
-    return PAIR_NOTES.get(name, f"**{name}**: {PRESETS[name].description}.")
+    return texts.PAIR_NOTES.get(name, f"**{name}**: {PRESETS[name].description}.")
 
 
 def load_examples() -> tuple[list[list], list[list]]:
@@ -258,7 +245,8 @@ def _settings(default: str) -> dict[str, gr.components.Component]:
                                    value=list(DEFAULT_SPEC_METHODS), label="DraftContext methods")
         mode = gr.Radio(MODES, value=MODES[0], label="Ensemble")
         with gr.Row():
-            rule = gr.Dropdown([(RULE_PHRASES[r], r) for r in RULES], value=DEFAULTS.rule, label="TABED weight rule")
+            rule = gr.Dropdown([(texts.RULE_PHRASES[r], r) for r in RULES], value=DEFAULTS.rule,
+                               label="TABED weight rule")
             window = gr.Number(DEFAULTS.window, label="history window (positions, 0 = all)", precision=0, minimum=0)
         with gr.Row():
             gamma = gr.Slider(LIMITS["gamma"][0], AUTO_CAP, value=DEFAULTS.gamma, step=1, precision=0,
@@ -331,12 +319,12 @@ def _answer_column() -> SimpleNamespace:
                                    elem_id="show-rejected", container=False)
     ui.tabed = gr.HTML(label="Answer (TABED)", elem_id="tabed-answer", show_label=True, container=True)
     ui.plain = gr.HTML(label="Plain decoding", elem_id="plain-answer", container=True, show_label=True)
-    gr.HTML(TOKEN_DETAIL, elem_id="token-detail")
+    gr.HTML(texts.TOKEN_DETAIL, elem_id="token-detail")
     ui.metrics = gr.Dataframe(headers=["", "TABED", "plain"], label="Speed and acceptance", elem_id="metrics",
                               wrap=True, column_widths=["50%", "25%", "25%"], interactive=False)
-    gr.Markdown(TIMING)
+    gr.Markdown(texts.TIMING)
     ui.plot = gr.Plot(label="Ensemble weights", elem_id="weights-plot")
-    gr.Markdown(WEIGHTS_NOTE, elem_id="weights-note")
+    gr.Markdown(texts.WEIGHTS_NOTE, elem_id="weights-note")
     groups = render.method_groups(list(DEFAULT_SPEC_METHODS))
     ui.blocks = gr.Dataframe(headers=render.block_columns(groups), column_widths=render.block_widths(groups),
                              wrap=True, label="Block by block", elem_id="blocks", interactive=False, max_height=320)
@@ -352,7 +340,7 @@ def _answer_column() -> SimpleNamespace:
 
 def _stepper() -> SimpleNamespace:
     """The block stepper: one block of the last answer at a time, by number, previous / next, a row of the
-    block table or a block of the weights chart picked (`STEP_ON_CLICK_JS`)."""
+    block table or a block of the weights chart picked (`texts.STEP_ON_CLICK_JS`)."""
     ui = SimpleNamespace()
     with gr.Group(elem_id="stepper"):
         gr.Markdown("**Step through a block**: what each method proposed, what the mix drafted, what the target "
@@ -405,7 +393,7 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
     # A run clears the last run's replayed race too, by a listener of its own (the run's API stays as it is),
     # registered before the run's: Gradio carries out a trigger's listeners in turn, the run's to its end.
     for trigger in (ask.run.click, ask.follow_up.click, ask.prompt.submit):
-        trigger(lambda: "", None, [show.race], queue=False, api_name=False, js=SCROLL_TO_STATUS_JS)
+        trigger(lambda: "", None, [show.race], queue=False, api_name=False, js=texts.SCROLL_TO_STATUS_JS)
     run_event = ask.run.click(run, inputs, outputs, api_name="run", **decode)
     follow_event = ask.follow_up.click(ask_follow_up, inputs, outputs, api_name="follow_up", **decode)
     submit_event = ask.prompt.submit(run, inputs, outputs, api_name=False, **decode)
@@ -430,14 +418,14 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
     step.next.click(lambda c, i: show_step(c, (i or 0) + 1), [state, step.index], [step.index, step.view],
                     api_name=False)
     show.blocks.select(pick_step, [state], [step.index, step.view], api_name=False)
-    show.show_rejected.change(None, [show.show_rejected], None, js=SHOW_REJECTED_JS, api_name=False)
+    show.show_rejected.change(None, [show.show_rejected], None, js=texts.SHOW_REJECTED_JS, api_name=False)
 
 
 def build_demo() -> gr.Blocks:
     default = default_preset()
     with gr.Blocks(title="TABED demo", delete_cache=(3600, 3600)) as demo:
         state = gr.State(Conversation())
-        gr.Markdown(INTRO)
+        gr.Markdown(texts.INTRO)
         note = gr.Markdown(pair_note(default), elem_id="pair-note")
         with gr.Row():
             with gr.Column(scale=2):
@@ -445,8 +433,8 @@ def build_demo() -> gr.Blocks:
             with gr.Column(scale=3):
                 show = _answer_column()
         _wire(state, note, ask, show)
-        demo.load(None, None, None, js=STEP_ON_CLICK_JS)
-        demo.load(None, None, None, js=TOKEN_TAP_JS)
+        demo.load(None, None, None, js=texts.STEP_ON_CLICK_JS)
+        demo.load(None, None, None, js=texts.TOKEN_TAP_JS)
     return demo
 
 
@@ -457,4 +445,4 @@ demo = build_demo()
 demo.queue(max_size=32, default_concurrency_limit=1)
 
 if __name__ == "__main__":
-    demo.launch(css=CSS, server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
+    demo.launch(css=texts.CSS, server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
