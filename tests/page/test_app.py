@@ -775,3 +775,9 @@ def test_each_method_run_alone_shows_its_real_figures_beside_the_ensembles(tiny_
     single = final(list(tiny_app.run(image_path, "w1 w2", None, **settings(methods=["M"], mode=app.MODES[2],
                                                                             methods_alone=True))))
     assert set(last_run(single.state)["results"]) == {"speculative", "autoregressive"}
+    unraced = final(list(tiny_app.run(image_path, "w1 w2", None, **settings(compare_ar=False, methods=["M", "T", "N"],
+                                                                             methods_alone=True))))
+    shown = {row[0]: row[1] for row in unraced.metrics}  # N never drafts alone; no plain decoding: no speedup
+    assert set(last_run(unraced.state)["results"]) == {"speculative", "alone:M", "alone:T"}
+    assert "×" not in shown["M alone, really run: block efficiency · speedup (decode time)"]
+    assert unraced.status.startswith("\u2705 Done")
