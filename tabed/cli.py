@@ -13,7 +13,7 @@ from .engine.draft_length import AUTO_CAP
 from .engine.loop import autoregressive_generate, collect, compare, speculative_generate, warm_up
 from .engine.settings import Settings
 from .engine.spec import DEFAULT_SPEC, RULES
-from .engine.speed import speed_model
+from .engine.speed import answer_speed
 from .errors import TabedError
 from .models.caches import CACHES
 from .models.chat import Turn, load_image, validate
@@ -186,10 +186,8 @@ def generate(args: argparse.Namespace) -> dict:
             "busy": ar.metrics.busy,
         }
         report["same_output"] = ar.token_ids == result.token_ids
-        m = result.metrics
-        speed = speed_model(m.new_tokens - 1, m.target_forwards - 1, m.drafted, m.accepted, m.draft_s, m.verify_s,
-                            m.decode_s, ar.metrics.decode_s)
-        if speed is not None and report["same_output"] and not (m.busy or ar.metrics.busy):
+        speed = answer_speed(result.metrics, ar.metrics)
+        if speed is not None and report["same_output"] and not (result.metrics.busy or ar.metrics.busy):
             report["why"] = speed.sentence()  # what the speedup is made of (engine/speed.py)
     return report
 

@@ -4,17 +4,16 @@ one, and where it is not, why; per scenario and spec, the model of the answers p
 
 from __future__ import annotations
 
-from ..engine.speed import TOLERANCE, SpeedModel, speed_model
+from ..engine.speed import TIMED_TOKENS, TOLERANCE, SpeedModel, speed_model
 from .peers import is_peer
 from .suite import Run
 
-MODELLED_TOKENS = 8  # answers shorter than this are too short to time (`render.TIMED_TOKENS`)
 SHOWN_MISSES = 12  # the answers the markdown report lists where the model missed (the JSON has every one)
 
 
 def run_model(run: Run) -> SpeedModel | None:
     """One answer's model; None for a peer, a failed, starved or mismatched run, or one too short to time."""
-    if is_peer(run.spec) or run.error or run.busy or run.mismatch or run.new_tokens < MODELLED_TOKENS:
+    if is_peer(run.spec) or run.error or run.busy or run.mismatch or run.new_tokens < TIMED_TOKENS:
         return None
     return speed_model(run.emitted, run.target_forwards - 1, run.drafted, run.accepted, run.draft_s, run.verify_s,
                        run.decode_s, run.ar_decode_s)

@@ -39,11 +39,9 @@ def _sd_run(pair: ModelPair, case: Case, turns: list[Turn], spec: str, config: G
     row = row_settings(Settings(config=config), spec)
     result = collect(speculative_generate(pair, turns, row.spec, row.config))
     m = result.metrics
-    accepted = sum(block.accepted for block in result.blocks)
-    drafted = sum(len(block.draft) for block in result.blocks)
     counts = Acceptance.count(result.blocks)
     return Run(case.id, case.scenario, spec, m.new_tokens, m.target_forwards, max(0, m.new_tokens - 1),
-               accepted, drafted, m.walltime_s, m.draft_s, m.verify_s, m.weights_s, m.decode_s,
+               m.accepted, m.drafted, m.walltime_s, m.draft_s, m.verify_s, m.weights_s, m.decode_s,
                ar.metrics.walltime_s, ar.metrics.decode_s, busy=m.busy or ar.metrics.busy,
                accepted_histogram=counts.histogram, position_drafted=[c.drafted for c in counts.positions],
                position_kept=[c.kept for c in counts.positions],

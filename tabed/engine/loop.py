@@ -420,7 +420,7 @@ def _speculative_metrics(run: SpeculativeRun, walltime: float, caption_s: float)
     """The prefill is the target's pass over the prompt, which also verified the first block: the
     decode phase is everything else (the drafter's start and first drafts included)."""
     blocks = run.blocks
-    drafted = sum(len(b.draft) for b in blocks)
+    drafted, accepted = sum(len(b.draft) for b in blocks), sum(b.accepted for b in blocks)
     prefill_s = blocks[0].verify_s if blocks else 0.0
     per_method = {}
     for m in run.methods:  # over the blocks the method drafted in (not those it rested through)
@@ -434,9 +434,9 @@ def _speculative_metrics(run: SpeculativeRun, walltime: float, caption_s: float)
         tokens_per_s=len(run.out) / (walltime + caption_s) if walltime > 0 else 0.0,
         target_forwards=len(blocks),
         block_efficiency=len(run.out) / len(blocks) if blocks else 0.0,
-        acceptance_rate=sum(b.accepted for b in blocks) / drafted if drafted else 0.0,
+        acceptance_rate=accepted / drafted if drafted else 0.0,
         drafted=drafted,
-        accepted=sum(b.accepted for b in blocks),
+        accepted=accepted,
         method_block_efficiency=per_method,
         **Acceptance.count(blocks).summary(),
         draft_s=sum(b.draft_s for b in blocks),

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .events import Metrics
+
 TOLERANCE = 0.15  # a prediction within this share of the measured speedup explains it
+TIMED_TOKENS = 8  # answers shorter than this are too short for a speedup to mean anything
 
 
 @dataclass(frozen=True)
@@ -69,3 +72,12 @@ def speed_model(steps: int, passes: int, drafted: int, accepted: int, draft_s: f
                       drafting=draft_s / passes / step_s, draft_token=draft_s / drafted / step_s if drafted else 0.0,
                       drafts_per_kept=drafted / accepted if accepted else float("inf"),
                       other=(decode_s - draft_s - verify_s) / passes / step_s, measured=plain_decode_s / decode_s)
+
+
+def answer_speed(ours: Metrics, plain: Metrics) -> SpeedModel | None:
+    """The model of one answer from both sides' metrics; None when the answers differ in length (a sample of
+    each), or there is nothing to compare."""
+    if ours.new_tokens != plain.new_tokens:
+        return None
+    return speed_model(ours.new_tokens - 1, ours.target_forwards - 1, ours.drafted, ours.accepted, ours.draft_s,
+                       ours.verify_s, ours.decode_s, plain.decode_s)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import plotly.graph_objects as go
 
 from ..engine.events import BlockEvent, GenerationResult, Metrics, StopReason, TokenEvent, TreeNode
-from ..engine.speed import SpeedModel
+from ..engine.speed import TIMED_TOKENS, SpeedModel
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -185,19 +185,20 @@ def tree_depth(nodes: list[TreeNode]) -> int:
     return max(node_depths(nodes), default=0)
 
 
-LEADING_COLUMNS = 6  # the block table's columns a student needs, kept in view (`block_columns`)
+# the block table's columns a student reads a block by, and their widths (px), narrow enough (their cells
+# wrap) to be in view together in the page's column at 1400 px; each method's guesses and the times follow
+LEADING_COLUMNS = {"block": 48, "weights": 96, "ensemble draft": 200, "kept": 48, "target's token": 96,
+                   "drafted (why it stopped)": 150}
 
 
 def block_widths(groups: Groups) -> list[str]:
-    """The block table's column widths: the leading columns narrow enough (their cells wrap) to be in view
-    together in the page's column at 1400 px."""
-    return ["48px", "96px", "200px", "48px", "96px", "150px"] + ["200px"] * len(groups) + ["72px", "72px"]
+    """The block table's column widths, in `block_columns`' order."""
+    return [f"{width}px" for width in LEADING_COLUMNS.values()] + ["200px"] * len(groups) + ["72px", "72px"]
 
 
 def block_columns(groups: Groups) -> list[str]:
-    """The block table's headers: `LEADING_COLUMNS` a block is read by, then each method's guesses."""
-    return (["block", "weights", "ensemble draft", "kept", "target's token", "drafted (why it stopped)"]
-            + [f"{name} guesses" for name, _ in groups] + ["draft ms", "verify ms"])
+    """The block table's headers: the `LEADING_COLUMNS`, then each method's guesses and the times."""
+    return list(LEADING_COLUMNS) + [f"{name} guesses" for name, _ in groups] + ["draft ms", "verify ms"]
 
 
 def weights_figure(blocks: list[BlockEvent], groups: Groups) -> go.Figure:
@@ -347,9 +348,6 @@ def trees_figure(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], w
 
 def _trees_height(shown: list[BlockEvent]) -> int:
     return min(1260, max(330, 180 + 70 * len(shown)))
-
-
-TIMED_TOKENS = 8  # answers shorter than this are too short for a speedup to mean anything
 
 
 def too_short_to_time(autoregressive: Metrics) -> bool:

@@ -19,11 +19,11 @@ import torch
 from ..engine.events import BlockEvent, Finished, GenerationResult, Started, TokenEvent
 from ..engine.session import BUSY_SHARE
 from ..engine.settings import Settings, hedges_first
-from ..engine.speed import SpeedModel, speed_model
+from ..engine.speed import TIMED_TOKENS, SpeedModel, answer_speed
 from ..models.pair import ModelPair
 from . import render, stepper
 from .conversation import Conversation, chat_history
-from .render import TIMED_TOKENS, too_short_to_time
+from .render import too_short_to_time
 from .worker import ALONE, AUTOREGRESSIVE, SPECULATIVE, ComparisonWorker, Done, Failure, PhaseEvent
 
 HTML_EVERY_S = 0.1  # token stream and status
@@ -154,11 +154,7 @@ class RunView:
         """What the speedup is made of (`engine/speed.py`), when there is one and both answers are as long."""
         if self.speedup() is None or self.starved() is not None:  # a starved run's timings explain nothing
             return None
-        ours, plain = self.results[SPECULATIVE].metrics, self.results[AUTOREGRESSIVE].metrics
-        if ours.new_tokens != plain.new_tokens:
-            return None
-        return speed_model(ours.new_tokens - 1, ours.target_forwards - 1, ours.drafted, ours.accepted, ours.draft_s,
-                           ours.verify_s, ours.decode_s, plain.decode_s)
+        return answer_speed(self.results[SPECULATIVE].metrics, self.results[AUTOREGRESSIVE].metrics)
 
     def too_short(self) -> bool:
         """Plain decoding finished an answer too short to time (`render.too_short_to_time`)."""

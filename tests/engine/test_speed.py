@@ -1,11 +1,13 @@
 """The speed model: what a speedup is made of, on hand-made timings and on real runs of the tiny pair."""
 
+from dataclasses import replace
+
 import pytest
 
 from tabed.engine.config import GenerationConfig
 from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
 from tabed.engine.spec import parse_spec
-from tabed.engine.speed import speed_model
+from tabed.engine.speed import answer_speed, speed_model
 from tabed.models.chat import Turn
 
 
@@ -33,10 +35,10 @@ def test_on_a_real_run_the_parts_add_up_to_the_measured_speedup(pair, image):
     result = collect(speculative_generate(pair, turns, parse_spec("tabed-MT"), config))
     ours = result.metrics
     plain = collect(autoregressive_generate(pair, turns, config)).metrics
-    model = speed_model(ours.new_tokens - 1, ours.target_forwards - 1, ours.drafted, ours.accepted, ours.draft_s,
-                        ours.verify_s, ours.decode_s, plain.decode_s)
+    model = answer_speed(ours, plain)
     parts = model.verify + model.drafting + model.other
     assert model.measured == pytest.approx(model.tokens_per_pass / parts)
     assert model.tokens_per_pass == pytest.approx((ours.new_tokens - 1) / (ours.target_forwards - 1))
     assert ours.accepted == sum(b.accepted for b in result.blocks) > 0
     assert ours.drafted == sum(len(b.draft) for b in result.blocks) >= ours.accepted
+    assert answer_speed(ours, replace(plain, new_tokens=plain.new_tokens + 1)) is None  # answers of two lengths
