@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from transformers import DynamicCache, StaticCache
+from transformers import DynamicCache, LlavaForConditionalGeneration, StaticCache
 
 CACHES = ("dynamic", "static")
 TREE_GRAPH_TOKENS = 4  # tree forwards of at most this many tokens (a drafter's frontier) are replayed as graphs,
@@ -47,6 +47,15 @@ def capture_graph(run: Callable[[], object], warm_ups: int = 1,
     with torch.cuda.graph(graph):
         out = run()
     return graph, out
+
+
+def text_path(model) -> tuple[torch.nn.Module, torch.nn.Module] | None:
+    """A LLaVA's language model and output head, for forwards of token ids alone: its own forward adds nothing
+    to them without pixels but the wrapper's Python, about a seventh of a small drafter's step on a CPU
+    (0.12 of 0.84 ms on the teaching drafter). None for other models, which run whole."""
+    if isinstance(model, LlavaForConditionalGeneration):
+        return model.get_decoder(), model.get_output_embeddings()
+    return None
 
 
 def fit_logits(logits: torch.Tensor, vocab_size: int | None, suppressed: torch.Tensor | None) -> torch.Tensor:
@@ -127,12 +136,14 @@ class DynamicBackend:
 
     def __init__(self, model, vocab_size: int | None = None, suppressed: torch.Tensor | None = None) -> None:
         self.model = model
+        self.text_path = text_path(model)
         self.vocab_size = vocab_size
         self.suppressed = suppressed
         self.cache: DynamicCache | None = None
         self.mask: torch.Tensor | None = None  # (B, cached length): 0 on left padding
         self.lengths: torch.Tensor | None = None  # (B,): real tokens per row, the next position id
         self.padded = False  # without padding no mask is passed: attention takes its plain causal path
+        self._bias: torch.Tensor | None = None  # with padding: a single token's additive mask, and room to grow
 
     @torch.inference_mode()
     def prefill(self, mask: torch.Tensor, keep: int = 1, layout: TreeLayout | None = None, **inputs) -> torch.Tensor:
@@ -147,7 +158,7 @@ class DynamicBackend:
             attention = additive(limit_to_tree(attend, layout), self.model.dtype)
         out = self.model(**inputs, attention_mask=attention, position_ids=prefill_positions(mask, layout),
                          cache=self.cache, use_cache=True, logits_to_keep=keep)
-        self.mask, self.lengths, self.padded = mask, mask.sum(dim=-1), not bool(mask.all())
+        self.mask, self.lengths, self.padded, self._bias = mask, mask.sum(dim=-1), not bool(mask.all()), None
         return fit_logits(out.logits[:, -keep:], self.vocab_size, self.suppressed)
 
     @torch.inference_mode()
@@ -172,11 +183,19 @@ class DynamicBackend:
             positions = self.lengths[:, None] + torch.arange(count, device=ids.device)
         else:
             positions = self.lengths[:, None] - (layout.span - count) + layout.offsets.to(ids.device)[None]
-        mask = self._float_mask(count, layout) if self.padded or layout is not None else None
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=self.cache,
-                         use_cache=True)
+        if layout is None and count == 1:
+            mask = self._step_mask() if self.padded else None
+        else:
+            mask = self._float_mask(count, layout) if self.padded or layout is not None else None
+        inputs = {"input_ids": ids, "attention_mask": mask, "position_ids": positions, "cache": self.cache,
+                  "use_cache": True}
+        if self.text_path is None:
+            logits = self.model(**inputs).logits
+        else:
+            decoder, head = self.text_path
+            logits = head(decoder(**inputs).last_hidden_state)
         self.lengths = self.lengths + count
-        return fit_logits(out.logits, self.vocab_size, self.suppressed)
+        return fit_logits(logits, self.vocab_size, self.suppressed)
 
     def _float_mask(self, count: int, layout: TreeLayout | None = None) -> torch.Tensor:
         """(B, 1, count, cached length) additive mask for the last `count` tokens: causal (or the tree's
@@ -187,6 +206,16 @@ class DynamicBackend:
         attend = (self.mask.bool()[:, None, None, :]
                   & (slots[None, None, None, :] <= slots[length - count:][None, None, :, None]))
         return additive(limit_to_tree(attend, layout), self.model.dtype)
+
+    def _step_mask(self) -> torch.Tensor:
+        """`_float_mask` of a single token, (B, 1, 1, cached length): a view of the padding's additive mask,
+        made once for twice the length (the columns after the padding are all 0) instead of at every step
+        (a left-padded drafter's steps are most of its forwards)."""
+        length = self.mask.shape[1]
+        if self._bias is None or self._bias.shape[-1] < length:
+            grown = F.pad(self.mask.bool(), (0, length), value=True)[:, None, None, :]
+            self._bias = additive(grown, self.model.dtype)
+        return self._bias[..., :length]
 
     @torch.inference_mode()
     def keep(self, count: int, offsets: list[int]) -> None:
@@ -227,7 +256,7 @@ class DynamicBackend:
             mine.values = torch.cat([mine.values, theirs.values])[index]
         self.mask = torch.cat([self.mask, part.mask])[index]
         self.lengths = torch.cat([self.lengths, part.lengths])[index]
-        self.padded = not bool(self.mask.all())
+        self.padded, self._bias = not bool(self.mask.all()), None
 
     def _drop_shared_padding(self) -> None:
         """Drop the leading cache columns that are padding in every row: a short row left alone in the batch
@@ -237,7 +266,7 @@ class DynamicBackend:
             for layer in self.cache.layers:
                 layer.keys, layer.values = layer.keys[..., lead:, :], layer.values[..., lead:, :]
             self.mask = self.mask[:, lead:]
-        self.padded = not bool(self.mask.all())
+        self.padded, self._bias = not bool(self.mask.all()), None
 
     def _pad_to(self, width: int) -> None:
         """Left-pad the cache (B, H, L, D) and the mask to `width` columns (to join a batch whose rows are

@@ -67,6 +67,7 @@ def test_resting_rows_change_no_draft_and_no_weight_when_they_catch_up_every_blo
     whose distribution the sampling tests prove exact."""
     monkeypatch.setattr(resting, "REST_AFTER", 1)
     monkeypatch.setattr(resting, "PROBE_EVERY", 1)
+    monkeypatch.setattr(resting, "PROBE_AT_MOST", 1)
     pair, conversations = odd_pictures
     config = GenerationConfig(max_new_tokens=96, tree_width=width, temperature=temperature, seed=5)
     rested = 0
@@ -96,8 +97,9 @@ def every_scenario(teaching_pair):
 
 
 def test_a_resting_row_catches_up_and_rejoins_when_it_earns_again(every_scenario):
-    """With the defaults, a row rests after two blocks at 0 and the weights are recomputed with it every
-    three blocks: at those blocks they equal the weights of a run without resting."""
+    """With the defaults, a row rests after two blocks at 0 and the weights are recomputed with it after
+    three blocks (then six, twelve...): when it wakes they equal the weights of a run without resting, where
+    that run made the same blocks so far (it may not: its weights may leave 0 before a catch-up sees it)."""
     pair, conversations = every_scenario
     config = GenerationConfig(max_new_tokens=96)
     woke = 0
@@ -107,7 +109,8 @@ def test_a_resting_row_catches_up_and_rejoins_when_it_earns_again(every_scenario
         assert result.token_ids == awake.token_ids
         blocks = result.blocks
         for i, block in enumerate(blocks[1:], start=1):
-            if blocks[i - 1].resting and not block.resting:  # it woke: its weights are the full history's
+            same_so_far = [b.draft for b in blocks[:i]] == [b.draft for b in awake.blocks[:i]]
+            if blocks[i - 1].resting and not block.resting and same_so_far:  # it woke: the full history's weights
                 woke += 1
                 assert block.weights == awake.blocks[i].weights
                 rested = next(n for n in range(1, i + 1) if not blocks[i - n].resting) - 1
@@ -115,3 +118,30 @@ def test_a_resting_row_catches_up_and_rejoins_when_it_earns_again(every_scenario
             if block.resting and not blocks[i - 1].resting:  # it began resting after REST_AFTER blocks at 0
                 assert all(b.weights[m] == 0 for b in blocks[i - resting.REST_AFTER + 1:i + 1] for m in block.resting)
     assert woke >= 1
+
+
+def test_rows_that_keep_earning_nothing_catch_up_ever_more_rarely(odd_pictures, monkeypatch):
+    """A catch-up that leaves the rows at 0 doubles the wait for the next (a catch-up costs about two drafter
+    steps), up to PROBE_AT_MOST blocks; a row that wakes starts again from PROBE_EVERY."""
+    monkeypatch.setattr(resting, "PROBE_EVERY", 1)
+    monkeypatch.setattr(resting, "PROBE_AT_MOST", 4)
+    pair, conversations = odd_pictures
+    blocks: list = []
+    catch_ups: list[int] = []
+    catch_up = BatchedDrafter.catch_up
+    monkeypatch.setattr(BatchedDrafter, "catch_up", lambda self, tokens: catch_ups.append(len(blocks))
+                        or catch_up(self, tokens))
+    checked = 0
+    for turns in conversations:
+        blocks.clear(), catch_ups.clear()
+        for event in speculative_generate(pair, turns, parse_spec("tabed-MT"), GenerationConfig(max_new_tokens=128)):
+            blocks.append(event) if hasattr(event, "resting") else None
+        woke = [i for i in range(1, len(blocks)) if blocks[i - 1].resting and not blocks[i].resting]
+        if woke or len(catch_ups) < 3:
+            continue
+        checked += 1
+        first_rest = next(i for i, block in enumerate(blocks) if block.resting)
+        assert catch_ups[0] == first_rest + 1
+        gaps = [later - earlier for earlier, later in zip(catch_ups, catch_ups[1:], strict=False)]
+        assert gaps == [min(2 ** (i + 1), 4) for i in range(len(gaps))]
+    assert checked >= 3

@@ -1,4 +1,5 @@
-"""The static cache backend (CUDA graphs on a GPU, eager here) gives exactly the dynamic path's tokens."""
+"""The static cache backend (CUDA graphs on a GPU, eager here) gives exactly the dynamic path's tokens; the dynamic
+one runs token ids through a LLaVA's language model directly, with the model's own logits."""
 
 import pytest
 import torch
@@ -49,6 +50,26 @@ def test_static_gives_the_dynamic_paths_tokens(pair, static_pair, image, spec, g
             assert all(abs(ours.weights[m] - theirs.weights[m]) < 1e-6 for m in ours.weights)
         rejected += sum(not b.bonus for b in static.blocks)
     assert rejected > 0  # roll-back by rewinding was exercised
+
+
+def test_token_forwards_skip_the_llava_wrapper_and_give_its_logits(pair, image):
+    """Token ids alone (no pixels) go through the language model and the output head directly: the very
+    logits the whole model gives, without the wrapper's Python (a seventh of a small drafter's step)."""
+    prompt = encode(pair.target_processor, [Turn("w1 w2", [image])], CPU, torch.float32)
+    lean, whole = DynamicBackend(pair.target), DynamicBackend(pair.target)
+    whole.text_path = None
+    assert lean.text_path == (pair.target.model.language_model, pair.target.lm_head)
+    for backend in (lean, whole):
+        TargetSession(backend).prefill(prompt)
+    calls = []
+    hook = pair.target.register_forward_pre_hook(lambda *_: calls.append(1))
+    try:
+        for tokens in ([7], [12, 13, 14], [9]):
+            ids = torch.tensor([tokens])
+            assert torch.equal(lean.forward(ids), whole.forward(ids))
+    finally:
+        hook.remove()
+    assert len(calls) == 3  # the whole model ran for `whole` only
 
 
 def test_static_plain_decoding_and_sampling_match_dynamic(pair, static_pair, image):
