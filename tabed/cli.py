@@ -93,7 +93,8 @@ def _add_pair_arguments(p) -> None:
 
 
 def _add_overhead(sub) -> None:
-    p = sub.add_parser("overhead", help="time one draft step with K = 1, 2, 4 batched rows")
+    p = sub.add_parser("overhead", help="time a target step, a verify and draft steps: K = 1, 2, 4 batched rows, "
+                                        "and where a second row's cost goes")
     p.add_argument("--image", help="image file (default: a plain grey picture)")
     p.add_argument("--prompt", default="Describe the image.")
     p.add_argument("--steps", type=int, default=16)
@@ -196,7 +197,7 @@ def overhead(args: argparse.Namespace) -> dict:
     from PIL import Image
 
     from .bench.machine import describe_machine
-    from .bench.overhead import batching_overhead, step_costs
+    from .bench.overhead import batching_overhead, row_costs, step_costs
 
     image = load_image(args.image) if args.image else Image.new("RGB", (336, 336), (128, 128, 128))
     pair = _load(args)
@@ -206,7 +207,7 @@ def overhead(args: argparse.Namespace) -> dict:
     return {"pair": pair.name, "device": str(pair.device), "cache": pair.cache,
             "machine": describe_machine(pair.device), **{str(k): v for k, v in ratios.items()},
             **step_costs(pair, turns, args.gamma, args.steps),
-            "notes": pair.notes}
+            "row_ms": row_costs(pair, turns, steps=args.steps, rounds=args.rounds), "notes": pair.notes}
 
 
 def bench(args: argparse.Namespace) -> dict:

@@ -16,14 +16,18 @@ ROW_SETS = {1: ("M",), 2: ("M", "T"), 4: ("M", "T", "C", "P")}
 
 
 def draft_step_seconds(pair: ModelPair, turns: list[Turn], methods: tuple[str, ...], steps: int = 16,
-                       nodes: int = 1) -> float:
-    """Median time of one step of a batched drafter with the given rows: a single token, or `nodes` sibling
-    tree nodes (a tree's frontier, each seeing only itself), forgotten after each step."""
+                       nodes: int = 1, fed: int = 1, whole: bool = False) -> float:
+    """Median time of one step of a batched drafter with the given rows: `fed` tokens (2: the first step after
+    a verify, fed the last kept draft and the target's token), or `nodes` sibling tree nodes (a tree's
+    frontier, each seeing only itself), forgotten after each step; `whole`: through the whole LLaVA (its
+    wrapper's Python included) instead of its language model alone."""
     prompt = encode(pair.drafter_processor, turns, pair.device, pair.dtype)
     captions = ["a simple picture"] * sum(len(t.images) for t in turns)
     with torch.inference_mode():
         rows = build_rows(pair.drafter, pair.drafter_processor.tokenizer, prompt, methods, captions)
     drafter = BatchedDrafter(pair.drafter, rows, pair.backend("drafter", len(rows)))
+    if whole and hasattr(drafter.backend, "text_path"):
+        drafter.backend.text_path = None
     drafter.prefill()
     clock = Clock(pair.device)
     times, token = [], int(prompt.input_ids[0, -1])
@@ -32,12 +36,12 @@ def draft_step_seconds(pair: ModelPair, turns: list[Turn], methods: tuple[str, .
     for _ in range(steps):
         start = clock.now()
         if layout is None:
-            drafter.step([token])
+            drafter.step([token] * fed)
         else:
             drafter.step_tree([token] * nodes, layout)
         times.append(clock.now() - start)
-        if layout is not None:
-            drafter.rollback(nodes)
+        if layout is not None or fed > 1:
+            drafter.rollback(nodes if layout is not None else fed)
     return statistics.median(times[2:])  # the first steps warm up
 
 
@@ -89,6 +93,28 @@ def step_costs(pair: ModelPair, turns: list[Turn], gamma: int = 5, steps: int = 
     block = costs["verify_ms"] + gamma * costs["draft_k2_ms"]
     costs["speedup_bound_per_tau"] = costs["target_ms"] / block  # times τ: the K = 2 speedup bound
     return costs
+
+
+ROW_COSTS = {  # what a drafter step's rows are -> how it is run
+    "T": (("T",), {}),  # one row without the picture (T alone)
+    "M": (("M",), {}),  # one row with the picture's tokens (M alone)
+    "T,T": (("T", "T"), {}),  # two rows of the same short text: the second row's own cost
+    "M,T": (("M", "T"), {}),  # TABED's default: the T row left-padded to the M row's length
+    "M,T whole": (("M", "T"), {"whole": True}),  # the same through the whole LLaVA, wrapper and all
+    "T fed 2": (("T",), {"fed": 2}),  # the first step after a verify: two tokens
+    "M,T fed 2": (("M", "T"), {"fed": 2}),
+}
+
+
+def row_costs(pair: ModelPair, turns: list[Turn], steps: int = 16, rounds: int = 3) -> dict[str, float]:
+    """Milliseconds of one drafter step for each of ROW_COSTS, rounds interleaved so drift hits every kind:
+    where a second row's cost goes (the batch itself, the picture's length, the padding), what the wrapper
+    costs, and what the first step after a verify costs."""
+    samples: dict[str, list[float]] = {name: [] for name in ROW_COSTS}
+    for _ in range(rounds):
+        for name, (methods, how) in ROW_COSTS.items():
+            samples[name].append(draft_step_seconds(pair, turns, methods, steps, **how))
+    return {name: statistics.median(seconds) * 1e3 for name, seconds in samples.items()}
 
 
 def batching_overhead(pair: ModelPair, turns: list[Turn], steps: int = 16, rounds: int = 3) -> dict[int, float]:

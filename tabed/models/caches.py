@@ -235,7 +235,8 @@ class DynamicBackend:
         now; this one goes on with the others (a batch that costs less per forward)."""
         others = [row for row in range(self.mask.shape[0]) if row not in rows]
         part = DynamicBackend(self.model, self.vocab_size, self.suppressed)
-        part.cache = copy.deepcopy(self.cache)
+        part.cache = copy.copy(self.cache)  # its own layers, holding this one's tensors until the selection below
+        part.cache.layers = [copy.copy(layer) for layer in self.cache.layers]
         part.cache.batch_select_indices(torch.tensor(rows, device=self.mask.device))
         self.cache.batch_select_indices(torch.tensor(others, device=self.mask.device))
         part.mask, part.lengths = self.mask[rows], self.lengths[rows]
