@@ -167,6 +167,18 @@ MUTANTS = (
            ("tests/page/test_app.py::test_each_method_run_alone_shows_its_real_figures_beside_the_ensembles",)),
     Mutant("cli-leaves-cudnn-attention-on", "tabed/cli.py", "    skip_cudnn_attention()  #", "    #",
            ("tests/test_cli.py::test_the_entry_points_turn_cudnn_attention_off_and_loading_does_not",)),
+    # cheaper drafter steps (issue 56)
+    Mutant("step-mask-shows-the-padding", "tabed/models/caches.py", "return self._bias[..., :length]",
+           "return self._bias[..., :length] * 0",
+           ("tests/engine/test_drafter.py::test_one_batched_forward_equals_separate_forwards",)),
+    Mutant("resting-rows-share-the-batchs-layers", "tabed/models/caches.py",
+           "part.cache.layers = [copy.copy(layer) for layer in self.cache.layers]", "pass",
+           ("tests/engine/test_resting.py::test_a_row_that_rested_and_caught_up_scores_as_if_it_never_left",)),
+    Mutant("resting-catch-ups-never-back-off", "tabed/engine/resting.py",
+           "self.probe_every = min(2 * self.probe_every, PROBE_AT_MOST)",
+           "self.probe_every = min(self.probe_every, PROBE_AT_MOST)",
+           ("tests/engine/test_resting.py::test_the_wait_between_catch_ups_doubles_while_a_row_earns_nothing_and_"
+            "starts_again_when_it_wakes",)),
 )
 
 

@@ -145,3 +145,53 @@ def test_rows_that_keep_earning_nothing_catch_up_ever_more_rarely(odd_pictures, 
         gaps = [later - earlier for earlier, later in zip(catch_ups, catch_ups[1:], strict=False)]
         assert gaps == [min(2 ** (i + 1), 4) for i in range(len(gaps))]
     assert checked >= 3
+
+
+class _Drafter:
+    """A drafter's resting side alone: which rows rest, and the tokens each catch-up is fed."""
+
+    def __init__(self) -> None:
+        self.resting, self.resting_rows, self.fed = None, [], []
+
+    def rest(self, rows):
+        self.resting, self.resting_rows = object(), list(rows)
+
+    def wake(self):
+        self.resting, self.resting_rows = None, []
+
+    def catch_up(self, tokens):
+        self.fed.append(len(tokens))
+        return torch.zeros(len(self.resting_rows), len(tokens), 7)
+
+
+class _History:
+    needs_log_q = False
+
+    def add(self, *_):
+        pass
+
+
+def _catch_up_blocks(m_weights: list[float]) -> list[int]:
+    """Blocks of three verified tokens each, M's weight given per block (T has the rest): the blocks that
+    began with a catch-up."""
+    drafter, state, out, blocks = _Drafter(), resting.Resting(_History(), models=2), [1], []
+    for index, weight in enumerate(m_weights):
+        seen = len(out) - 1  # the drafter has not seen the target's last token
+        fed = len(drafter.fed)
+        state.before_block(drafter, out, seen, GenerationConfig())
+        if len(drafter.fed) > fed:
+            blocks.append(index)
+        state.choose(drafter, torch.tensor([weight, 1.0 - weight]), seen)
+        state.record(drafter, len(out), torch.zeros(3, 7), torch.zeros(3, 2, 7), None)
+        out += [5, 5, 5]
+    return blocks
+
+
+def test_the_wait_between_catch_ups_doubles_while_a_row_earns_nothing_and_starts_again_when_it_wakes():
+    """M at 0 from the start rests after REST_AFTER blocks and catches up 3, 6, 12, 24, 24... blocks later;
+    once it earns again it wakes at the next catch-up, and when it rests again the waits start again
+    from PROBE_EVERY."""
+    assert (resting.REST_AFTER, resting.PROBE_EVERY, resting.PROBE_AT_MOST) == (2, 3, 24)
+    assert _catch_up_blocks([0.0] * 100) == [4, 10, 22, 46, 70, 94]  # it rested after block 1
+    # M earns at blocks 46-49: the catch-up at 46 wakes it; at 0 again from 50, it rests after 51
+    assert _catch_up_blocks([0.0] * 46 + [0.5] * 4 + [0.0] * 50) == [4, 10, 22, 46, 54, 60, 72, 96]
