@@ -158,7 +158,8 @@ class DynamicBackend:
             attention = additive(limit_to_tree(attend, layout), self.model.dtype)
         out = self.model(**inputs, attention_mask=attention, position_ids=prefill_positions(mask, layout),
                          cache=self.cache, use_cache=True, logits_to_keep=keep)
-        self.mask, self.lengths, self.padded, self._bias = mask, mask.sum(dim=-1), not bool(mask.all()), None
+        self.mask, self.lengths = mask, mask.sum(dim=-1)
+        self._padding_changed()
         return fit_logits(out.logits[:, -keep:], self.vocab_size, self.suppressed)
 
     @torch.inference_mode()
@@ -183,10 +184,7 @@ class DynamicBackend:
             positions = self.lengths[:, None] + torch.arange(count, device=ids.device)
         else:
             positions = self.lengths[:, None] - (layout.span - count) + layout.offsets.to(ids.device)[None]
-        if layout is None and count == 1:
-            mask = self._step_mask() if self.padded else None
-        else:
-            mask = self._float_mask(count, layout) if self.padded or layout is not None else None
+        mask = self._float_mask(count, layout) if self.padded or layout is not None else None
         inputs = {"input_ids": ids, "attention_mask": mask, "position_ids": positions, "cache": self.cache,
                   "use_cache": True}
         if self.text_path is None:
@@ -201,6 +199,8 @@ class DynamicBackend:
         """(B, 1, count, cached length) additive mask for the last `count` tokens: causal (or the tree's
         `layout`), padding hidden. Taken as it is by attention, it saves transformers building one from
         the 2-D mask at every step (a quarter of a small drafter's step on a CPU)."""
+        if count == 1 and layout is None:
+            return self._step_mask()
         length = self.mask.shape[1]
         slots = torch.arange(length, device=self.mask.device)
         attend = (self.mask.bool()[:, None, None, :]
@@ -257,6 +257,11 @@ class DynamicBackend:
             mine.values = torch.cat([mine.values, theirs.values])[index]
         self.mask = torch.cat([self.mask, part.mask])[index]
         self.lengths = torch.cat([self.lengths, part.lengths])[index]
+        self._padding_changed()
+
+    def _padding_changed(self) -> None:
+        """After the mask changed other than by tokens appended or rolled back (a prefill, rows split or
+        joined): whether any row is padded, and no single step's mask made for the old padding."""
         self.padded, self._bias = not bool(self.mask.all()), None
 
     def _drop_shared_padding(self) -> None:
@@ -267,7 +272,7 @@ class DynamicBackend:
             for layer in self.cache.layers:
                 layer.keys, layer.values = layer.keys[..., lead:, :], layer.values[..., lead:, :]
             self.mask = self.mask[:, lead:]
-        self.padded, self._bias = not bool(self.mask.all()), None
+        self._padding_changed()
 
     def _pad_to(self, width: int) -> None:
         """Left-pad the cache (B, H, L, D) and the mask to `width` columns (to join a batch whose rows are
