@@ -179,6 +179,12 @@ MUTANTS = (
            "self.probe_every = min(self.probe_every, PROBE_AT_MOST)",
            ("tests/engine/test_resting.py::test_the_wait_between_catch_ups_doubles_while_a_row_earns_nothing_and_"
             "starts_again_when_it_wakes",)),
+    # the faster order of multiplication (issue 56)
+    Mutant("weight-first-drops-the-bias", "tabed/models/matmul.py", "out = out + self.bias", "out = out",
+           ("tests/models/test_matmul.py::test_weight_first_gives_the_layers_outputs",)),
+    Mutant("auto-swaps-whatever-the-timing", "tabed/models/matmul.py",
+           "faster = weight_first < CLEARLY_FASTER * library", "faster = True",
+           ("tests/models/test_matmul.py::test_auto_takes_weight_first_only_where_it_was_clearly_faster",)),
 )
 
 

@@ -29,18 +29,23 @@ def blas() -> str:
     return name + (", oneDNN" if torch.backends.mkldnn.is_available() else "")
 
 
-def describe_machine(device: torch.device | str = "cpu") -> dict:
-    """CPU model, cores the process may use, torch's threads, BLAS, torch's version and, on CUDA, the GPU."""
+def describe_machine(device: torch.device | str = "cpu", linears: dict | None = None) -> dict:
+    """CPU model, cores the process may use, torch's threads, BLAS, torch's version, on CUDA the GPU, and
+    how the pair's linear layers multiply (`linears`: a pair's, per role; `models.matmul`)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     out = {"cpu": cpu_model(), "cores": cores, "torch_threads": torch.get_num_threads(), "blas": blas(),
            "torch": torch.__version__}
     if torch.device(device).type == "cuda":
         out["gpu"] = torch.cuda.get_device_name(torch.device(device))
+    if linears:
+        out["linears"] = {role: choice.describe() for role, choice in linears.items()}
     return out
 
 
 def machine_line(machine: dict) -> str:
-    """One line for a report's header: "AMD EPYC 9B14, 2 cores, 2 torch threads, BLAS mkl, oneDNN, torch 2.13.0"."""
+    """One line for a report's header: "AMD EPYC 9B14, 2 cores, 2 torch threads, BLAS mkl, oneDNN, torch 2.13.0",
+    then how each model's linear layers multiplied where that is known."""
     gpu = f"{machine['gpu']}; host " if machine.get("gpu") else ""
+    linears = "".join(f"; {role}'s linear layers {order}" for role, order in machine.get("linears", {}).items())
     return (f"{gpu}{machine['cpu']}, {machine['cores']} cores, {machine['torch_threads']} torch threads, "
-            f"BLAS {machine['blas']}, torch {machine['torch']}")
+            f"BLAS {machine['blas']}, torch {machine['torch']}{linears}")

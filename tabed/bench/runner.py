@@ -128,7 +128,7 @@ def run_bench(pair: ModelPair, settings: BenchSettings, progress: Callable[[str]
     cases = check_settings(settings)
     root = settings.suite.parent
     report = {"pair": pair.name, "default_spec": DEFAULT_SPEC, "device": str(pair.device),
-              "dtype": str(pair.dtype).removeprefix("torch."), "machine": describe_machine(pair.device),
+              "dtype": str(pair.dtype).removeprefix("torch."), "machine": describe_machine(pair.device, pair.linears),
               "suite": str(settings.suite), "gamma": settings.config.gamma,
               "adaptive": settings.config.adaptive,
               "max_new_tokens": settings.config.max_new_tokens, "temperature": settings.config.temperature,

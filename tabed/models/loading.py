@@ -18,6 +18,7 @@ from transformers import (
 from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
 
 from ..errors import ModelLoadError, VocabularyMismatchError
+from .matmul import choose_linears, linear_path
 from .pair import ModelPair, resolve_cache, resolve_device, resolve_dtype
 from .presets import ASSETS, PRESETS, default_preset
 from .widen import Shape, Widening
@@ -116,7 +117,8 @@ def load_pair(
     """Load a target and a drafter (hub ids or local folders) as one checked pair.
 
     Hub downloads show transformers' own progress bars; `progress` receives a line per stage.
-    `widen` builds function-preserving widenings of both models in memory (see `widen.py`).
+    `widen` builds function-preserving widenings of both models in memory (see `widen.py`). How their token-path
+    linear layers multiply is $TABED_LINEAR's (`matmul.linear_path`): the faster order on a CPU by default.
     """
     progress_line = progress or (lambda message: None)
     torch_device = resolve_device(device)
@@ -135,10 +137,14 @@ def load_pair(
     models = {role: _load_model(role, src, (torch_device, torch_dtype), shapes.get(role),
                                 widen.on if widen else None, progress_line)
               for role, src in sources.items()}
+    path = linear_path()
+    if path == "auto" and torch_device.type == "cpu":
+        progress_line("timing the linear layers' two orders of multiplication")
+    linears = {role: choose_linears(model, torch_device, path) for role, model in models.items()}
     progress_line("models ready")
     return ModelPair(target=models["target"], drafter=models["drafter"], target_processor=target_processor,
                      drafter_processor=drafter_processor, device=torch_device, dtype=torch_dtype,
-                     name=name or f"{target} + {drafter}", cache=cache)
+                     name=name or f"{target} + {drafter}", cache=cache, linears=linears)
 
 
 def _load_processors(sources: dict[str, str], configs: dict[str, PretrainedConfig],

@@ -11,6 +11,7 @@ from transformers import PreTrainedTokenizerBase
 
 from ..errors import InputError, ModelLoadError
 from .caches import CACHES, DynamicBackend, StaticBackend
+from .matmul import LinearChoice
 
 MAX_GAMMA = 64  # the longest draft a block may have (the static caches leave room for it)
 
@@ -71,6 +72,7 @@ class ModelPair:
     caption_model: object | None = field(default=None, repr=False)  # made on first use
     cache: str = "dynamic"  # KV cache backend: "dynamic" (eager) or "static" (CUDA graphs on a GPU)
     notes: list[str] = field(default_factory=list)  # facts of the pair (e.g. why graphs are off), said by every run
+    linears: dict[str, LinearChoice] = field(default_factory=dict)  # per role: how its linear layers multiply
     # (role, batch) -> StaticBackend, and what the engine keeps with the pair (`reused`): made once, reused
     # by every request
     _static: dict = field(default_factory=dict, repr=False)

@@ -4,6 +4,7 @@ on another."""
 import torch
 
 from tabed.bench import machine
+from tabed.models.matmul import LinearChoice
 
 
 def test_the_machine_is_described_from_what_the_process_sees(monkeypatch):
@@ -18,6 +19,17 @@ def test_the_report_line_names_the_gpu_first_then_its_host():
     cpu = {"cpu": "AMD EPYC 9B14", "cores": 2, "torch_threads": 2, "blas": "mkl, oneDNN", "torch": "2.13.0"}
     assert machine.machine_line(cpu) == "AMD EPYC 9B14, 2 cores, 2 torch threads, BLAS mkl, oneDNN, torch 2.13.0"
     assert machine.machine_line(cpu | {"gpu": "NVIDIA H200"}).startswith("NVIDIA H200; host AMD EPYC 9B14, 2 cores")
+
+
+def test_the_report_names_how_each_models_linear_layers_multiplied():
+    linears = {"target": LinearChoice("weight-first", 12.8, 7.8), "drafter": LinearChoice("library", 0.4, 0.7)}
+    described = machine.describe_machine("cpu", linears)
+    assert described["linears"] == {"target": "W·xᵀ (7.8 ms as W·xᵀ, 12.8 ms as x·Wᵀ)",
+                                    "drafter": "x·Wᵀ (0.7 ms as W·xᵀ, 0.4 ms as x·Wᵀ)"}
+    assert machine.machine_line(described).endswith(
+        "; target's linear layers W·xᵀ (7.8 ms as W·xᵀ, 12.8 ms as x·Wᵀ); drafter's linear layers x·Wᵀ "
+        "(0.7 ms as W·xᵀ, 0.4 ms as x·Wᵀ)")
+    assert "linears" not in machine.describe_machine("cpu")
 
 
 def test_the_cpu_model_is_read_from_cpuinfo_when_there_is_one():
