@@ -91,7 +91,8 @@ def token_linears(model: nn.Module) -> dict[str, nn.Linear]:
 
 
 def _seconds(linears: list[nn.Linear], weight_first: bool) -> float:
-    """One pass over the layers, each given as many rows as it reads, for every count in TIMED_ROWS."""
+    """One pass over the layers for every row count in TIMED_ROWS, in one order (weight-first runs the
+    layer's own parameters through `WeightFirstLinear.forward`, without swapping the layer)."""
     start = time.perf_counter()
     for count in TIMED_ROWS:
         for linear in linears:
