@@ -2,8 +2,8 @@
 
 A linear layer computes x·Wᵀ. For the one to eight rows of a decoding step, some CPUs' BLAS runs this far
 slower than the same product written W·xᵀ, and slowest of all for one row, which it takes as a
-matrix-vector product. Measured on a 2-core AMD EPYC with PyTorch's MKL, the teaching target's linear
-layers: one row 5.8 ms as x·Wᵀ and 3.2 ms as W·xᵀ (the row written twice: a matrix product, not a
+matrix-vector product. Measured on a 2-core AMD EPYC with PyTorch's MKL, the teaching target's layer
+shapes: one row 5.8 ms as x·Wᵀ and 3.2 ms as W·xᵀ (the row written twice: a matrix product, not a
 matrix-vector one), two rows 8.2 and 2.4 ms, six rows 7.0 and 4.8 ms. On another CPU the library's own
 order may be the faster. So on a CPU each model's token-path linear layers (`token_linears`) are timed
 both ways when the pair loads (about a fifth of a second), and become `WeightFirstLinear` (the same
