@@ -7,7 +7,8 @@ is a (confidence, accepted) example, counted in its confidence bin, starting fro
 as the prior. The product of the estimates over the block is the probability that every draft so far is
 accepted; once it falls below `MIN_SURVIVAL` the block stops. The minimum is high, a coin flip, for two
 reasons: a draft is not free (on the teaching pair on a CPU a drafter step and the longer verify it
-makes cost about a quarter of a target step), and where misses cluster, as on facts the drafter was
+makes cost about a third of a target step, a quarter before the target multiplied in the faster order
+of `models/matmul.py`), and where misses cluster, as on facts the drafter was
 never taught, the calibration learns too slowly and the estimate stays optimistic. Chosen on the bench
 suite (`assets/bench/README.md`): 0.5 ran faster than 0.35, and 0.35 than 0.2; 0.65 and 0.8 were no
 faster on the slowest answers. The first block goes on to a lower minimum: its drafts ride on the
