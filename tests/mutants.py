@@ -182,6 +182,10 @@ MUTANTS = (
     # the faster order of multiplication (issue 56)
     Mutant("weight-first-drops-the-bias", "tabed/models/matmul.py", "out = out + self.bias", "out = out",
            ("tests/models/test_matmul.py::test_weight_first_gives_the_layers_outputs",)),
+    Mutant("weight-first-leaves-its-product-column-major", "tabed/models/matmul.py",
+           "out = torch.mm(self.weight, rows.t())[:, :count].t().contiguous()",
+           "out = torch.mm(self.weight, rows.t())[:, :count].t()",
+           ("tests/models/test_matmul.py::test_weight_first_gives_the_layers_outputs",)),
     Mutant("auto-swaps-whatever-the-timing", "tabed/models/matmul.py",
            "faster = weight_first < CLEARLY_FASTER * library", "faster = True",
            ("tests/models/test_matmul.py::test_auto_takes_weight_first_only_where_it_was_clearly_faster",)),

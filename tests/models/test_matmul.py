@@ -19,8 +19,11 @@ from tabed.models.matmul import WeightFirstLinear, choose_linears, token_linears
 
 
 @pytest.mark.parametrize("bias", [False, True])
-@pytest.mark.parametrize("shape", [(1, 1, 24), (1, 6, 24), (2, 3, 24), (24,)])
+@pytest.mark.parametrize("shape", [(1, 1, 24), (1, 6, 24), (2, 3, 24), (24,), (3, 5, 24)])
 def test_weight_first_gives_the_layers_outputs(bias, shape):
+    """Up to WEIGHT_FIRST_ROWS rows as W·xᵀ, more (15 here) the library's way; row-major either way, as the
+    next layer multiplies fastest."""
+    assert 3 * 5 > matmul.WEIGHT_FIRST_ROWS >= 6
     torch.manual_seed(0)
     linear = nn.Linear(24, 40, bias=bias)
     if bias:
@@ -28,7 +31,7 @@ def test_weight_first_gives_the_layers_outputs(bias, shape):
     x = torch.randn(*shape)
     swapped = WeightFirstLinear.of(linear)
     out = swapped(x)
-    assert out.shape == linear(x).shape
+    assert out.shape == linear(x).shape and out.is_contiguous()
     torch.testing.assert_close(out, linear(x), rtol=1e-5, atol=1e-5)
     assert swapped.weight is linear.weight and swapped.bias is linear.bias  # shared, not copied
 
