@@ -45,10 +45,10 @@ class WeightFirstLinear(nn.Linear):
         return layer
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rows = x.reshape(-1, self.in_features).contiguous()
-        count = rows.shape[0]
+        count = x.numel() // self.in_features
         if count > WEIGHT_FIRST_ROWS:
             return F.linear(x, self.weight, self.bias)
+        rows = x.reshape(count, self.in_features).contiguous()
         if count == 1:
             rows = torch.cat([rows, rows])
         # row-major out, as x·Wᵀ's: the product's transposed view would make the next layer's rows column-major,
@@ -95,17 +95,12 @@ def token_linears(model: nn.Module) -> dict[str, nn.Linear]:
             for name, module in owner.named_modules() if type(module) is nn.Linear}
 
 
-def _seconds(linears: list[nn.Linear], weight_first: bool) -> float:
-    """One pass over the layers for every row count in TIMED_ROWS, in one order (weight-first runs the
-    layer's own parameters through `WeightFirstLinear.forward`, without swapping the layer)."""
+def _seconds(layers: list[nn.Linear]) -> float:
+    """One pass over the layers for every row count in TIMED_ROWS."""
     start = time.perf_counter()
     for count in TIMED_ROWS:
-        for linear in linears:
-            x = torch.ones(count, linear.in_features, dtype=linear.weight.dtype)
-            if weight_first:
-                WeightFirstLinear.forward(linear, x)
-            else:
-                F.linear(x, linear.weight, linear.bias)
+        for layer in layers:
+            layer(torch.ones(count, layer.in_features, dtype=layer.weight.dtype))
     return time.perf_counter() - start
 
 
@@ -115,11 +110,12 @@ def time_paths(linears: list[nn.Linear], rounds: int = ROUNDS) -> tuple[float, f
     round by round (after one round of each to warm the caches). The fastest, not the median: a pass is only
     ever slowed by what else runs, and one load's median once swung the choice (14.9 ms against 17.3 ms,
     where other loads saw 7.5-11 against 13-19)."""
-    _seconds(linears, False), _seconds(linears, True)
+    twins = [WeightFirstLinear.of(linear) for linear in linears]  # the same parameters, not yet in the model
+    _seconds(linears), _seconds(twins)
     library, weight_first = [], []
     for _ in range(rounds):
-        library.append(_seconds(linears, False))
-        weight_first.append(_seconds(linears, True))
+        library.append(_seconds(linears))
+        weight_first.append(_seconds(twins))
     return min(library), min(weight_first)
 
 
