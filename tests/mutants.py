@@ -189,6 +189,20 @@ MUTANTS = (
     Mutant("auto-swaps-whatever-the-timing", "tabed/models/matmul.py",
            "faster = weight_first < CLEARLY_FASTER * library", "faster = True",
            ("tests/models/test_matmul.py::test_auto_takes_weight_first_only_where_it_was_clearly_faster",)),
+    Mutant("a-close-timing-is-trusted", "tabed/models/matmul.py",
+           "if CLEARLY_FASTER * library <= weight_first < library:", "if False:",
+           ("tests/models/test_matmul.py::test_a_close_timing_is_timed_again_for_longer",)),
+    Mutant("weights-kept-after-an-addition", "tabed/engine/ensemble.py", "        self._weights = None\n        if",
+           "        if", ("tests/engine/test_ensemble.py::test_the_weights_follow_every_addition",)),
+    Mutant("growing-cache-loses-its-entries-when-it-moves", "tabed/models/growing.py", "        if filled:",
+           "        if False:",
+           ("tests/models/test_growing.py::test_every_operation_leaves_what_a_dynamic_layer_holds",)),
+    Mutant("growing-cache-copies-at-every-step", "tabed/models/growing.py",
+           "if not self._in_room() or end > self.room_keys.shape[-2]:", "if True:",
+           ("tests/models/test_growing.py::test_steps_write_into_the_room_instead_of_copying_the_cache",)),
+    Mutant("a-copied-layer-shares-its-room", "tabed/models/growing.py",
+           "twin.room_keys = twin.room_values = None", "pass",
+           ("tests/models/test_growing.py::test_a_copied_layer_takes_its_own_room",)),
 )
 
 

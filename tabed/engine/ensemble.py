@@ -106,6 +106,7 @@ class WeightHistory:
         self._rows: deque[torch.Tensor] = deque(maxlen=window or None)  # with a window: its positions' rows
         self._count = 0  # positions in the window
         self._total: torch.Tensor | None = None  # the sum of the rows in the window
+        self._weights: torch.Tensor | None = None  # the weights of the history as it is (None: to compute)
 
     def __len__(self) -> int:
         return self._count
@@ -118,18 +119,30 @@ class WeightHistory:
     def add(self, p: torch.Tensor, q: torch.Tensor, log_q: torch.Tensor | None = None) -> None:
         """Record verified positions: p (n, V) target distributions, q (n, K, V) per-method ones and,
         for the log-loss rules, their log-softmax log_q (n, K, V) (the log of q where not given)."""
-        if p.shape[0] == 0:
+        self.add_blocks([(p, q, log_q)])
+
+    def add_blocks(self, blocks: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]]) -> None:
+        """Record several blocks' verified positions (p, q, log_q) as `add` each would, in order: where
+        everything is kept, with one pass of the statistics over all their positions (a catch-up owes a
+        dozen blocks or more) and each block's sum added in turn."""
+        blocks = [block for block in blocks if block[0].shape[0]]
+        if not blocks:
             return
+        self._weights = None
         if self._graphed:  # the graph keeps the sum and the weights
-            self.summed.add(p, q, log_q)
-            self._count += p.shape[0]
+            for p, q, log_q in blocks:
+                self.summed.add(p, q, log_q)
+                self._count += p.shape[0]
             return
+        p, q = torch.cat([block[0] for block in blocks]), torch.cat([block[1] for block in blocks])
+        log_q = torch.cat([block[2] for block in blocks]) if blocks[0][2] is not None else None
+        rows = position_stats(self.rule, p, q, log_q, self.grid_on(q.device))
         if not self.window:  # everything is kept: one sum (on the device: no copy back, no wait for the GPU)
-            block = position_stats(self.rule, p, q, log_q, self.grid_on(q.device)).sum(dim=0)
+            for part in rows.split([block[0].shape[0] for block in blocks]):
+                self._total = part.sum(dim=0) if self._total is None else self._total + part.sum(dim=0)
             self._count += p.shape[0]
-            self._total = block if self._total is None else self._total + block
             return
-        for row in position_stats(self.rule, p, q, log_q, self.grid_on(q.device)):
+        for row in rows:
             if len(self._rows) == self.window:
                 self._total = self._total - self._rows[0]
             self._rows.append(row)
@@ -154,7 +167,9 @@ class WeightHistory:
             return uniform_weights(self.num_methods)
         if self._graphed:
             return self.summed.weights.clone()  # the graph's buffer changes with the next block
-        return weights_from(self.rule, self._total, self.grid_on(self._total.device), self.rate)
+        if self._weights is None:  # computed once per history: while rows rest, blocks go by without adding
+            self._weights = weights_from(self.rule, self._total, self.grid_on(self._total.device), self.rate)
+        return self._weights.clone()
 
 
 def share_equally(weights: torch.Tensor, rows: list[int]) -> torch.Tensor:

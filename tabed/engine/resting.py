@@ -67,12 +67,13 @@ class Resting:
         logits = drafter.catch_up(out[self.seen:seen])  # logits i: after the answer's first seen + i + 1 tokens
         probs = logits_to_probs(logits, config.temperature, config.top_p)
         log_probs = logits_to_log_probs(logits, config.temperature) if self.history.needs_log_q else None
-        for block in self.waiting:  # one block at a time: a window drops positions in order
+        for block in self.waiting:
             at = torch.arange(block.first, block.first + block.target_probs.shape[0]) - self.seen - 1
             block.row_probs[:, drafter.resting_rows] = probs[:, at].transpose(0, 1)
             if block.row_log_probs is not None:
                 block.row_log_probs[:, drafter.resting_rows] = log_probs[:, at].transpose(0, 1)
-            self.history.add(block.target_probs, block.row_probs, block.row_log_probs)
+        # in order (a window drops positions in order), in one pass
+        self.history.add_blocks([(block.target_probs, block.row_probs, block.row_log_probs) for block in self.waiting])
         self.seen, self.rested, self.waiting, self.probed = seen, 0, [], True
 
     def choose(self, drafter: BatchedDrafter, weights: torch.Tensor, seen: int) -> None:

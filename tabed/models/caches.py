@@ -1,7 +1,8 @@
 """Cache backends: how a model runs forwards over a KV cache that is extended and rolled back.
 
 Both the target (batch 1) and the batched drafter (K rows, left-padded) go through one of these:
-- `DynamicBackend`: transformers' `DynamicCache`, eager; roll-back crops it. Any device.
+- `DynamicBackend`: transformers' `DynamicCache`, eager, appending in place (`growing.py`); roll-back
+  crops it. Any device.
 - `StaticBackend`: a `StaticCache` allocated once per model and batch and reused across requests,
   with fixed-address inputs so that each query length's forward can be captured as a CUDA graph
   (replays cost a fraction of an eager forward's launch overhead). Roll-back rewinds the cache
@@ -23,6 +24,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from transformers import DynamicCache, LlavaForConditionalGeneration, StaticCache
+
+from .growing import growing_cache
 
 CACHES = ("dynamic", "static")
 TREE_GRAPH_TOKENS = 4  # tree forwards of at most this many tokens (a drafter's frontier) are replayed as graphs,
@@ -149,7 +152,7 @@ class DynamicBackend:
     def prefill(self, mask: torch.Tensor, keep: int = 1, layout: TreeLayout | None = None, **inputs) -> torch.Tensor:
         """Run the prompt (ids or embeddings, plus any image inputs), ending with a tree when `layout`
         says so; the last `keep` logits (B, keep, V)."""
-        self.cache = DynamicCache(config=self.model.config)
+        self.cache = growing_cache(self.model.config)
         attention = mask
         if layout is not None:
             slots = torch.arange(mask.shape[1], device=mask.device)

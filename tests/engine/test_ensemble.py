@@ -99,6 +99,38 @@ def test_window_keeps_only_recent_positions():
     assert len(history("kld", [(P_A, Q_A)] * 5, window=0)) == 5
 
 
+@pytest.mark.parametrize("window", [0, 5])
+@pytest.mark.parametrize("rule", ["w-grid", "kld", "tvd", "hedge"])
+def test_blocks_added_at_once_sum_as_blocks_added_one_by_one(rule, window):
+    """A catch-up adds the blocks it owed in one pass: the very sums (and weights) of adding them in turn,
+    an empty block included."""
+    generator = torch.Generator().manual_seed(3)
+    blocks = []
+    for count in (3, 0, 1, 4, 2):
+        p = torch.softmax(3 * torch.randn(count, 9, generator=generator), dim=-1)
+        q = torch.softmax(3 * torch.randn(count, 2, 9, generator=generator), dim=-1)
+        blocks.append((p, q, q.log() if rule in ("kld", "hedge") else None))
+    at_once, in_turn = WeightHistory(2, rule, window), WeightHistory(2, rule, window)
+    at_once.add(*blocks[0])
+    at_once.add_blocks(blocks[1:])
+    for block in blocks:
+        in_turn.add(*block)
+    assert len(at_once) == len(in_turn) == (5 if window else 10)
+    assert torch.equal(at_once.total(), in_turn.total())
+    assert torch.equal(at_once.weights(), in_turn.weights())
+
+
+def test_the_weights_follow_every_addition():
+    """Weights are computed once per state of the history, and again after each addition."""
+    h = history("w-grid", [(P_A, Q_A)])
+    assert h.weights().tolist() == [1.0, 0.0]
+    h.weights()[0] = 0.5  # a caller's change to its copy changes nothing
+    assert h.weights().tolist() == [1.0, 0.0]
+    h.add(torch.tensor([P_B, P_B]), torch.tensor([Q_B, Q_B]))
+    fresh = history("w-grid", [(P_A, Q_A), (P_B, Q_B), (P_B, Q_B)]).weights().tolist()
+    assert h.weights().tolist() == fresh != [1.0, 0.0]
+
+
 def test_ensemble_is_the_weighted_average():
     q = torch.tensor(Q_A)
     assert ensemble(q, torch.tensor([0.25, 0.75])).tolist() == pytest.approx([0.225, 0.225, 0.55])

@@ -170,6 +170,9 @@ class _History:
     def add(self, *_):
         pass
 
+    def add_blocks(self, _):
+        pass
+
 
 def _catch_up_blocks(m_weights: list[float]) -> list[int]:
     """Blocks of three verified tokens each, M's weight given per block (T has the rest): the blocks that

@@ -73,12 +73,29 @@ def test_a_weight_first_pair_decodes_its_own_answer(target, processor, image):
 @pytest.mark.parametrize(("library", "weight_first", "path"), [
     (10.0, 8.0, "weight-first"), (10.0, 9.0, "library"), (5.0, 9.0, "library")])
 def test_auto_takes_weight_first_only_where_it_was_clearly_faster(target, monkeypatch, library, weight_first, path):
-    monkeypatch.setattr(matmul, "time_paths", lambda linears: (library, weight_first))
+    monkeypatch.setattr(matmul, "time_paths", lambda linears, rounds=matmul.ROUNDS: (library, weight_first))
     model = copy.deepcopy(target)
     choice = choose_linears(model, torch.device("cpu"))
     assert (choice.path, choice.library_ms, choice.weight_first_ms) == (path, library * 1e3, weight_first * 1e3)
     assert (type(model.lm_head) is WeightFirstLinear) == (path == "weight-first")
     assert choice.describe().startswith("W·xᵀ (" if path == "weight-first" else "x·Wᵀ (")
+
+
+@pytest.mark.parametrize(("timings", "path", "chosen_by"), [
+    ([(10.0, 9.0), (10.5, 7.0)], "weight-first", (10.0, 7.0)),  # not clearly faster, then clearly: the fastest of all
+    ([(10.0, 9.0), (9.5, 9.0)], "library", (9.5, 9.0)),
+    ([(10.0, 8.0)], "weight-first", (10.0, 8.0)),  # clear at once: timed once
+    ([(10.0, 11.0)], "library", (10.0, 11.0))])
+def test_a_close_timing_is_timed_again_for_longer(target, monkeypatch, timings, path, chosen_by):
+    asked = []
+
+    def time_paths(linears, rounds=matmul.ROUNDS):
+        asked.append(rounds)
+        return timings[len(asked) - 1]
+    monkeypatch.setattr(matmul, "time_paths", time_paths)
+    choice = choose_linears(copy.deepcopy(target), torch.device("cpu"))
+    assert (choice.path, choice.library_ms, choice.weight_first_ms) == (path, chosen_by[0] * 1e3, chosen_by[1] * 1e3)
+    assert asked == [matmul.ROUNDS, 3 * matmul.ROUNDS][:len(timings)]
 
 
 def test_a_gpu_keeps_the_librarys_order_untimed(target, monkeypatch):
