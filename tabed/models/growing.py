@@ -38,11 +38,11 @@ class GrowingLayer(DynamicLayer):
         return self.keys, self.values
 
     def _in_room(self) -> bool:
-        """Whether `keys` and `values` are still the first entries of this layer's room (not replaced)."""
-        room, keys = self.room_keys, self.keys
-        return (room is not None and keys.dim() == 4 and keys.data_ptr() == room.data_ptr()
-                and self.values.data_ptr() == self.room_values.data_ptr()
-                and keys.shape[:2] == room.shape[:2] and keys.stride() == room.stride())
+        """Whether `keys` and `values` still start this layer's room with all its rows: a tensor that replaced
+        them (rows selected or stacked, padding dropped) starts elsewhere, since the room is still held."""
+        room = self.room_keys
+        return (room is not None and self.keys.data_ptr() == room.data_ptr()
+                and self.values.data_ptr() == self.room_values.data_ptr() and self.keys.shape[0] == room.shape[0])
 
     def _move_to_room(self, filled: int, end: int, like: torch.Tensor) -> None:
         """New room for at least `end` entries, holding the `filled` ones there are."""
