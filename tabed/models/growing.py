@@ -2,11 +2,12 @@
 
 transformers' `DynamicLayer` grows by `torch.cat`, which copies a layer's whole keys and values at every
 forward. A decoding step's own work does not grow with the context, so on a CPU that copy is a share of a
-small drafter's step that grows with the pictures in its M row (three pictures, 783 tokens: about a tenth
-of a two-row step). `GrowingLayer` keeps spare room after the filled part and writes new entries there.
-Its `keys` and `values` stay views of the filled part, so everything that reads or replaces them works as
-on a `DynamicLayer`: cropping slices the view; a layer whose tensors were replaced (rows split or joined,
-padding dropped) is copied into new room at its next update.
+small drafter's step that grows with the pictures in its M row (three pictures, 783 tokens: about 7% of a
+two-row step). `GrowingLayer` keeps spare room after the filled part and writes new entries there, once
+the layer is long enough for that to cost less than the copy. Its `keys` and `values` stay views of the
+filled part, so everything that reads or replaces them works as on a `DynamicLayer`: cropping slices the
+view; a layer whose tensors were replaced (rows split or joined, padding dropped) is copied into new room
+at its next update.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 ROOM = 256  # entries of spare room at least (an answer's drafts, a tree), or half the filled part
+IN_PLACE_FROM = 128  # entries: a shorter layer concatenates, which costs less there (on a CPU, a row of 30
+# entries 2 µs against 5 µs writing into room; of 300 7 µs against 5; of 800 11 against 5)
 
 
 class GrowingLayer(DynamicLayer):
@@ -31,6 +34,8 @@ class GrowingLayer(DynamicLayer):
         filled = self.keys.shape[-2] if self.keys.dim() == 4 else 0
         end = filled + key_states.shape[-2]
         if not self._in_room() or end > self.room_keys.shape[-2]:
+            if end < IN_PLACE_FROM:
+                return super().update(key_states, value_states)
             self._move_to_room(filled, end, key_states)
         self.room_keys[..., filled:end, :] = key_states
         self.room_values[..., filled:end, :] = value_states

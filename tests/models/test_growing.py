@@ -32,14 +32,18 @@ class Twins:
 
 @pytest.fixture(autouse=True)
 def _small_room(monkeypatch):
-    """Room for a few entries only, so that the sequences below outgrow it too."""
+    """Room for a few entries only, so that the sequences below outgrow it too, and room from the first."""
     monkeypatch.setattr(growing, "ROOM", 3)
+    monkeypatch.setattr(growing, "IN_PLACE_FROM", 0)
 
 
-def test_every_operation_leaves_what_a_dynamic_layer_holds():
+@pytest.mark.parametrize("in_place_from", [0, 12])
+def test_every_operation_leaves_what_a_dynamic_layer_holds(monkeypatch, in_place_from):
     """Prefill, steps, a verify, roll-backs, rows selected (a row resting), a tree compacted in place
     (`caches._keep_entries`), rows padded and stacked (a row rejoining), shared padding dropped: after each,
-    the same keys and values as a `DynamicLayer` put through the same."""
+    the same keys and values as a `DynamicLayer` put through the same; in room from the first, or
+    concatenated while short."""
+    monkeypatch.setattr(growing, "IN_PLACE_FROM", in_place_from)
     twins = Twins()
     twins.apply(lambda layer: layer.update(*_entries(2, 5, 0)))
     for seed in range(1, 4):
@@ -86,6 +90,16 @@ def test_steps_write_into_the_room_instead_of_copying_the_cache():
     assert layer.keys.data_ptr() == where and layer.get_seq_length() == room
     layer.update(*_entries(1, 1, 21))
     assert layer.keys.data_ptr() != where and layer.room_keys.shape[-2] == room + 1 + max(growing.ROOM, (room + 1) // 2)
+
+
+def test_a_short_layer_concatenates_until_it_is_long_enough(monkeypatch):
+    monkeypatch.setattr(growing, "IN_PLACE_FROM", 6)
+    layer = GrowingLayer()
+    layer.update(*_entries(1, 4, 0))
+    layer.update(*_entries(1, 1, 1))
+    assert layer.room_keys is None
+    layer.update(*_entries(1, 1, 2))
+    assert layer.keys.data_ptr() == layer.room_keys.data_ptr() and layer.get_seq_length() == 6
 
 
 def test_a_copied_layer_takes_its_own_room():
