@@ -73,4 +73,3 @@ def growing_cache(config) -> DynamicCache:
     cache = DynamicCache(config=config)
     cache.layers = [GrowingLayer() if type(layer) is DynamicLayer else layer for layer in cache.layers]
     return cache
-
