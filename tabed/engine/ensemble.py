@@ -134,8 +134,7 @@ class WeightHistory:
                 self.summed.add(p, q, log_q)
                 self._count += p.shape[0]
             return
-        p, q = torch.cat([block[0] for block in blocks]), torch.cat([block[1] for block in blocks])
-        log_q = torch.cat([block[2] for block in blocks]) if blocks[0][2] is not None else None
+        p, q, log_q = _joined(blocks)
         rows = position_stats(self.rule, p, q, log_q, self.grid_on(q.device))
         if not self.window:  # everything is kept: one sum (on the device: no copy back, no wait for the GPU)
             for part in rows.split([block[0].shape[0] for block in blocks]):
@@ -170,6 +169,16 @@ class WeightHistory:
         if self._weights is None:  # computed once per history: while rows rest, blocks go by without adding
             self._weights = weights_from(self.rule, self._total, self.grid_on(self._total.device), self.rate)
         return self._weights.clone()
+
+
+def _joined(blocks: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]],
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """The blocks' p, q and log_q as one run of positions; a single block (every block's `add`) as it is,
+    uncopied."""
+    if len(blocks) == 1:
+        return blocks[0]
+    p, q = torch.cat([block[0] for block in blocks]), torch.cat([block[1] for block in blocks])
+    return p, q, torch.cat([block[2] for block in blocks]) if blocks[0][2] is not None else None
 
 
 def share_equally(weights: torch.Tensor, rows: list[int]) -> torch.Tensor:
