@@ -203,6 +203,9 @@ MUTANTS = (
     Mutant("a-copied-layer-shares-its-room", "tabed/models/growing.py",
            "twin.room_keys = twin.room_values = None", "pass",
            ("tests/models/test_growing.py::test_a_copied_layer_takes_its_own_room",)),
+    Mutant("drafter-forward-never-compiled", "tabed/models/caches.py", "            return self._sequence(ids)",
+           "            return self._run(ids)",
+           ("tests/models/test_compiled.py::test_a_compiled_forward_gives_the_uncompiled_logits",)),
 )
 
 

@@ -143,6 +143,7 @@ def run_bench(pair: ModelPair, settings: BenchSettings, progress: Callable[[str]
               "repeat": settings.repeat}
     warm_up(pair)
     run_case(pair, cases[0], root, settings.specs, settings.config, settings.peer)  # untimed warm-up
+    report["notes"] += [note for note in pair.notes if note not in report["notes"]]  # e.g. graphs or compiling failed
     runs: list[Run] = []
     started = time.perf_counter()
     try:

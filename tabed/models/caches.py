@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from transformers import DynamicCache, LlavaForConditionalGeneration, StaticCache
 
+from .compiled import CompiledForward
 from .growing import growing_cache
 
 CACHES = ("dynamic", "static")
@@ -294,7 +295,7 @@ class StaticBackend:
     """
 
     def __init__(self, model, batch: int, max_len: int, vocab_size: int | None = None,
-                 suppressed: torch.Tensor | None = None, graphs: bool = False) -> None:
+                 suppressed: torch.Tensor | None = None, graphs: bool = False, compiled: bool = False) -> None:
         self.model = model
         self.batch, self.max_len = batch, max_len
         self.vocab_size, self.suppressed = vocab_size, suppressed
@@ -308,6 +309,13 @@ class StaticBackend:
         self.pads = torch.zeros(batch, 1, dtype=torch.long, device=device)  # left padding per row
         self._inputs: dict = {}  # query length, or ("tree", length, width) -> its fixed-address inputs
         self._graphs: dict = {}  # the same keys -> (graph, its logits)
+        # a sequence's forward, compiled where asked (`compiled.py`: a small drafter's kernels fused)
+        self._sequence = CompiledForward(self._run) if compiled else self._run
+
+    @property
+    def why_uncompiled(self) -> str | None:
+        """Why a forward asked to be compiled runs uncompiled (None: it is compiled, or was not asked to be)."""
+        return getattr(self._sequence, "why_not", None)
 
     def _lengths(self):
         return [layer.cumulative_length for layer in self.cache.layers]
@@ -375,7 +383,7 @@ class StaticBackend:
         count = ids.shape[1]
         graph = self._graph(count) if self.graphs else None
         if graph is None:
-            return self._run(ids)
+            return self._sequence(ids)
         replay, out = graph
         self._inputs[count].copy_(ids)
         replay.replay()
@@ -480,7 +488,7 @@ class StaticBackend:
             count = key
             ids = self._inputs.setdefault(key, torch.zeros(self.batch, count, dtype=torch.long,
                                                            device=self.model.device))
-            run = functools.partial(self._run, ids)
+            run = functools.partial(self._sequence, ids)
         return capture_graph(run, warm_ups=2, undo=functools.partial(self.rewind, count))
 
     @torch.inference_mode()

@@ -111,11 +111,13 @@ class ModelPair:
         model = self.target if role == "target" else self.drafter
         if self.cache == "dynamic":
             return DynamicBackend(model, self.vocab_size, self.suppressed)
+        graphs = self.device.type == "cuda"
         backend = self.reused((role, batch), lambda: StaticBackend(
             model, batch, self.context_of(role) + MAX_GAMMA + 1, self.vocab_size, self.suppressed,
-            graphs=self.device.type == "cuda"))
-        if backend.why_eager and backend.why_eager not in self.notes:
-            self.notes.append(backend.why_eager)
+            graphs=graphs, compiled=graphs and role == "drafter"))
+        for why in (backend.why_eager, backend.why_uncompiled):
+            if why and why not in self.notes:
+                self.notes.append(why)
         return backend
 
     def reused(self, key: tuple, make: Callable[[], object]) -> object:
