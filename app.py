@@ -110,7 +110,9 @@ def _respond(follow_up: bool, inputs: dict, conversation: Conversation, stop: th
         if PRESETS[name].needs_gpu and not torch.cuda.is_available():
             raise InputError(f"the preset {name!r} needs a GPU and this machine has none: choose 'teaching'")
         if not PAIRS.loaded(name):
-            yield Frame(status=f"\u23f3 Loading the model pair {name!r} (first run only)…")
+            extra = "; on this GPU that includes capturing CUDA graphs and compiling the drafter, up to a minute" \
+                if torch.cuda.is_available() and not ZERO_GPU else ""
+            yield Frame(status=f"\u23f3 Loading the model pair {name!r} (first run only{extra})…")
         pair = PAIRS.get(name)
     except TabedError as error:  # refused: the page stays as it was but for the status (the state too)
         yield Frame(status=f"\u26a0\ufe0f Error: {error}")
