@@ -205,7 +205,8 @@ def overhead(args: argparse.Namespace) -> dict:
     turns = [Turn(args.prompt, [image])]
     ratios = batching_overhead(pair, turns, steps=args.steps, rounds=args.rounds)
     return {"pair": pair.name, "device": str(pair.device), "cache": pair.cache,
-            "machine": describe_machine(pair.device, pair.linears), **{str(k): v for k, v in ratios.items()},
+            "machine": describe_machine(pair.device, pair.linears, pair.compiled_roles),
+            **{str(k): v for k, v in ratios.items()},
             **step_costs(pair, turns, args.gamma, args.steps),
             "row_ms": row_costs(pair, turns, steps=args.steps, rounds=args.rounds), "notes": pair.notes}
 

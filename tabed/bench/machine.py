@@ -29,9 +29,11 @@ def blas() -> str:
     return name + (", oneDNN" if torch.backends.mkldnn.is_available() else "")
 
 
-def describe_machine(device: torch.device | str = "cpu", linears: dict | None = None) -> dict:
-    """CPU model, cores the process may use, torch's threads, BLAS, torch's version, on CUDA the GPU, and
-    how the pair's linear layers multiply (`linears`: a pair's, per role; `models.matmul`)."""
+def describe_machine(device: torch.device | str = "cpu", linears: dict | None = None,
+                     compiled: list[str] | None = None) -> dict:
+    """CPU model, cores the process may use, torch's threads, BLAS, torch's version, on CUDA the GPU, how
+    the pair's linear layers multiply (`linears`: a pair's, per role; `models.matmul`) and which of its
+    models' steps ran compiled (`compiled`: roles; `models.compiled`)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     out = {"cpu": cpu_model(), "cores": cores, "torch_threads": torch.get_num_threads(), "blas": blas(),
            "torch": torch.__version__}
@@ -39,6 +41,8 @@ def describe_machine(device: torch.device | str = "cpu", linears: dict | None = 
         out["gpu"] = torch.cuda.get_device_name(torch.device(device))
     if linears:
         out["linears"] = {role: choice.describe() for role, choice in linears.items()}
+    if compiled:
+        out["compiled"] = list(compiled)
     return out
 
 
@@ -47,5 +51,6 @@ def machine_line(machine: dict) -> str:
     then how each model's linear layers multiplied where that is known."""
     gpu = f"{machine['gpu']}; host " if machine.get("gpu") else ""
     linears = "".join(f"; {role}'s linear layers {order}" for role, order in machine.get("linears", {}).items())
+    compiled = "".join(f"; {role}'s steps compiled" for role in machine.get("compiled", []))
     return (f"{gpu}{machine['cpu']}, {machine['cores']} cores, {machine['torch_threads']} torch threads, "
-            f"BLAS {machine['blas']}, torch {machine['torch']}{linears}")
+            f"BLAS {machine['blas']}, torch {machine['torch']}{linears}{compiled}")

@@ -144,6 +144,7 @@ def run_bench(pair: ModelPair, settings: BenchSettings, progress: Callable[[str]
     warm_up(pair)
     run_case(pair, cases[0], root, settings.specs, settings.config, settings.peer)  # untimed warm-up
     report["notes"] += [note for note in pair.notes if note not in report["notes"]]  # e.g. graphs or compiling failed
+    report["machine"] = describe_machine(pair.device, pair.linears, pair.compiled_roles)  # known once warmed up
     runs: list[Run] = []
     started = time.perf_counter()
     try:

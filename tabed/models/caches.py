@@ -313,6 +313,11 @@ class StaticBackend:
         self._sequence = CompiledForward(self._run) if compiled else self._run
 
     @property
+    def compiled(self) -> bool:
+        """Whether its sequence forwards run compiled (asked to, and compiling has not failed)."""
+        return isinstance(self._sequence, CompiledForward) and self._sequence.why_not is None
+
+    @property
     def why_uncompiled(self) -> str | None:
         """Why a forward asked to be compiled runs uncompiled (None: it is compiled, or was not asked to be)."""
         return getattr(self._sequence, "why_not", None)

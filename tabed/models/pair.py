@@ -120,6 +120,12 @@ class ModelPair:
                 self.notes.append(why)
         return backend
 
+    @property
+    def compiled_roles(self) -> list[str]:
+        """The models whose steps run compiled so far (`compiled.py`: a GPU's drafter, unless that failed)."""
+        return sorted({key[0] for key, made in self._static.items()
+                       if isinstance(made, StaticBackend) and made.compiled})
+
     def reused(self, key: tuple, make: Callable[[], object]) -> object:
         """An object made once for this pair by `make()` and reused by every request (the engine's CUDA
         graphs beside the caches' own: new tensors would mean new addresses and a new capture)."""

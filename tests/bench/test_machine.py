@@ -32,5 +32,12 @@ def test_the_report_names_how_each_models_linear_layers_multiplied():
     assert "linears" not in machine.describe_machine("cpu")
 
 
+def test_the_report_names_the_models_whose_steps_ran_compiled():
+    described = machine.describe_machine("cpu", compiled=["drafter"])
+    assert described["compiled"] == ["drafter"]
+    assert machine.machine_line(described).endswith("torch " + torch.__version__ + "; drafter's steps compiled")
+    assert "compiled" not in machine.describe_machine("cpu", compiled=[])
+
+
 def test_the_cpu_model_is_read_from_cpuinfo_when_there_is_one():
     assert machine.cpu_model() and machine.cpu_model() != "unknown"

@@ -4,6 +4,7 @@ having run nothing twice."""
 
 import torch
 
+from conftest import make_pair
 from tabed.models.caches import StaticBackend
 from tabed.models.compiled import CompiledForward
 
@@ -56,3 +57,14 @@ def test_a_forward_that_cannot_be_compiled_runs_as_it_is_once():
 def test_only_a_backend_asked_to_compile_compiles(pair):
     assert StaticBackend(pair.drafter, 1, 16)._sequence.__func__ is StaticBackend._run
     assert isinstance(StaticBackend(pair.drafter, 1, 16, compiled=True)._sequence, CompiledForward)
+
+
+def test_the_pair_names_the_models_whose_steps_run_compiled(pair):
+    static = make_pair(pair.target, pair.drafter, pair.target_processor)
+    static.cache = "static"
+    static.backend("target", 1)
+    assert static.compiled_roles == []
+    drafter = static.reused(("drafter", 2), lambda: StaticBackend(pair.drafter, 2, 64, compiled=True))
+    assert static.compiled_roles == ["drafter"]
+    drafter._sequence.why_not = "the drafter's forward could not be compiled (test): it runs uncompiled"
+    assert static.compiled_roles == []
