@@ -11,8 +11,8 @@ bound by reading its weights, which fusing does not change.
 The whole forward is traced at once (`fullgraph`), so that a model that cannot be compiled fails before
 any of it runs; it then runs uncompiled, and the pair says why. Each shape is compiled once: a step of one
 or two tokens for each number of rows (1 to 4: T, MT, MTC, MTCP), eight in all, which is as many as
-torch compiles of one function (`torch._dynamo.config.recompile_limit`); past them, or for a second pair
-loaded in the same process, a forward runs uncompiled and says so.
+torch compiles of one function (`torch._dynamo.config.recompile_limit`; another pair of the same shapes
+reuses them); past them a forward runs uncompiled and says so.
 """
 
 from __future__ import annotations
