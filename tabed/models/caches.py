@@ -8,6 +8,7 @@ Both the target (batch 1) and the batched drafter (K rows, left-padded) go throu
   (replays cost a fraction of an eager forward's launch overhead). Roll-back rewinds the cache
   lengths in place: entries past the length are masked by causality and overwritten later.
   Without CUDA (or when capture fails) the same code runs eagerly and gives the dynamic path's tokens.
+  A drafter's sequence forwards may be compiled before they are captured (`compiled.py`).
 
 Every backend returns logits on the pair's vocabulary with the suppressed tokens masked. A forward may
 append a token tree instead of a sequence (`TreeLayout`: each token sees only its ancestors among the
