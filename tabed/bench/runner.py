@@ -128,7 +128,7 @@ def run_bench(pair: ModelPair, settings: BenchSettings, progress: Callable[[str]
     cases = check_settings(settings)
     root = settings.suite.parent
     report = {"pair": pair.name, "default_spec": DEFAULT_SPEC, "device": str(pair.device),
-              "dtype": str(pair.dtype).removeprefix("torch."), "machine": describe_machine(pair.device, pair.linears),
+              "dtype": str(pair.dtype).removeprefix("torch."), "machine": None,  # known once warmed up (below)
               "suite": str(settings.suite), "gamma": settings.config.gamma,
               "adaptive": settings.config.adaptive,
               "max_new_tokens": settings.config.max_new_tokens, "temperature": settings.config.temperature,
@@ -144,7 +144,7 @@ def run_bench(pair: ModelPair, settings: BenchSettings, progress: Callable[[str]
     warm_up(pair)
     run_case(pair, cases[0], root, settings.specs, settings.config, settings.peer)  # untimed warm-up
     report["notes"] += [note for note in pair.notes if note not in report["notes"]]  # e.g. graphs or compiling failed
-    report["machine"] = describe_machine(pair.device, pair.linears, pair.compiled_roles)  # known once warmed up
+    report["machine"] = describe_machine(pair.device, pair.linears, pair.compiled_roles)  # what compiled, too
     runs: list[Run] = []
     started = time.perf_counter()
     try:
