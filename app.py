@@ -38,7 +38,7 @@ from tabed.models.loading import skip_cudnn_attention
 from tabed.models.presets import PRESETS, default_preset
 from tabed.page import render, stepper, texts
 from tabed.page.controls import MODES, page_settings, page_spec
-from tabed.page.conversation import Conversation, build_turns, picture_paths, session_state
+from tabed.page.conversation import Conversation, build_turns, forget_downloads, picture_paths, session_state
 from tabed.page.pairs import PairCache, release_memory
 from tabed.page.stops import StopFlags
 from tabed.page.view import OUTPUTS, Frame, RunView, final_frames, race_frames, stream_frames
@@ -209,9 +209,10 @@ def check_upload(upload: list[dict] | None) -> tuple:
     return kept or None, "\u26a0\ufe0f " + "; ".join(refused)
 
 
-def new_conversation() -> tuple:
+def new_conversation(conversation: object = None) -> tuple:
     """An empty conversation and a clean page: nothing of the last run stays (answers, metrics, charts,
-    block table, trees, downloads; then the replayed race)."""
+    block table, trees, downloads and their files; then the replayed race)."""
+    forget_downloads(conversation)
     frame = Frame(status="Start a new conversation: pick pictures (or none) and type a prompt.", tabed="",
                   plain="", metrics=None, weights=None, blocks=None, chat=[], state=Conversation(), downloads=None,
                   trees=None)
@@ -410,7 +411,7 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
     for control in (methods, mode, tree_width, hedge_first):
         control.change(trees_shown, [methods, mode, tree_width, hedge_first], [show.trees], queue=False,
                        api_name=False)
-    new_event = ask.new.click(new_conversation, None, [*outputs, show.race], api_name=False)
+    new_event = ask.new.click(new_conversation, [state], [*outputs, show.race], api_name=False)
     step = show.stepper
     for event in (run_event, follow_event, submit_event, new_event):  # a new answer: its first block
         event.then(lambda c: show_step(c, 0), [state], [step.index, step.view], api_name=False)
@@ -426,7 +427,7 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
 def build_demo() -> gr.Blocks:
     default = default_preset()
     with gr.Blocks(title="TABED demo", delete_cache=(3600, 3600)) as demo:
-        state = gr.State(Conversation())
+        state = gr.State(Conversation(), delete_callback=forget_downloads)
         gr.Markdown(texts.INTRO)
         note = gr.Markdown(pair_note(default), elem_id="pair-note")
         with gr.Row():

@@ -3,10 +3,17 @@
 import contextlib
 import copy
 import os
+import shutil
+import tempfile
 import threading
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Every temporary file of the run (downloads, Gradio's and its client's copies, compiled kernels, servers
+# started in other processes) goes into one folder that the run removes at its end: runs leave no files.
+SCRATCH = tempfile.mkdtemp(prefix="tabed-tests-")
+os.environ["TMPDIR"] = tempfile.tempdir = SCRATCH
+os.environ["GRADIO_TEMP_DIR"] = os.path.join(SCRATCH, "gradio")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -23,6 +30,10 @@ from tabed.models.pair import ModelPair  # noqa: E402
 from tabed.page.worker import WORKER_THREAD  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(40)]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(SCRATCH, ignore_errors=True)
 SIZE = LlavaSize()
 
 

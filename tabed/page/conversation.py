@@ -3,7 +3,10 @@ asked about."""
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +29,34 @@ class Conversation:
     label: str = "TABED"  # what decoded the last answer (`RunView.label`), for its side of the race
     unlearned: str = ""  # why the last answer's blocks weighed as they did before learning (`RunView.unlearned`)
     blocks: list = field(default_factory=list)  # the last answer's BlockEvents
+
+
+@functools.cache
+def _downloads() -> tempfile.TemporaryDirectory:
+    return tempfile.TemporaryDirectory(prefix="tabed-downloads-", ignore_cleanup_errors=True)
+
+
+def downloads_root() -> Path:
+    """The server process's folder of run downloads (one subfolder per session)."""
+    return Path(_downloads().name)
+
+
+def new_downloads_folder(conversation: Conversation) -> Path:
+    """A fresh folder for the session's run downloads, in place of its last run's (so one per session).
+    All of them live in one folder per server process that is removed when the process exits (Ctrl-C
+    included): a server that runs for weeks, or stops, leaves no downloads behind."""
+    forget_downloads(conversation)
+    folder = Path(tempfile.mkdtemp(prefix="run-", dir=downloads_root()))
+    conversation.export_dir = str(folder)
+    return folder
+
+
+def forget_downloads(conversation: object) -> None:
+    """Delete the session's last downloads: Gradio calls this an hour after the browser tab closed (its
+    own copies it deletes itself, after an hour)."""
+    if isinstance(conversation, Conversation) and conversation.export_dir:
+        shutil.rmtree(conversation.export_dir, ignore_errors=True)
+        conversation.export_dir = None
 
 
 def session_state(value: object) -> Conversation:

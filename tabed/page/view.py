@@ -4,13 +4,10 @@ decodes and when it ends, its downloads, and the replayed race. Each frame names
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 
 import gradio as gr
 import plotly.graph_objects as go
@@ -22,7 +19,7 @@ from ..engine.settings import Settings, hedges_first
 from ..engine.speed import TIMED_TOKENS, SpeedModel, answer_speed
 from ..models.pair import ModelPair
 from . import render, stepper
-from .conversation import Conversation, chat_history
+from .conversation import Conversation, chat_history, new_downloads_folder
 from .render import too_short_to_time
 from .worker import ALONE, AUTOREGRESSIVE, SPECULATIVE, ComparisonWorker, Done, Failure, PhaseEvent
 
@@ -263,12 +260,8 @@ class RunView:
 
 def export_run(conversation: Conversation, view: RunView, request: dict) -> list[str]:
     """The run as JSON (events and metrics) and the weights plot (and any token trees) as HTML, for
-    download. The session's previous downloads are deleted (Gradio keeps its own copies, and deletes
-    them after an hour)."""
-    if conversation.export_dir:
-        shutil.rmtree(conversation.export_dir, ignore_errors=True)
-    folder = Path(tempfile.mkdtemp(prefix="tabed-run-"))
-    conversation.export_dir = str(folder)
+    download, in place of the session's previous downloads."""
+    folder = new_downloads_folder(conversation)
     record = {"request": request, "pair": view.pair.name, "device": str(view.pair.device),
               "dtype": str(view.pair.dtype), "results": {k: r.to_dict() for k, r in view.results.items()}}
     if (speedup := view.speedup()) is not None:  # never from a side that was stopped

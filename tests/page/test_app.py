@@ -542,11 +542,10 @@ def test_the_page_says_what_the_pair_can_see(tiny_app):
 def test_two_hundred_runs_leave_one_runs_downloads_behind(tiny_app, image_path):
     """Each session keeps only its last run's downloads (a JSON of kilobytes and a chart of about 5 MB),
     however many runs it makes."""
-    import tempfile
-    from pathlib import Path
+    from tabed.page.conversation import downloads_root
 
     def folders():
-        return set(Path(tempfile.gettempdir()).glob("tabed-run-*"))
+        return set(downloads_root().glob("run-*"))
 
     before = folders()
     state = None
@@ -642,7 +641,10 @@ def test_a_refused_request_changes_nothing_but_the_status(tiny_app, image_path, 
 def test_a_new_conversation_leaves_nothing_of_the_last_run_on_the_page(tiny_app, image_path):
     first = final(list(tiny_app.run(image_path, "w1 w2", None, **settings())))
     assert first.downloads and isinstance(first.weights, go.Figure)
-    *values, race = tiny_app.new_conversation()
+    folder = Path(first.state.export_dir)
+    assert folder.is_dir()
+    *values, race = tiny_app.new_conversation(first.state)
+    assert not folder.exists()  # its files too
     page = frame(values)
     assert not page.state.turns and page.chat == [] and (page.tabed, page.plain, race) == ("", "", "")
     assert "new conversation" in page.status
@@ -781,3 +783,12 @@ def test_each_method_run_alone_shows_its_real_figures_beside_the_ensembles(tiny_
     assert set(last_run(unraced.state)["results"]) == {"speculative", "alone:M", "alone:T"}
     assert "×" not in shown["M alone, really run: block efficiency · speedup (decode time)"]
     assert unraced.status.startswith("\u2705 Done")
+
+
+def test_a_closed_sessions_downloads_go_with_its_state(tiny_app, image_path):
+    """Gradio deletes a session's state an hour after its browser tab closed: the state's files go too."""
+    out = final(list(tiny_app.run(image_path, "w1 w2", None, **settings())))
+    folder = Path(out.state.export_dir)
+    state = next(block for block in app.demo.blocks.values() if isinstance(block, gr.State))
+    state.delete_callback(out.state)
+    assert not folder.exists() and out.state.export_dir is None

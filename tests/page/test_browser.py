@@ -214,9 +214,9 @@ class TestWithTheTinyPair:
     def test_the_downloaded_chart_opens_with_the_network_off(self, page):
         """The weights chart's download carries plotly.js: opened with every request but the file's own
         refused, it still draws the chart."""
-        import tempfile
+        from tabed.page.conversation import downloads_root
 
-        charts = Path(tempfile.gettempdir()).glob("tabed-run-*/tabed-weights.html")
+        charts = downloads_root().glob("run-*/tabed-weights.html")
         chart = max(charts, key=lambda path: path.stat().st_mtime)  # the last run's
         offline = page.context.browser.new_page()
         refused = []
