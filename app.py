@@ -213,9 +213,8 @@ def new_conversation(conversation: object = None) -> tuple:
     """An empty conversation and a clean page: nothing of the last run stays (answers, metrics, charts,
     block table, trees, downloads and their files; then the replayed race)."""
     forget_downloads(conversation)
-    frame = Frame(status="Start a new conversation: pick pictures (or none) and type a prompt.", tabed="",
-                  plain="", metrics=None, weights=None, blocks=None, chat=[], state=Conversation(), downloads=None,
-                  trees=None)
+    frame = Frame(status="Start a new conversation: pick pictures (or none) and type a prompt.", tabed="", plain="",
+                  metrics=None, weights=None, blocks=None, chat=[], state=Conversation(), downloads=None, trees=None)
     return (*frame.values(), "")
 
 
