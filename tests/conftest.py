@@ -30,11 +30,11 @@ from tabed.models.pair import ModelPair  # noqa: E402
 from tabed.page.worker import WORKER_THREAD  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(40)]
+SIZE = LlavaSize()
 
 
 def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(SCRATCH, ignore_errors=True)
-SIZE = LlavaSize()
 
 
 def word_tokenizer(words: list[str]) -> PreTrainedTokenizerFast:

@@ -52,8 +52,9 @@ def new_downloads_folder(conversation: Conversation) -> Path:
 
 
 def forget_downloads(conversation: object) -> None:
-    """Delete the session's last downloads: Gradio calls this an hour after the browser tab closed (its
-    own copies it deletes itself, after an hour)."""
+    """Delete the session's last downloads: before its next run's, on "New conversation", and when Gradio
+    deletes the session's state, an hour after its browser tab closed (Gradio's own copies it deletes
+    itself, after an hour)."""
     if isinstance(conversation, Conversation) and conversation.export_dir:
         shutil.rmtree(conversation.export_dir, ignore_errors=True)
         conversation.export_dir = None
