@@ -490,6 +490,7 @@ def test_replay_race_plays_both_answers(tiny_app, image_path):
 
 def _with_stand_in_spaces(tmp_path, script: str, extra_env: dict | None = None) -> str:
     """Run `script` with a stand-in `spaces` package (the real one needs a Space); returns its stdout."""
+    import os
     import subprocess
     import sys
     from pathlib import Path
@@ -502,7 +503,9 @@ def _with_stand_in_spaces(tmp_path, script: str, extra_env: dict | None = None) 
         "        return f\n"
         "    return wrap(function) if function is not None else wrap\n")
     root = Path(__file__).resolve().parents[2]
-    env = {"PYTHONPATH": f"{tmp_path}:{root}", "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", **(extra_env or {})}
+    temp = {name: os.environ[name] for name in ("TMPDIR", "GRADIO_TEMP_DIR")}  # the run's scratch (conftest)
+    env = {"PYTHONPATH": f"{tmp_path}:{root}", "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", **temp,
+           **(extra_env or {})}
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=root,
                          timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
