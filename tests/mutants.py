@@ -206,6 +206,13 @@ MUTANTS = (
     Mutant("drafter-forward-never-compiled", "tabed/models/caches.py", "            return self._sequence(ids)",
            "            return self._run(ids)",
            ("tests/models/test_compiled.py::test_a_compiled_forward_gives_the_uncompiled_logits",)),
+    Mutant("lean-verify-without-a-causal-mask", "tabed/models/caches.py",
+           "            if mask is None and ids.shape[1] > 1:", "            if False:",
+           ("tests/models/test_lean.py::test_a_target_step_verify_and_tree_give_the_library_logits",)),
+    Mutant("lean-decoder-forgets-the-rotary-embedding", "tabed/models/lean.py",
+           "        query, key = apply_rotary_pos_emb(query, key, *rotary)", "        pass",
+           ("tests/models/test_lean.py::test_a_target_step_verify_and_tree_give_the_library_logits",
+            "tests/models/test_lean.py::test_a_left_padded_drafter_batch_gives_the_library_logits")),
 )
 
 

@@ -27,7 +27,7 @@ def draft_step_seconds(pair: ModelPair, turns: list[Turn], methods: tuple[str, .
         rows = build_rows(pair.drafter, pair.drafter_processor.tokenizer, prompt, methods, captions)
     drafter = BatchedDrafter(pair.drafter, rows, pair.backend("drafter", len(rows)))
     if whole and hasattr(drafter.backend, "text_path"):
-        drafter.backend.text_path = None
+        drafter.backend.text_path = drafter.backend.lean = None
     drafter.prefill()
     clock = Clock(pair.device)
     times, token = [], int(prompt.input_ids[0, -1])

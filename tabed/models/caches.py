@@ -28,6 +28,7 @@ from transformers import DynamicCache, LlavaForConditionalGeneration, StaticCach
 
 from .compiled import CompiledForward
 from .growing import growing_cache
+from .lean import lean_decoder
 
 CACHES = ("dynamic", "static")
 TREE_GRAPH_TOKENS = 4  # tree forwards of at most this many tokens (a drafter's frontier) are replayed as graphs,
@@ -142,6 +143,7 @@ class DynamicBackend:
     def __init__(self, model, vocab_size: int | None = None, suppressed: torch.Tensor | None = None) -> None:
         self.model = model
         self.text_path = text_path(model)
+        self.lean = lean_decoder(self.text_path[0]) if self.text_path is not None else None
         self.vocab_size = vocab_size
         self.suppressed = suppressed
         self.cache: DynamicCache | None = None
@@ -190,15 +192,23 @@ class DynamicBackend:
         else:
             positions = self.lengths[:, None] - (layout.span - count) + layout.offsets.to(ids.device)[None]
         mask = self._float_mask(count, layout) if self.padded or layout is not None else None
+        logits = self._logits(ids, positions, mask)
+        self.lengths = self.lengths + count
+        return fit_logits(logits, self.vocab_size, self.suppressed)
+
+    def _logits(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """The new tokens' logits, through the leanest path the model has: `LeanDecoder` (which needs a
+        mask for several tokens: it leaves causality to the mask), its language model and head, or whole."""
+        if self.lean is not None:
+            if mask is None and ids.shape[1] > 1:
+                mask = self._float_mask(ids.shape[1])
+            return self.text_path[1](self.lean(ids, positions, mask, self.cache))
         inputs = {"input_ids": ids, "attention_mask": mask, "position_ids": positions, "cache": self.cache,
                   "use_cache": True}
         if self.text_path is None:
-            logits = self.model(**inputs).logits
-        else:
-            decoder, head = self.text_path
-            logits = head(decoder(**inputs).last_hidden_state)
-        self.lengths = self.lengths + count
-        return fit_logits(logits, self.vocab_size, self.suppressed)
+            return self.model(**inputs).logits
+        decoder, head = self.text_path
+        return head(decoder(**inputs).last_hidden_state)
 
     def _float_mask(self, count: int, layout: TreeLayout | None = None) -> torch.Tensor:
         """(B, 1, count, cached length) additive mask for the last `count` tokens: causal (or the tree's

@@ -57,7 +57,7 @@ def test_token_forwards_skip_the_llava_wrapper_and_give_its_logits(pair, image):
     logits the whole model gives, without the wrapper's Python (a seventh of a small drafter's step)."""
     prompt = encode(pair.target_processor, [Turn("w1 w2", [image])], CPU, torch.float32)
     lean, whole = DynamicBackend(pair.target), DynamicBackend(pair.target)
-    whole.text_path = None
+    whole.text_path = whole.lean = None
     assert lean.text_path == (pair.target.model.language_model, pair.target.lm_head)
     for backend in (lean, whole):
         TargetSession(backend).prefill(prompt)

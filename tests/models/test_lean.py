@@ -1,0 +1,81 @@
+"""The lean decoder gives a Llama language model's own logits, bit for bit, on every kind of token forward a
+backend makes: one token and several, a single row and a left-padded batch, a tree; and only such models
+take it."""
+
+import copy
+
+import pytest
+import torch
+
+from tabed.engine.drafter import BatchedDrafter, build_rows
+from tabed.engine.session import TargetSession
+from tabed.engine.tree import ROOT, DraftTree
+from tabed.models.caches import DynamicBackend
+from tabed.models.chat import Turn, encode
+from tabed.models.lean import LeanDecoder, lean_decoder
+
+CPU = torch.device("cpu")
+
+
+def backends(model) -> tuple[DynamicBackend, DynamicBackend]:
+    """The same model's backend through the lean decoder and through transformers' language model."""
+    lean, library = DynamicBackend(model), DynamicBackend(model)
+    library.lean = None
+    assert isinstance(lean.lean, LeanDecoder) and lean.text_path == library.text_path
+    return lean, library
+
+
+def tree_forward(backend: DynamicBackend) -> torch.Tensor:
+    """A 5-node tree that branches twice after the last token, as a verify sees it."""
+    tree = DraftTree()
+    for token, parent in ((9, ROOT), (12, ROOT), (5, 0), (7, 0), (9, 1)):
+        tree.add(parent, token, 0.5, 0.5)
+    entries = [ROOT, *range(len(tree.tokens))]
+    return backend.forward(torch.tensor([[4, *tree.tokens]] * backend.mask.shape[0]),
+                           tree.layout(entries, entries, shift=0))
+
+
+FORWARDS = ([7], [12, 13, 14], [9], [3, 4])  # one token, several (a verify, a catch-up), after them again
+
+
+def test_a_target_step_verify_and_tree_give_the_library_logits(pair, image):
+    """The target after a picture's prompt: steps, verifies (which need a causal mask the lean decoder is given),
+    a tree, and a rewind between them."""
+    prompt = encode(pair.target_processor, [Turn("w1 w2", [image])], CPU, torch.float32)
+    lean, library = backends(pair.target)
+    for backend in (lean, library):
+        TargetSession(backend).prefill(prompt)
+    for tokens in FORWARDS:
+        ids = torch.tensor([tokens])
+        assert torch.equal(lean.forward(ids), library.forward(ids)), tokens
+    for backend in (lean, library):
+        backend.rewind(2)
+    assert torch.equal(tree_forward(lean), tree_forward(library))
+    assert torch.equal(lean.lengths, library.lengths)
+
+
+@pytest.mark.parametrize("methods", [("M", "T"), ("M", "T", "C")])
+def test_a_left_padded_drafter_batch_gives_the_library_logits(pair, image, methods):
+    """The drafter's rows of different lengths, left-padded in one batch: each row's steps and several-token
+    forwards see its own tokens only, as the library's do."""
+    prompt = encode(pair.drafter_processor, [Turn("w1 w2 w3", [image])], CPU, torch.float32)
+    with torch.inference_mode():
+        rows = build_rows(pair.drafter, pair.drafter_processor.tokenizer, prompt, methods, ["w5 w6"])
+    lean, library = backends(pair.drafter)
+    starts = [BatchedDrafter(pair.drafter, rows, backend).prefill() for backend in (lean, library)]
+    assert torch.equal(*starts) and lean.padded
+    for tokens in FORWARDS:
+        ids = torch.tensor([tokens] * len(methods))
+        assert torch.equal(lean.forward(ids), library.forward(ids)), tokens
+    assert torch.equal(tree_forward(lean), tree_forward(library))
+
+
+def test_only_transformers_llama_with_sdpa_attention_is_lean(pair):
+    decoder = pair.drafter.model.language_model
+    assert isinstance(lean_decoder(decoder), LeanDecoder)
+    eager = copy.copy(decoder)
+    eager.config = copy.deepcopy(decoder.config)
+    eager.config._attn_implementation = "eager"
+    assert lean_decoder(eager) is None
+    assert lean_decoder(pair.drafter.model.vision_tower) is None
+    assert DynamicBackend(torch.nn.Linear(2, 2)).lean is None  # not a LLaVA: runs whole
