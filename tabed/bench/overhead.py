@@ -15,19 +15,28 @@ from ..models.pair import ModelPair
 ROW_SETS = {1: ("M",), 2: ("M", "T"), 4: ("M", "T", "C", "P")}
 
 
+PATHS = ("lean", "library", "whole")  # a token forward through `LeanDecoder`, transformers' language model, the LLaVA
+
+
+def take_path(backend, path: str) -> None:
+    """Make a dynamic backend's token forwards go `path`'s way (a static one has only its own)."""
+    if path != "lean" and hasattr(backend, "lean"):
+        backend.lean = None
+        if path == "whole":
+            backend.text_path = None
+
+
 def draft_step_seconds(pair: ModelPair, turns: list[Turn], methods: tuple[str, ...], steps: int = 16,
-                       nodes: int = 1, fed: int = 1, whole: bool = False) -> float:
+                       nodes: int = 1, fed: int = 1, path: str = "lean") -> float:
     """Median time of one step of a batched drafter with the given rows: `fed` tokens (2: the first step after
     a verify, fed the last kept draft and the target's token), or `nodes` sibling tree nodes (a tree's
-    frontier, each seeing only itself), forgotten after each step; `whole`: through the whole LLaVA (its
-    wrapper's Python included) instead of its language model alone."""
+    frontier, each seeing only itself), forgotten after each step; through `path` (one of PATHS)."""
     prompt = encode(pair.drafter_processor, turns, pair.device, pair.dtype)
     captions = ["a simple picture"] * sum(len(t.images) for t in turns)
     with torch.inference_mode():
         rows = build_rows(pair.drafter, pair.drafter_processor.tokenizer, prompt, methods, captions)
     drafter = BatchedDrafter(pair.drafter, rows, pair.backend("drafter", len(rows)))
-    if whole and hasattr(drafter.backend, "text_path"):
-        drafter.backend.text_path = drafter.backend.lean = None
+    take_path(drafter.backend, path)
     drafter.prefill()
     clock = Clock(pair.device)
     times, token = [], int(prompt.input_ids[0, -1])
@@ -59,10 +68,12 @@ def bushy_tree(depth: int, width: int) -> DraftTree:
 
 
 def target_step_seconds(pair: ModelPair, turns: list[Turn], count: int, steps: int = 16,
-                        tree: DraftTree | None = None) -> float:
+                        tree: DraftTree | None = None, path: str = "lean") -> float:
     """Median time of one target forward of `count` tokens (1: a plain decoding step; γ + 1: a verify),
-    or of the last committed token and a `tree` (a tree's verify)."""
-    session = TargetSession(pair.backend("target"))
+    or of the last committed token and a `tree` (a tree's verify), through `path` (one of PATHS)."""
+    backend = pair.backend("target")
+    take_path(backend, path)
+    session = TargetSession(backend)
     session.prefill(encode(pair.target_processor, turns, pair.device, pair.dtype))
     clock = Clock(pair.device)
     layout = None
@@ -82,8 +93,10 @@ def step_costs(pair: ModelPair, turns: list[Turn], gamma: int = 5, steps: int = 
     """Milliseconds of each kind of step, and the decode speedup they allow at a block efficiency τ:
     τ plain steps cost τ·t1; a block costs γ draft steps and one verify. `verify_tree_ms`: the verify of
     the largest tree a block of γ may draft (NODE_BUDGET nodes a depth), what a tree adds at most;
-    `draft_treeD_ms`: a draft step over a tree's frontier of D nodes."""
+    `draft_treeD_ms`: a draft step over a tree's frontier of D nodes; `target_library_ms`: a plain step through
+    transformers' language model instead of `LeanDecoder`."""
     costs = {"target_ms": target_step_seconds(pair, turns, 1, steps) * 1e3,
+             "target_library_ms": target_step_seconds(pair, turns, 1, steps, path="library") * 1e3,
              "verify_ms": target_step_seconds(pair, turns, gamma + 1, steps) * 1e3,
              "verify_tree_ms": target_step_seconds(pair, turns, 0, steps, bushy_tree(gamma, NODE_BUDGET)) * 1e3}
     for k, methods in ROW_SETS.items():
@@ -100,7 +113,9 @@ ROW_COSTS = {  # what a drafter step's rows are -> how it is run
     "M": (("M",), {}),  # one row with the picture's tokens (M alone)
     "T,T": (("T", "T"), {}),  # two rows of the same short text: the second row's own cost
     "M,T": (("M", "T"), {}),  # TABED's default: the T row left-padded to the M row's length
-    "M,T whole": (("M", "T"), {"whole": True}),  # the same through the whole LLaVA, wrapper and all
+    "T library": (("T",), {"path": "library"}),  # through transformers' language model, not `LeanDecoder`
+    "M,T library": (("M", "T"), {"path": "library"}),
+    "M,T whole": (("M", "T"), {"path": "whole"}),  # through the whole LLaVA, wrapper and all
     "T fed 2": (("T",), {"fed": 2}),  # the first step after a verify: two tokens
     "M,T fed 2": (("M", "T"), {"fed": 2}),
 }
@@ -108,8 +123,8 @@ ROW_COSTS = {  # what a drafter step's rows are -> how it is run
 
 def row_costs(pair: ModelPair, turns: list[Turn], steps: int = 16, rounds: int = 3) -> dict[str, float]:
     """Milliseconds of one drafter step for each of ROW_COSTS, rounds interleaved so drift hits every kind:
-    where a second row's cost goes (the batch itself, the picture's length, the padding), what the wrapper
-    costs, and what the first step after a verify costs."""
+    where a second row's cost goes (the batch itself, the picture's length, the padding), what transformers'
+    Python and the LLaVA wrapper cost, and what the first step after a verify costs."""
     samples: dict[str, list[float]] = {name: [] for name in ROW_COSTS}
     for _ in range(rounds):
         for name, (methods, how) in ROW_COSTS.items():

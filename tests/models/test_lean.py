@@ -7,6 +7,7 @@ import copy
 import pytest
 import torch
 
+from tabed.bench.overhead import take_path
 from tabed.engine.drafter import BatchedDrafter, build_rows
 from tabed.engine.session import TargetSession
 from tabed.engine.tree import ROOT, DraftTree
@@ -79,3 +80,12 @@ def test_only_transformers_llama_with_sdpa_attention_is_lean(pair):
     assert lean_decoder(eager) is None
     assert lean_decoder(pair.drafter.model.vision_tower) is None
     assert DynamicBackend(torch.nn.Linear(2, 2)).lean is None  # not a LLaVA: runs whole
+
+
+def test_the_overhead_report_times_each_path_its_own_way(pair):
+    """`python -m tabed overhead` times a step through the lean decoder, transformers' language model and the
+    whole LLaVA: each backend it times takes the path it is told."""
+    for path, lean, text in (("lean", True, True), ("library", False, True), ("whole", False, False)):
+        backend = DynamicBackend(pair.drafter)
+        take_path(backend, path)
+        assert (backend.lean is not None, backend.text_path is not None) == (lean, text), path
