@@ -213,6 +213,10 @@ MUTANTS = (
            "        query, key = apply_rotary_pos_emb(query, key, *rotary)", "        pass",
            ("tests/models/test_lean.py::test_a_target_step_verify_and_tree_give_the_library_logits",
             "tests/models/test_lean.py::test_a_left_padded_drafter_batch_gives_the_library_logits")),
+    Mutant("a-cpu-drafts-to-the-gpus-minimum", "tabed/engine/draft_length.py",
+           'return CPU_MIN_SURVIVAL if device_type == "cpu" else MIN_SURVIVAL', "return MIN_SURVIVAL",
+           ("tests/engine/test_draft_length.py::test_the_minimum_is_the_devices_unless_the_config_gives_one",
+            "tests/engine/test_draft_length.py::test_adaptive_blocks_stop_when_the_ensemble_is_unsure_and_say_so")),
 )
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ..errors import InputError
 from ..models.pair import MAX_GAMMA
-from .draft_length import AUTO_CAP, MIN_SURVIVAL
+from .draft_length import AUTO_CAP
 from .spec import RULES
 
 TREE_POLICIES = ("ensemble", "methods", "unsure")  # how a tree node's children are chosen (see tree.py)
@@ -33,7 +33,8 @@ class GenerationConfig:
     seed: int = 0
     gamma: int = AUTO_CAP  # draft tokens per block: the cap when adaptive, else the fixed length
     adaptive: bool = True  # stop a block's draft early when the ensemble is unsure (see draft_length.py)
-    min_survival: float = MIN_SURVIVAL  # adaptive blocks stop below this estimated chance of being kept whole
+    min_survival: float | None = None  # adaptive blocks stop below this chance of being kept whole (None: the
+    # device's, `draft_length.min_survival_on`)
     rule: str = "w-grid"  # TABED weight rule: w-grid, kld, tvd or hedge
     window: int = 0  # TABED history window in positions, 0 = all
     tree_width: int = 1  # 1: a chain of drafts; D > 1: token trees, D nodes expanded per depth (see tree.py)
@@ -48,7 +49,7 @@ class GenerationConfig:
             if not low <= getattr(self, name) <= high:
                 raise InputError(f"{name.replace('_', ' ')} must be between {low} and {high}, "
                                  f"got {getattr(self, name)}")
-        if not 0.0 < self.min_survival < 1.0:
+        if self.min_survival is not None and not 0.0 < self.min_survival < 1.0:
             raise InputError(f"the draft length's minimum survival must be in (0, 1), got {self.min_survival}")
         if not 0.0 < self.top_p <= 1.0:
             raise InputError(f"top-p must be in (0, 1], got {self.top_p}")

@@ -5,16 +5,17 @@ confidence (its probability under the ensemble: every method's opinion, weighted
 acceptance estimate, calibrated on this answer's own verifications: every draft token the target judged
 is a (confidence, accepted) example, counted in its confidence bin, starting from the confidence itself
 as the prior. The product of the estimates over the block is the probability that every draft so far is
-accepted; once it falls below `MIN_SURVIVAL` the block stops. The minimum is high, a coin flip, for two
-reasons: a draft is not free (on the teaching pair on a CPU a drafter step and the longer verify it
-makes cost about a third of a target step, a quarter before the target multiplied in the faster order
-of `models/matmul.py`), and where misses cluster, as on facts the drafter was
-never taught, the calibration learns too slowly and the estimate stays optimistic. Chosen on the bench
-suite (`assets/bench/README.md`): 0.5 ran faster than 0.35, and 0.35 than 0.2; 0.65 and 0.8 were no
-faster on the slowest answers. The first block goes on to a lower minimum: its drafts ride on the
-prompt's pass, which verifies them at no extra cost, and it has no verifications to be calibrated on. A
-drafter that is sure and right drafts long blocks; one that is sure and wrong learns that its confidence
-means less; under sampling at a high temperature blocks stay short.
+accepted; once it falls below the minimum the block stops. The minimum is high, for two reasons: a draft
+is not free, and where misses cluster, as on facts the drafter was never taught, the calibration learns
+too slowly and the estimate stays optimistic. How high depends on what a draft costs against a target
+step, so on the device (`min_survival_on`). On a 2-core CPU a drafted token costs about a fifth of a plain
+step (a drafter step, and the longer verify it makes), and blocks that stop while their chance of
+surviving whole is still 0.8 ran fastest on the bench suite (`assets/bench/README.md`). On a GPU it costs
+a fifteenth, and the minimum stays a coin flip (0.5), chosen when a draft cost a tenth on the CPU too and
+not swept on a GPU since. The first block goes on to a lower minimum: its drafts ride on the prompt's
+pass, which verifies them at no extra cost, and it has no verifications to be calibrated on. A drafter
+that is sure and right drafts long blocks; one that is sure and wrong learns that its confidence means
+less; under sampling at a high temperature blocks stay short.
 """
 
 from __future__ import annotations
@@ -25,10 +26,16 @@ from dataclasses import dataclass, field
 from ..errors import InputError
 
 AUTO_CAP = 20  # adaptive blocks draft at most this many tokens (transformers drafts up to 20 too)
-MIN_SURVIVAL = 0.5  # stop once the block's estimated chance of being accepted whole falls below this
+MIN_SURVIVAL = 0.5  # stop once the block's estimated chance of being accepted whole falls below this (a GPU)
+CPU_MIN_SURVIVAL = 0.8  # the same on a CPU, where a draft costs more against a target step
 FIRST_MIN_SURVIVAL = 0.2  # the same for the first block, which rides on the prompt's pass
 PRIOR = 2.0  # examples' worth of weight on the confidence itself, in each bin
 BIN_EDGES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
+
+def min_survival_on(device_type: str) -> float:
+    """The minimum survival a block drafts to by default on a device ("cpu", "cuda", ...)."""
+    return CPU_MIN_SURVIVAL if device_type == "cpu" else MIN_SURVIVAL
+
 
 def parse_gamma(text: str | int) -> tuple[int, bool]:
     """`auto` (adaptive, cap AUTO_CAP), `auto:N` (adaptive, cap N) or `N` (fixed) -> (γ or cap, adaptive)."""

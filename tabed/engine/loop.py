@@ -24,7 +24,7 @@ from ..models.warmup import warm_backends
 from .acceptance import Acceptance
 from .chain import ChainVerifier, draft_block
 from .config import GenerationConfig
-from .draft_length import AUTO_CAP, DraftLength
+from .draft_length import AUTO_CAP, DraftLength, min_survival_on
 from .drafter import BatchedDrafter, build_rows, image_token_id
 from .drafts import DraftChain, DraftContext, FirstBlock, Verdict
 from .ensemble import WeightHistory, share_equally, uniform_weights
@@ -276,6 +276,11 @@ def shared_row(spec: DraftingSpec, pictures: bool) -> list[str]:
     return list(spec.model_methods) if not pictures and len(spec.model_methods) > 1 else []
 
 
+def min_survival_of(config: GenerationConfig, device: torch.device) -> float:
+    """The config's minimum survival, or the device's (`draft_length.min_survival_on`)."""
+    return min_survival_on(device.type) if config.min_survival is None else config.min_survival
+
+
 def _start_run(pair: ModelPair, spec: DraftingSpec, config: GenerationConfig, prompt: chat.EncodedPrompt,
                pictures: bool, summed: GraphedStats | None, learns: bool) -> SpeculativeRun:
     generator = _new_generator(pair, config.seed)
@@ -285,7 +290,7 @@ def _start_run(pair: ModelPair, spec: DraftingSpec, config: GenerationConfig, pr
                              summed=summed)
                if learns else None)
     run = SpeculativeRun(pair, config, spec.methods, clock, session, generator, history,
-                         DraftLength(config.gamma, config.adaptive, config.min_survival),
+                         DraftLength(config.gamma, config.adaptive, min_survival_of(config, pair.device)),
                          hedges_first=hedges_first(spec, config, pictures))
     if "N" in spec.methods:
         run.lookup = NgramLookup(prompt.input_ids[0].tolist(), run.out)

@@ -1,6 +1,6 @@
 """The page's fixed words and styles."""
 
-from ..engine.draft_length import FIRST_MIN_SURVIVAL, MIN_SURVIVAL
+from ..engine.draft_length import CPU_MIN_SURVIVAL, FIRST_MIN_SURVIVAL, MIN_SURVIVAL
 from ..engine.resting import PROBE_EVERY, REST_AFTER
 
 CSS = """
@@ -99,10 +99,11 @@ WEIGHTS_NOTE = f"""**How the weights move.** After each block the target's distr
 verified join a history; the next block's weights are the rule's choice from it (the default, w-grid, as in
 the paper: of the weightings in steps of 0.1, the one whose mixed top-1 matched the target's most often, ties
 by the least KL). The first block has nothing to learn from, so every method weighs the same; it also drafts
-on until its chance of being kept whole falls below {FIRST_MIN_SURVIVAL} instead of {MIN_SURVIVAL}, since the
-prompt's pass verifies it at no extra cost. A method at weight 0 for {REST_AFTER} blocks in a row **rests**:
-its row leaves the drafter's batch and catches up every {PROBE_EVERY} blocks, so it can earn weight back.
-*Step through a block* below shows the figures each choice was made from."""
+on until its chance of being kept whole falls below {FIRST_MIN_SURVIVAL} instead of {CPU_MIN_SURVIVAL}
+({MIN_SURVIVAL} on a GPU, where a draft costs less against a target step), since the prompt's pass verifies
+it at no extra cost. A method at weight 0 for {REST_AFTER} blocks in a row **rests**: its row leaves the drafter's batch
+and catches up every {PROBE_EVERY} blocks, so it can earn weight back. *Step through a block* below shows
+the figures each choice was made from."""
 
 PAIR_NOTES = {
     "teaching": "**The bundled teaching pair** (CPU, no network): a 17M target and a 1M drafter trained only on a "

@@ -1,11 +1,20 @@
 """Adaptive draft length: the stopping rule, the learned threshold, and what the blocks report."""
 
 import pytest
+import torch
 
 from tabed.bench.suite import case_turns, default_suite, load_suite
 from tabed.engine.config import GenerationConfig
-from tabed.engine.draft_length import AUTO_CAP, FIRST_MIN_SURVIVAL, MIN_SURVIVAL, DraftLength, parse_gamma
-from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
+from tabed.engine.draft_length import (
+    AUTO_CAP,
+    CPU_MIN_SURVIVAL,
+    FIRST_MIN_SURVIVAL,
+    MIN_SURVIVAL,
+    DraftLength,
+    min_survival_on,
+    parse_gamma,
+)
+from tabed.engine.loop import autoregressive_generate, collect, min_survival_of, speculative_generate
 from tabed.engine.spec import parse_spec
 from tabed.errors import InputError
 from tabed.models.chat import Turn
@@ -65,11 +74,21 @@ def test_adaptive_blocks_stop_when_the_ensemble_is_unsure_and_say_so(pair, image
     assert "unsure" in stops and ("cap" in stops or "budget" in stops), stops
     assert len({len(block.draft) for block in result.blocks}) > 2  # lengths vary with the confidence
     for block in result.blocks:  # the first block rides on the prompt's pass: it goes on to a lower minimum
-        assert block.threshold == (FIRST_MIN_SURVIVAL if block.index == 0 else MIN_SURVIVAL)
+        assert block.threshold == (FIRST_MIN_SURVIVAL if block.index == 0 else CPU_MIN_SURVIVAL)  # the CPU's
         if block.stop == "unsure":  # stopped as soon as the block's chance of surviving whole was too low
             assert block.survival < block.threshold and len(block.draft) < 8
         elif block.stop == "cap":
             assert len(block.draft) == 8
+
+
+def test_the_minimum_is_the_devices_unless_the_config_gives_one():
+    """A draft costs a fifth of a plain step on a CPU and a fifteenth on a GPU: the CPU's blocks stop sooner."""
+    assert (min_survival_on("cpu"), min_survival_on("cuda"), min_survival_on("mps")) == (0.8, 0.5, 0.5)
+    assert CPU_MIN_SURVIVAL > MIN_SURVIVAL > FIRST_MIN_SURVIVAL
+    assert GenerationConfig().min_survival is None and GenerationConfig(min_survival=0.3).min_survival == 0.3
+    assert min_survival_of(GenerationConfig(), torch.device("cpu")) == CPU_MIN_SURVIVAL
+    assert min_survival_of(GenerationConfig(), torch.device("cuda")) == MIN_SURVIVAL
+    assert min_survival_of(GenerationConfig(min_survival=0.3), torch.device("cuda")) == 0.3
 
 
 def test_a_higher_minimum_survival_stops_blocks_sooner_and_changes_no_answer(pair, image):
