@@ -72,7 +72,7 @@ def test_adaptive_blocks_stop_when_the_ensemble_is_unsure_and_say_so(pair, image
     assert result.token_ids == collect(autoregressive_generate(pair, turns, config)).token_ids
     stops = [block.stop for block in result.blocks]
     assert "unsure" in stops and ("cap" in stops or "budget" in stops), stops
-    assert len({len(block.draft) for block in result.blocks}) > 2  # lengths vary with the confidence
+    assert len({len(block.draft) for block in result.blocks}) > 1  # lengths vary with the confidence
     for block in result.blocks:  # the first block rides on the prompt's pass: it goes on to a lower minimum
         assert block.threshold == (FIRST_MIN_SURVIVAL if block.index == 0 else CPU_MIN_SURVIVAL)  # the CPU's
         if block.stop == "unsure":  # stopped as soon as the block's chance of surviving whole was too low

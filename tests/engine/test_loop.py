@@ -286,7 +286,8 @@ def _leading(guesses, truth):
                                                                                                  len(truth)))
 
 
-@pytest.mark.parametrize("spec, settings", [("tabed-MTCP", {}), ("MTC", {"gamma": 5, "adaptive": False}),
+@pytest.mark.parametrize("spec, settings", [("tabed-MTCP", {"min_survival": 0.5}),  # blocks long enough to miss
+                                            ("MTC", {"gamma": 5, "adaptive": False}),  # and match again after
                                             ("tabed-MT", {"tree_width": 2})])
 def test_each_methods_counterfactual_is_its_run_of_guesses_before_its_first_miss(pair, image, spec, settings):
     """Recomputed from the block's own guesses and what the target kept: a method's count stops at its first
