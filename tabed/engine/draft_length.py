@@ -32,6 +32,7 @@ FIRST_MIN_SURVIVAL = 0.2  # the same for the first block, which rides on the pro
 PRIOR = 2.0  # examples' worth of weight on the confidence itself, in each bin
 BIN_EDGES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
 
+
 def min_survival_on(device_type: str) -> float:
     """The minimum survival a block drafts to by default on a device ("cpu", "cuda", ...)."""
     return CPU_MIN_SURVIVAL if device_type == "cpu" else MIN_SURVIVAL

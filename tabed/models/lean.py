@@ -5,11 +5,12 @@ arithmetic a fraction of that: the rest is the Python around it (the model's, ea
 attention's forward, the mask builder, the output classes, the keyword plumbing). `LeanDecoder` calls
 the same parts in a plain loop — each layer's norms, projections and MLP modules, the model's rotary
 embedding, transformers' `apply_rotary_pos_emb`, the cache's own `update` and torch's attention — and
-gives the same hidden states, bit for bit (the tests check it), for about 0.5 ms. It serves a backend's
-token forwards (draft steps, verifies, trees, catch-ups), for the target too, so that plain decoding
-gets it as well; a prefill, which may carry pictures, still runs the whole model. Only transformers'
-own `LlamaModel` with SDPA attention qualifies (LLaVA-1.5's language model, the paper's drafter and
-the teaching pair's); any other model runs whole.
+gives the same hidden states, bit for bit (the tests check it), for about 0.5 ms. It serves a dynamic
+cache backend's token forwards (draft steps, verifies, trees, catch-ups: the CPU's; a GPU's static
+caches replay CUDA graphs instead), for the target too, so that plain decoding gets it as well; a
+prefill, which may carry pictures, still runs the whole model. Only transformers' own `LlamaModel` with
+SDPA attention qualifies (LLaVA-1.5's language model, the paper's drafter and the teaching pair's); any
+other model runs whole.
 """
 
 from __future__ import annotations
