@@ -24,6 +24,8 @@ from transformers import PreTrainedTokenizerFast  # noqa: E402
 from tabed.engine.config import GenerationConfig  # noqa: E402
 from tabed.engine.loop import autoregressive_generate, collect, speculative_generate  # noqa: E402
 from tabed.engine.spec import parse_spec  # noqa: E402
+from tabed.engine.tree import ROOT, DraftTree  # noqa: E402
+from tabed.models.caches import TreeLayout  # noqa: E402
 from tabed.models.chat import Turn  # noqa: E402
 from tabed.models.factory import SPECIAL_TOKENS, LlavaSize, llava_processor, random_llava  # noqa: E402
 from tabed.models.pair import ModelPair  # noqa: E402
@@ -84,6 +86,16 @@ def ending_on_a_draft(pair, image, spec: str):
         return collect(speculative_generate(pair, turns, parse_spec(spec), config))
     finally:
         pair.target.generation_config.eos_token_id = saved
+
+
+def verify_tree() -> tuple[torch.Tensor, TreeLayout]:
+    """The last committed token and a 5-node tree that branches twice, laid out as a target's verify sees
+    them (`TreeVerifier`: the root first, then the nodes)."""
+    tree = DraftTree()
+    for token, parent in ((9, ROOT), (12, ROOT), (5, 0), (7, 0), (9, 1)):
+        tree.add(parent, token, 0.5, 0.5)
+    entries = [ROOT, *range(len(tree.tokens))]
+    return torch.tensor([[4, *tree.tokens]]), tree.layout(entries, entries, shift=0)
 
 
 def sharpen(model, std: float = 0.1, seed: int = 0):

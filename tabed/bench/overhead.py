@@ -15,11 +15,9 @@ from ..models.pair import ModelPair
 ROW_SETS = {1: ("M",), 2: ("M", "T"), 4: ("M", "T", "C", "P")}
 
 
-PATHS = ("lean", "library", "whole")  # a token forward through `LeanDecoder`, transformers' language model, the LLaVA
-
-
 def take_path(backend, path: str) -> None:
-    """Make a dynamic backend's token forwards go `path`'s way (a static one has only its own)."""
+    """Make a dynamic backend's token forwards go `path`'s way: "lean" (`LeanDecoder`, as they do), "library"
+    (transformers' language model) or "whole" (the whole LLaVA); a static one has only its own."""
     if path != "lean" and hasattr(backend, "lean"):
         backend.lean = None
         if path == "whole":
@@ -30,7 +28,7 @@ def draft_step_seconds(pair: ModelPair, turns: list[Turn], methods: tuple[str, .
                        nodes: int = 1, fed: int = 1, path: str = "lean") -> float:
     """Median time of one step of a batched drafter with the given rows: `fed` tokens (2: the first step after
     a verify, fed the last kept draft and the target's token), or `nodes` sibling tree nodes (a tree's
-    frontier, each seeing only itself), forgotten after each step; through `path` (one of PATHS)."""
+    frontier, each seeing only itself), forgotten after each step; through `path` (`take_path`)."""
     prompt = encode(pair.drafter_processor, turns, pair.device, pair.dtype)
     captions = ["a simple picture"] * sum(len(t.images) for t in turns)
     with torch.inference_mode():
@@ -70,7 +68,7 @@ def bushy_tree(depth: int, width: int) -> DraftTree:
 def target_step_seconds(pair: ModelPair, turns: list[Turn], count: int, steps: int = 16,
                         tree: DraftTree | None = None, path: str = "lean") -> float:
     """Median time of one target forward of `count` tokens (1: a plain decoding step; γ + 1: a verify),
-    or of the last committed token and a `tree` (a tree's verify), through `path` (one of PATHS)."""
+    or of the last committed token and a `tree` (a tree's verify), through `path` (`take_path`)."""
     backend = pair.backend("target")
     take_path(backend, path)
     session = TargetSession(backend)

@@ -4,13 +4,12 @@ one runs token ids through a LLaVA's language model directly, with the model's o
 import pytest
 import torch
 
-from conftest import conversations, make_pair
+from conftest import conversations, make_pair, verify_tree
 from tabed.engine.config import GenerationConfig
 from tabed.engine.drafter import BatchedDrafter, build_rows
 from tabed.engine.loop import autoregressive_generate, collect, speculative_generate, warm_up
 from tabed.engine.session import TargetSession
 from tabed.engine.spec import parse_spec
-from tabed.engine.tree import ROOT, DraftTree
 from tabed.errors import ModelLoadError
 from tabed.models import caches
 from tabed.models.caches import (
@@ -160,21 +159,11 @@ def test_a_tree_forward_padded_to_the_graphs_span_scores_the_same(pair, image):
     assert torch.allclose(logits[0], logits[1], atol=1e-5)
 
 
-def _verify_tree() -> tuple[torch.Tensor, TreeLayout]:
-    """The last committed token and a 5-node tree that branches twice, laid out as a target's verify sees
-    them (`TreeVerifier`: the root first, then the nodes)."""
-    tree = DraftTree()
-    for token, parent in ((9, ROOT), (12, ROOT), (5, 0), (7, 0), (9, 1)):
-        tree.add(parent, token, 0.5, 0.5)
-    entries = [ROOT, *range(len(tree.tokens))]
-    return torch.tensor([[4, *tree.tokens]]), tree.layout(entries, entries, shift=0)
-
-
 def test_a_verify_tree_padded_to_a_bucket_scores_the_same_and_leaves_no_trace(pair, image):
     """A GPU replays a target's whole tree padded to a bucket's size: the real tokens' logits are the
     unpadded forward's, and once the path is kept the cache answers as if there had been no padding."""
     prompt = encode(pair.target_processor, [Turn("w1 w2", [image])], CPU, torch.float32)
-    ids, layout = _verify_tree()
+    ids, layout = verify_tree()
     results = []
     for bucket in (None, 8, 16):
         backend = StaticBackend(pair.target, 1, 256)
@@ -193,7 +182,7 @@ def test_a_verify_tree_that_fails_to_capture_runs_eagerly(pair, image):
     """As on a GPU where a padded tree cannot be captured: the forward still answers right, says why,
     and later trees run eagerly at their own size."""
     prompt = encode(pair.target_processor, [Turn("w1", [image])], CPU, torch.float32)
-    ids, layout = _verify_tree()
+    ids, layout = verify_tree()
     answers = []
     for graphs in (True, False):
         backend = StaticBackend(pair.target, 1, 256)

@@ -7,10 +7,10 @@ import copy
 import pytest
 import torch
 
+from conftest import verify_tree
 from tabed.bench.overhead import take_path
 from tabed.engine.drafter import BatchedDrafter, build_rows
 from tabed.engine.session import TargetSession
-from tabed.engine.tree import ROOT, DraftTree
 from tabed.models.caches import DynamicBackend
 from tabed.models.chat import Turn, encode
 from tabed.models.lean import LeanDecoder, lean_decoder
@@ -21,19 +21,15 @@ CPU = torch.device("cpu")
 def backends(model) -> tuple[DynamicBackend, DynamicBackend]:
     """The same model's backend through the lean decoder and through transformers' language model."""
     lean, library = DynamicBackend(model), DynamicBackend(model)
-    library.lean = None
+    take_path(library, "library")
     assert isinstance(lean.lean, LeanDecoder) and lean.text_path == library.text_path
     return lean, library
 
 
 def tree_forward(backend: DynamicBackend) -> torch.Tensor:
-    """A 5-node tree that branches twice after the last token, as a verify sees it."""
-    tree = DraftTree()
-    for token, parent in ((9, ROOT), (12, ROOT), (5, 0), (7, 0), (9, 1)):
-        tree.add(parent, token, 0.5, 0.5)
-    entries = [ROOT, *range(len(tree.tokens))]
-    return backend.forward(torch.tensor([[4, *tree.tokens]] * backend.mask.shape[0]),
-                           tree.layout(entries, entries, shift=0))
+    """`verify_tree`'s 5 nodes after the last token, in every row of the batch."""
+    ids, layout = verify_tree()
+    return backend.forward(ids.expand(backend.mask.shape[0], -1), layout)
 
 
 FORWARDS = ([7], [12, 13, 14], [9], [3, 4])  # one token, several (a verify, a catch-up), after them again
