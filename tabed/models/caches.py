@@ -155,19 +155,29 @@ class DynamicBackend:
     @torch.inference_mode()
     def prefill(self, mask: torch.Tensor, keep: int = 1, layout: TreeLayout | None = None, **inputs) -> torch.Tensor:
         """Run the prompt (ids or embeddings, plus any image inputs), ending with a tree when `layout`
-        says so; the last `keep` logits (B, keep, V)."""
+        says so; the last `keep` logits (B, keep, V). Embeddings without padding, of which only the last
+        logits are wanted (a drafter's rows), go through `LeanDecoder.prefill`."""
         self.cache = growing_cache(self.model.config)
+        if self.lean is not None and keep == 1 and layout is None and set(inputs) == {"inputs_embeds"} \
+                and bool(mask.all()):
+            logits = self.text_path[1](self.lean.prefill(inputs["inputs_embeds"], self.cache))
+        else:
+            logits = self._prefill_whole(mask, keep, layout, inputs)
+        self.mask, self.lengths = mask, mask.sum(dim=-1)
+        self._padding_changed()
+        return fit_logits(logits[:, -keep:], self.vocab_size, self.suppressed)
+
+    def _prefill_whole(self, mask: torch.Tensor, keep: int, layout: TreeLayout | None, inputs: dict) -> torch.Tensor:
+        """The whole model's prefill (pictures, padding, a tree), into the fresh cache; its last `keep` logits."""
         attention = mask
         if layout is not None:
             slots = torch.arange(mask.shape[1], device=mask.device)
             causal, itself = slots[None, :] <= slots[:, None], slots[None, :] == slots[:, None]
             attend = (mask.bool()[:, None, None, :] & causal) | itself
             attention = additive(limit_to_tree(attend, layout), self.model.dtype)
-        out = self.model(**inputs, attention_mask=attention, position_ids=prefill_positions(mask, layout),
-                         cache=self.cache, use_cache=True, logits_to_keep=keep)
-        self.mask, self.lengths = mask, mask.sum(dim=-1)
-        self._padding_changed()
-        return fit_logits(out.logits[:, -keep:], self.vocab_size, self.suppressed)
+        return self.model(**inputs, attention_mask=attention, position_ids=prefill_positions(mask, layout),
+                          cache=self.cache, use_cache=True, logits_to_keep=keep).logits
+
 
     @torch.inference_mode()
     def prefill_each(self, embeds: list[torch.Tensor]) -> torch.Tensor:

@@ -84,8 +84,8 @@ def test_rows_of_different_lengths_are_prefilled_one_by_one_unpadded(pair, image
     against separate forwards above)."""
     rows = rows_for(pair, [Turn("w1 w2 w3", [image])], ("M", "T", "P"))
     seen = []
-    hook = pair.drafter.model.language_model.register_forward_pre_hook(
-        lambda _, args, kwargs: seen.append(tuple(kwargs["inputs_embeds"].shape[:2])), with_kwargs=True)
+    hook = pair.drafter.model.language_model.layers[0].input_layernorm.register_forward_pre_hook(
+        lambda _, args: seen.append(tuple(args[0].shape[:2])))  # every path runs the layers' own modules
     try:
         drafter = BatchedDrafter(pair.drafter, rows, pair.backend("drafter", len(rows)))
         drafter.prefill()

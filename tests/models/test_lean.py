@@ -1,5 +1,6 @@
 """The lean decoder gives a Llama language model's own logits, bit for bit, on every kind of token forward a
-backend makes: one token and several, a single row and a left-padded batch, a tree; and only such models
+backend makes: one token and several, a single row and a left-padded batch, a tree; its prefill of a drafter's
+rows gives the library's keys and values, bit for bit, and its last logits to rounding; and only such models
 take it."""
 
 import copy
@@ -60,11 +61,53 @@ def test_a_left_padded_drafter_batch_gives_the_library_logits(pair, image, metho
         rows = build_rows(pair.drafter, pair.drafter_processor.tokenizer, prompt, methods, ["w5 w6"])
     lean, library = backends(pair.drafter)
     starts = [BatchedDrafter(pair.drafter, rows, backend).prefill() for backend in (lean, library)]
-    assert torch.equal(*starts) and lean.padded
+    assert torch.allclose(*starts, rtol=0, atol=1e-5) and lean.padded
+    assert_same_cache(lean, library)
     for tokens in FORWARDS:
         ids = torch.tensor([tokens] * len(methods))
         assert torch.equal(lean.forward(ids), library.forward(ids)), tokens
     assert torch.equal(tree_forward(lean), tree_forward(library))
+
+
+def assert_same_cache(one: DynamicBackend, other: DynamicBackend) -> None:
+    assert torch.equal(one.mask, other.mask) and torch.equal(one.lengths, other.lengths)
+    for mine, theirs in zip(one.cache.layers, other.cache.layers, strict=True):
+        assert torch.equal(mine.keys, theirs.keys) and torch.equal(mine.values, theirs.values)
+
+
+@pytest.mark.parametrize("methods", [("M",), ("T",), ("M", "M")])
+def test_a_drafter_prefill_gives_the_library_cache_and_last_logits(pair, image, methods):
+    """Rows of one length (a picture's M row, a text row, two rows alike): every layer's keys and values as the
+    library makes them, the last logits to rounding (the last layer runs for the last position alone); and the
+    steps after it, on the same cache, the library's again."""
+    prompt = encode(pair.drafter_processor, [Turn("w1 w2 w3 w4", [image])], CPU, torch.float32)
+    with torch.inference_mode():
+        rows = build_rows(pair.drafter, pair.drafter_processor.tokenizer, prompt, methods)
+    lean, library = backends(pair.drafter)
+    starts = [BatchedDrafter(pair.drafter, rows, backend).prefill() for backend in (lean, library)]
+    assert starts[0].shape == (len(methods), pair.vocab_size)
+    assert torch.allclose(*starts, rtol=0, atol=1e-5) and not lean.padded
+    assert_same_cache(lean, library)
+    ids = torch.tensor([[5, 6]] * len(methods))
+    assert torch.equal(lean.forward(ids), library.forward(ids))
+
+
+def test_only_a_drafters_unpadded_embeddings_for_the_last_logits_prefill_lean(pair, image, monkeypatch):
+    """Pixels (the target's prompt), ids, padding or more than the last logits go through the whole model."""
+    backend = DynamicBackend(pair.drafter)
+    leaned = []
+    monkeypatch.setattr(backend.lean, "prefill", lambda *args: leaned.append(True))
+    embeds = pair.drafter.get_input_embeddings()(torch.tensor([[3, 4, 5]]))
+    ones, padded = torch.ones(1, 3, dtype=torch.long), torch.tensor([[0, 1, 1]])
+    backend.prefill(ones, keep=2, inputs_embeds=embeds)
+    backend.prefill(padded, inputs_embeds=embeds)
+    backend.prefill(ones, input_ids=torch.tensor([[3, 4, 5]]))
+    prompt = encode(pair.drafter_processor, [Turn("w1", [image])], CPU, torch.float32)
+    backend.prefill(torch.ones_like(prompt.input_ids), input_ids=prompt.input_ids, **prompt.image_inputs)
+    assert not leaned
+    with pytest.raises(TypeError):  # the stand-in returns None, which the head cannot take: it was called
+        backend.prefill(ones, inputs_embeds=embeds)
+    assert leaned == [True]
 
 
 def test_only_transformers_llama_with_sdpa_attention_is_lean(pair):
