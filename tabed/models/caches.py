@@ -178,7 +178,6 @@ class DynamicBackend:
         return self.model(**inputs, attention_mask=attention, position_ids=prefill_positions(mask, layout),
                           cache=self.cache, use_cache=True, logits_to_keep=keep).logits
 
-
     @torch.inference_mode()
     def prefill_each(self, embeds: list[torch.Tensor]) -> torch.Tensor:
         """Run prompts of different lengths ((1, L, D) embeddings each) one by one and keep their caches as

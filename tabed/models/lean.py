@@ -11,7 +11,7 @@ caches replay CUDA graphs instead), for the target too, so that plain decoding g
 prefills the drafter's rows from their embeddings (`prefill`), where only the last position's logits are
 wanted: every layer's keys and values are made for every position, but the last layer's queries,
 attention and MLP only for the last position, the only one its output reaches (the M row of three
-pictures, 783 tokens: 40 ms against 66 on a 2-core CPU). The target's prefill, which carries pixels,
+pictures, 1,040 tokens: 40 ms against 66 on a 2-core CPU). The target's prefill, which carries pixels,
 still runs the whole model. Only transformers' own `LlamaModel` with SDPA attention qualifies (LLaVA-1.5's
 language model, the paper's drafter and the teaching pair's); any other model runs whole.
 """
