@@ -95,8 +95,8 @@ def test_a_drafter_prefill_gives_the_library_cache_and_last_logits(pair, image, 
 def test_only_a_drafters_unpadded_embeddings_for_the_last_logits_prefill_lean(pair, image, monkeypatch):
     """Pixels (the target's prompt), ids, padding or more than the last logits go through the whole model."""
     backend = DynamicBackend(pair.drafter)
-    leaned = []
-    monkeypatch.setattr(backend.lean, "prefill", lambda *args: leaned.append(True))
+    leaned, prefill = [], backend.lean.prefill
+    monkeypatch.setattr(backend.lean, "prefill", lambda *args: leaned.append(True) or prefill(*args))
     embeds = pair.drafter.get_input_embeddings()(torch.tensor([[3, 4, 5]]))
     ones, padded = torch.ones(1, 3, dtype=torch.long), torch.tensor([[0, 1, 1]])
     backend.prefill(ones, keep=2, inputs_embeds=embeds)
@@ -105,8 +105,7 @@ def test_only_a_drafters_unpadded_embeddings_for_the_last_logits_prefill_lean(pa
     prompt = encode(pair.drafter_processor, [Turn("w1", [image])], CPU, torch.float32)
     backend.prefill(torch.ones_like(prompt.input_ids), input_ids=prompt.input_ids, **prompt.image_inputs)
     assert not leaned
-    with pytest.raises(TypeError):  # the stand-in returns None, which the head cannot take: it was called
-        backend.prefill(ones, inputs_embeds=embeds)
+    backend.prefill(ones, inputs_embeds=embeds)
     assert leaned == [True]
 
 
