@@ -1,15 +1,18 @@
-"""The faster of two ways to multiply a decoding step's few token rows by a weight matrix, on a CPU.
+"""The faster of two ways to multiply a decoding step's few token rows by a weight matrix, on a CPU, per row count.
 
 A linear layer computes x·Wᵀ. For the one to eight rows of a decoding step, some CPUs' BLAS runs this far
 slower than the same product written W·xᵀ, and slowest of all for one row, which it takes as a
-matrix-vector product. Measured on a 2-core AMD EPYC with PyTorch's MKL, the teaching target's layer
-shapes: one row 5.8 ms as x·Wᵀ and 3.2 ms as W·xᵀ (the row written twice: a matrix product, not a
-matrix-vector one), two rows 8.2 and 2.4 ms, six rows 7.0 and 4.8 ms. On another CPU the library's own
-order may be the faster. So on a CPU each model's token-path linear layers (`token_linears`) are timed
-both ways when the pair loads (about a fifth of a second), and become `WeightFirstLinear` (the same
-parameters, the same function up to the rounding of a different summation order) only where that is
-clearly faster. Plain decoding and speculative decoding run the same layers, so the baseline gains what
-the speculative loop gains.
+matrix-vector product. Which way is faster depends on the row count: measured on a 2-core AMD EPYC with
+PyTorch's MKL, over the teaching target's token-path layers, one row 4.7 ms either way (W·xᵀ with the row
+written twice: a matrix product, not a matrix-vector one), two rows 7.0 ms as x·Wᵀ and 3.7 as W·xᵀ, four
+rows 8.8 and 3.6, six rows 7.0 and 6.0 (the fastest of 300 rounds each). A plain step is one row, a drafter
+step one per drafting row, a verify one per draft and one more: timed at one and six rows only, the two
+ways looked alike and the library's was kept, while a speculative run's verifies paid twice what they
+could. So on a CPU each model's token-path linear layers (`token_linears`) are timed both ways at every
+row count up to `WEIGHT_FIRST_ROWS` when the pair loads (about half a second), and become
+`WeightFirstLinear` (the same parameters, the same function up to the rounding of a different summation
+order) for the row counts where that is clearly faster. Plain and speculative decoding run the same
+layers, so the baseline gains what the speculative loop gains.
 """
 
 from __future__ import annotations
@@ -26,27 +29,31 @@ from ..errors import ModelLoadError
 from .caches import text_path
 
 PATHS = ("auto", "library", "weight-first")  # how a pair's linear layers multiply ($TABED_LINEAR)
-TIMED_ROWS = (1, 6)  # a plain step or a drafter step, and a verify of five drafts
-ROUNDS = 7  # interleaved timing rounds; the fastest of each way's are compared
-CLEARLY_FASTER = 0.85  # weight-first is taken below this share of the library's time
 WEIGHT_FIRST_ROWS = 8  # more rows (a long verify, a prefill) go the library's way, faster there from about 10
+TIMED_ROWS = tuple(range(1, WEIGHT_FIRST_ROWS + 1))  # every row count weight-first may take
+ROUNDS = 5  # interleaved timing rounds; the fastest of each way's are compared
+CLEARLY_FASTER = 0.85  # weight-first is taken below this share of the library's time
 
 
 class WeightFirstLinear(nn.Linear):
-    """A linear layer computed as W·xᵀ, with one row written twice (`matmul.py` says why)."""
+    """A linear layer computed as W·xᵀ for the row counts in `rows`, with one row written twice, and the
+    library's way for any other count (`matmul.py` says why)."""
+
+    rows: frozenset[int] = frozenset(TIMED_ROWS)
 
     @classmethod
-    def of(cls, linear: nn.Linear) -> WeightFirstLinear:
-        """The same layer, sharing `linear`'s parameters (a tied output head stays tied)."""
+    def of(cls, linear: nn.Linear, rows: tuple[int, ...] = TIMED_ROWS) -> WeightFirstLinear:
+        """The same layer, sharing `linear`'s parameters (a tied output head stays tied), W·xᵀ for `rows`."""
         layer = cls(linear.in_features, linear.out_features, bias=linear.bias is not None, device="meta")
         layer.weight = linear.weight
         if linear.bias is not None:
             layer.bias = linear.bias
+        layer.rows = frozenset(rows)
         return layer
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         count = x.numel() // self.in_features
-        if count > WEIGHT_FIRST_ROWS:
+        if count not in self.rows:
             return F.linear(x, self.weight, self.bias)
         rows = x.reshape(count, self.in_features).contiguous()
         if count == 1:
@@ -64,15 +71,36 @@ class LinearChoice:
     """How one model's token-path linear layers multiply, and the timings that chose it (ms for all of them,
     summed over `TIMED_ROWS`; 0 where nothing was timed)."""
 
-    path: str  # "library" (x·Wᵀ) or "weight-first" (W·xᵀ)
+    path: str  # "library" (x·Wᵀ) or "weight-first" (W·xᵀ, for the row counts in `rows`)
     library_ms: float = 0.0
     weight_first_ms: float = 0.0
+    rows: tuple[int, ...] = ()  # with "weight-first": the row counts multiplied as W·xᵀ (empty: all of TIMED_ROWS)
+
+    @property
+    def weight_first_rows(self) -> tuple[int, ...]:
+        """The row counts multiplied as W·xᵀ."""
+        if self.path != "weight-first":
+            return ()
+        return self.rows or TIMED_ROWS
 
     def describe(self) -> str:
-        order = "W·xᵀ" if self.path == "weight-first" else "x·Wᵀ"
+        rows = self.weight_first_rows
+        order = "x·Wᵀ" if not rows else "W·xᵀ" if rows == TIMED_ROWS else \
+            f"W·xᵀ for {_spans(rows)} rows, x·Wᵀ otherwise"
         if not self.library_ms:
             return order
         return f"{order} ({self.weight_first_ms:.1f} ms as W·xᵀ, {self.library_ms:.1f} ms as x·Wᵀ)"
+
+
+def _spans(counts: tuple[int, ...]) -> str:
+    """Row counts as runs: (1, 2, 3, 5) -> "1-3, 5"."""
+    runs: list[list[int]] = []
+    for count in counts:
+        if runs and count == runs[-1][-1] + 1:
+            runs[-1].append(count)
+        else:
+            runs.append([count])
+    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]) for run in runs)
 
 
 def linear_path() -> str:
@@ -95,39 +123,46 @@ def token_linears(model: nn.Module) -> dict[str, nn.Linear]:
             for name, module in owner.named_modules() if type(module) is nn.Linear}
 
 
-def _seconds(layers: list[nn.Linear]) -> float:
-    """One pass over the layers for every row count in TIMED_ROWS."""
+def _seconds(layers: list[nn.Linear], count: int) -> float:
+    """One pass over the layers, `count` rows each."""
     start = time.perf_counter()
-    for count in TIMED_ROWS:
-        for layer in layers:
-            layer(torch.ones(count, layer.in_features, dtype=layer.weight.dtype))
+    for layer in layers:
+        layer(torch.ones(count, layer.in_features, dtype=layer.weight.dtype))
     return time.perf_counter() - start
 
 
+Timings = dict[int, tuple[float, float]]  # per row count: the library's seconds and weight-first's
+
+
 @torch.inference_mode()
-def time_paths(linears: list[nn.Linear], rounds: int = ROUNDS) -> tuple[float, float]:
-    """The fastest of `rounds` passes in the library's order and in weight-first's over the layers, interleaved
-    round by round (after one round of each to warm the caches). The fastest, not the median: a pass is only
-    ever slowed by what else runs, and one load's median once swung the choice (14.9 ms against 17.3 ms,
-    where other loads saw 7.5-11 against 13-19)."""
+def time_paths(linears: list[nn.Linear], rounds: int = ROUNDS, counts: tuple[int, ...] = TIMED_ROWS) -> Timings:
+    """Per row count, the fastest of `rounds` passes in the library's order and in weight-first's over the
+    layers, interleaved round by round (after one round of each to warm the caches). The fastest, not the
+    median: a pass is only ever slowed by what else runs, and one load's median once swung the choice (14.9 ms
+    against 17.3 ms, where other loads saw 7.5-11 against 13-19)."""
     twins = [WeightFirstLinear.of(linear) for linear in linears]  # the same parameters, not yet in the model
-    _seconds(linears), _seconds(twins)
-    library, weight_first = [], []
-    for _ in range(rounds):
-        library.append(_seconds(linears))
-        weight_first.append(_seconds(twins))
-    return min(library), min(weight_first)
+    passes: dict[int, tuple[list[float], list[float]]] = {count: ([], []) for count in counts}
+    for round_ in range(rounds + 1):
+        for count in counts:
+            library, weight_first = _seconds(linears, count), _seconds(twins, count)
+            if round_:
+                passes[count][0].append(library)
+                passes[count][1].append(weight_first)
+    return {count: (min(library), min(weight_first)) for count, (library, weight_first) in passes.items()}
 
 
-def _timed(linears: list[nn.Linear]) -> tuple[float, float]:
-    """`time_paths`, and again three times as long where weight-first came out faster but not clearly: a busy
-    machine's passes blur the gap (one load saw 15.0 ms against 17.2 where quiet ones see 7.4-9 against 12-14)
-    and the fastest pass of longer timing is more likely a quiet one."""
-    library, weight_first = time_paths(linears)
-    if CLEARLY_FASTER * library <= weight_first < library:
-        again = time_paths(linears, 3 * ROUNDS)
-        library, weight_first = min(library, again[0]), min(weight_first, again[1])
-    return library, weight_first
+def _timed(linears: list[nn.Linear]) -> Timings:
+    """`time_paths`, and again three times as long for the row counts where weight-first came out faster but
+    not clearly: a busy machine's passes blur the gap (one load saw 15.0 ms against 17.2 where quiet ones see
+    7.4-9 against 12-14) and the fastest pass of longer timing is more likely a quiet one."""
+    timings = time_paths(linears)
+    close = tuple(count for count, (library, weight_first) in timings.items()
+                  if CLEARLY_FASTER * library <= weight_first < library)
+    if close:
+        again = time_paths(linears, 3 * ROUNDS, close)
+        for count, (library, weight_first) in again.items():
+            timings[count] = (min(timings[count][0], library), min(timings[count][1], weight_first))
+    return timings
 
 
 def choose_linears(model: nn.Module, device: torch.device, path: str = "auto") -> LinearChoice:
@@ -138,10 +173,12 @@ def choose_linears(model: nn.Module, device: torch.device, path: str = "auto") -
     linears = token_linears(model)
     choice = LinearChoice("library" if path == "auto" else path)
     if path == "auto" and device.type == "cpu" and linears:
-        library, weight_first = _timed(list(linears.values()))
-        faster = weight_first < CLEARLY_FASTER * library
-        choice = LinearChoice("weight-first" if faster else "library", library * 1e3, weight_first * 1e3)
+        timings = _timed(list(linears.values()))
+        faster = tuple(count for count, (library, weight_first) in timings.items()
+                       if weight_first < CLEARLY_FASTER * library)
+        library, weight_first = (sum(seconds) * 1e3 for seconds in zip(*timings.values(), strict=True))
+        choice = LinearChoice("weight-first" if faster else "library", library, weight_first, faster)
     if choice.path == "weight-first":
         for name, linear in linears.items():
-            model.set_submodule(name, WeightFirstLinear.of(linear))
+            model.set_submodule(name, WeightFirstLinear.of(linear, choice.weight_first_rows))
     return choice

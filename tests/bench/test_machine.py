@@ -30,6 +30,8 @@ def test_the_report_names_how_each_models_linear_layers_multiplied():
         "; target's linear layers W·xᵀ (7.8 ms as W·xᵀ, 12.8 ms as x·Wᵀ); drafter's linear layers x·Wᵀ "
         "(0.7 ms as W·xᵀ, 0.4 ms as x·Wᵀ)")
     assert "linears" not in machine.describe_machine("cpu")
+    some = LinearChoice("weight-first", 12.8, 9.1, (1, 2, 3, 5))
+    assert some.describe() == "W·xᵀ for 1-3, 5 rows, x·Wᵀ otherwise (9.1 ms as W·xᵀ, 12.8 ms as x·Wᵀ)"
 
 
 def test_the_report_names_the_models_whose_steps_ran_compiled():

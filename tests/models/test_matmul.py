@@ -70,32 +70,76 @@ def test_a_weight_first_pair_decodes_its_own_answer(target, processor, image):
     assert collect(speculative_generate(pair, turns, parse_spec("tabed-MT"), config)).token_ids == plain.token_ids
 
 
-@pytest.mark.parametrize(("library", "weight_first", "path"), [
-    (10.0, 8.0, "weight-first"), (10.0, 9.0, "library"), (5.0, 9.0, "library")])
-def test_auto_takes_weight_first_only_where_it_was_clearly_faster(target, monkeypatch, library, weight_first, path):
-    monkeypatch.setattr(matmul, "time_paths", lambda linears, rounds=matmul.ROUNDS: (library, weight_first))
+def test_weight_first_multiplies_only_its_row_counts_its_way(monkeypatch):
+    """A layer chosen for 2 and 3 rows takes W·xᵀ (a product with the weight first) for those counts only,
+    the library's x·Wᵀ for the others, with the same outputs either way."""
+    torch.manual_seed(0)
+    linear = nn.Linear(24, 40)
+    swapped = WeightFirstLinear.of(linear, (2, 3))
+    products = []
+    real_mm = torch.mm
+    monkeypatch.setattr(torch, "mm", lambda a, b: products.append(a.shape[1]) or real_mm(a, b))
+    for count in (1, 2, 3, 4, 6):
+        x = torch.randn(1, count, 24)
+        products.clear()
+        torch.testing.assert_close(swapped(x), linear(x), rtol=1e-5, atol=1e-5)
+        assert products == ([24] if count in (2, 3) else []), count
+
+
+def _per_count(pattern: dict[int, tuple[float, float]], default=(10.0, 10.0)) -> dict[int, tuple[float, float]]:
+    return {count: pattern.get(count, default) for count in matmul.TIMED_ROWS}
+
+
+@pytest.mark.parametrize(("pattern", "rows", "described"), [
+    ({count: (10.0, 8.0) for count in matmul.TIMED_ROWS}, matmul.TIMED_ROWS, "W·xᵀ ("),
+    ({2: (10.0, 5.0), 3: (10.0, 9.0), 4: (10.0, 5.0), 5: (10.0, 4.0), 6: (10.0, 9.0)}, (2, 4, 5),
+     "W·xᵀ for 2, 4-5 rows, x·Wᵀ otherwise ("),
+    ({1: (10.0, 9.0), 6: (5.0, 9.0)}, (), "x·Wᵀ (")])
+def test_auto_takes_weight_first_only_for_the_row_counts_where_it_was_clearly_faster(target, monkeypatch, pattern,
+                                                                                     rows, described):
+    timings = _per_count(pattern)
+    monkeypatch.setattr(matmul, "time_paths", lambda linears, rounds=matmul.ROUNDS, counts=matmul.TIMED_ROWS: {
+        count: timings[count] for count in counts})
     model = copy.deepcopy(target)
     choice = choose_linears(model, torch.device("cpu"))
-    assert (choice.path, choice.library_ms, choice.weight_first_ms) == (path, library * 1e3, weight_first * 1e3)
-    assert (type(model.lm_head) is WeightFirstLinear) == (path == "weight-first")
-    assert choice.describe().startswith("W·xᵀ (" if path == "weight-first" else "x·Wᵀ (")
+    assert choice.path == ("weight-first" if rows else "library") and choice.weight_first_rows == rows
+    assert choice.library_ms == pytest.approx(sum(t[0] for t in timings.values()) * 1e3)
+    assert choice.weight_first_ms == pytest.approx(sum(t[1] for t in timings.values()) * 1e3)
+    assert (type(model.lm_head) is WeightFirstLinear) == bool(rows)
+    if rows:
+        assert model.lm_head.rows == frozenset(rows)
+    assert choice.describe().startswith(described)
 
 
-@pytest.mark.parametrize(("timings", "path", "chosen_by"), [
-    ([(10.0, 9.0), (10.5, 7.0)], "weight-first", (10.0, 7.0)),  # not clearly faster, then clearly: the fastest of all
-    ([(10.0, 9.0), (9.5, 9.0)], "library", (9.5, 9.0)),
-    ([(10.0, 8.0)], "weight-first", (10.0, 8.0)),  # clear at once: timed once
-    ([(10.0, 11.0)], "library", (10.0, 11.0))])
-def test_a_close_timing_is_timed_again_for_longer(target, monkeypatch, timings, path, chosen_by):
+@pytest.mark.parametrize(("again", "rows"), [
+    ({3: (10.5, 7.0)}, (2, 3)),  # not clearly faster at 3 rows, then clearly: the fastest of all
+    ({3: (9.5, 9.0)}, (2,))])
+def test_a_close_timing_is_timed_again_for_longer_at_its_row_count_only(target, monkeypatch, again, rows):
+    first = _per_count({2: (10.0, 8.0), 3: (10.0, 9.0)}, default=(10.0, 11.0))
     asked = []
 
-    def time_paths(linears, rounds=matmul.ROUNDS):
-        asked.append(rounds)
-        return timings[len(asked) - 1]
+    def time_paths(linears, rounds=matmul.ROUNDS, counts=matmul.TIMED_ROWS):
+        asked.append((rounds, counts))
+        return dict(first) if len(asked) == 1 else {count: again[count] for count in counts}
     monkeypatch.setattr(matmul, "time_paths", time_paths)
     choice = choose_linears(copy.deepcopy(target), torch.device("cpu"))
-    assert (choice.path, choice.library_ms, choice.weight_first_ms) == (path, chosen_by[0] * 1e3, chosen_by[1] * 1e3)
-    assert asked == [matmul.ROUNDS, 3 * matmul.ROUNDS][:len(timings)]
+    assert asked == [(matmul.ROUNDS, matmul.TIMED_ROWS), (3 * matmul.ROUNDS, (3,))]
+    assert choice.weight_first_rows == rows
+    library = sum(t[0] for t in first.values()) + min(0.0, again[3][0] - first[3][0])
+    weight_first = sum(t[1] for t in first.values()) + min(0.0, again[3][1] - first[3][1])
+    assert (choice.library_ms, choice.weight_first_ms) == (pytest.approx(library * 1e3),
+                                                          pytest.approx(weight_first * 1e3))
+
+
+def test_a_clear_timing_is_not_timed_again(target, monkeypatch):
+    asked = []
+
+    def time_paths(linears, rounds=matmul.ROUNDS, counts=matmul.TIMED_ROWS):
+        asked.append(rounds)
+        return _per_count({2: (10.0, 8.0)}, default=(10.0, 11.0))
+    monkeypatch.setattr(matmul, "time_paths", time_paths)
+    assert choose_linears(copy.deepcopy(target), torch.device("cpu")).weight_first_rows == (2,)
+    assert asked == [matmul.ROUNDS]
 
 
 def test_a_gpu_keeps_the_librarys_order_untimed(target, monkeypatch):
@@ -105,9 +149,11 @@ def test_a_gpu_keeps_the_librarys_order_untimed(target, monkeypatch):
     assert type(model.lm_head) is nn.Linear
 
 
-def test_timing_measures_both_orders_on_the_models_own_layers(target):
-    library, weight_first = matmul.time_paths(list(token_linears(target).values()), rounds=1)
-    assert library > 0 and weight_first > 0
+def test_timing_measures_both_orders_on_the_models_own_layers_at_every_row_count(target):
+    timings = matmul.time_paths(list(token_linears(target).values()), rounds=1)
+    assert tuple(timings) == matmul.TIMED_ROWS == tuple(range(1, matmul.WEIGHT_FIRST_ROWS + 1))
+    assert all(library > 0 and weight_first > 0 for library, weight_first in timings.values())
+    assert tuple(matmul.time_paths(list(token_linears(target).values()), rounds=1, counts=(3,))) == (3,)
 
 
 def test_an_unknown_order_is_refused(target, monkeypatch):
