@@ -5,11 +5,11 @@ slower than the same product written W·xᵀ, and slowest of all for one row, wh
 matrix-vector product. Which way is faster depends on the row count: measured on a 2-core AMD EPYC with
 PyTorch's MKL, over the teaching target's token-path layers, one row 4.7 ms either way (W·xᵀ with the row
 written twice: a matrix product, not a matrix-vector one), two rows 7.0 ms as x·Wᵀ and 3.7 as W·xᵀ, four
-rows 8.8 and 3.6, six rows 7.0 and 6.0 (the fastest of 300 rounds each). A plain step is one row, a drafter
+rows 8.8 and 3.6, six rows 7.0 and 6.0 (the fastest of 40 rounds each). A plain step is one row, a drafter
 step one per drafting row, a verify one per draft and one more: timed at one and six rows only, the two
 ways looked alike and the library's was kept, while a speculative run's verifies paid twice what they
 could. So on a CPU each model's token-path linear layers (`token_linears`) are timed both ways at every
-row count up to `WEIGHT_FIRST_ROWS` when the pair loads (about half a second), and become
+row count up to `WEIGHT_FIRST_ROWS` when the pair loads (about a second for the teaching pair), and become
 `WeightFirstLinear` (the same parameters, the same function up to the rounding of a different summation
 order) for the row counts where that is clearly faster. Plain and speculative decoding run the same
 layers, so the baseline gains what the speculative loop gains.
