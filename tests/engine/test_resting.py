@@ -55,7 +55,7 @@ def test_rows_of_a_static_cache_never_rest(pair, image):
 def odd_pictures(teaching_pair):
     """The bundled pair on its suite's odd pictures, where M's weight falls to 0 for blocks on end."""
     suite = default_suite()
-    return teaching_pair, [case_turns(case, suite.parent) for case in load_suite(suite) if case.scenario == "odd"][:12]
+    return teaching_pair, [case_turns(case, suite.parent) for case in load_suite(suite) if case.scenario == "odd"][:6]
 
 
 @pytest.mark.parametrize("width, temperature", [(1, 0.0), (2, 0.0), (1, 1.0)])
