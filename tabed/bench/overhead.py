@@ -10,18 +10,24 @@ from ..engine.drafter import BatchedDrafter, build_rows
 from ..engine.session import Clock, TargetSession
 from ..engine.tree import NODE_BUDGET, ROOT, DraftTree
 from ..models.chat import Turn, encode
+from ..models.lean import LeanDecoder
 from ..models.pair import ModelPair
 
 ROW_SETS = {1: ("M",), 2: ("M", "T"), 4: ("M", "T", "C", "P")}
 
 
 def take_path(backend, path: str) -> None:
-    """Make a dynamic backend's token forwards go `path`'s way: "lean" (`LeanDecoder`, as they do), "library"
-    (transformers' language model) or "whole" (the whole LLaVA); a static one has only its own."""
-    if path != "lean" and hasattr(backend, "lean"):
-        backend.lean = None
-        if path == "whole":
-            backend.text_path = None
+    """Make a dynamic backend's token forwards go `path`'s way: "lean" (`LeanDecoder`, as they do: a drafter's
+    fused), "unfused" (`LeanDecoder` with every projection a product of its own), "library" (transformers'
+    language model) or "whole" (the whole LLaVA); a static one has only its own."""
+    if path == "lean" or getattr(backend, "lean", None) is None:
+        return
+    if path == "unfused":
+        backend.lean = LeanDecoder(backend.lean.model)
+        return
+    backend.lean = None
+    if path == "whole":
+        backend.text_path = None
 
 
 def draft_step_seconds(pair: ModelPair, turns: list[Turn], methods: tuple[str, ...], steps: int = 16,
@@ -111,6 +117,8 @@ ROW_COSTS = {  # what a drafter step's rows are -> how it is run
     "M": (("M",), {}),  # one row with the picture's tokens (M alone)
     "T,T": (("T", "T"), {}),  # two rows of the same short text: the second row's own cost
     "M,T": (("M", "T"), {}),  # TABED's default: the T row left-padded to the M row's length
+    "T unfused": (("T",), {"path": "unfused"}),  # each projection a product of its own, as the target's
+    "M,T unfused": (("M", "T"), {"path": "unfused"}),
     "T library": (("T",), {"path": "library"}),  # through transformers' language model, not `LeanDecoder`
     "M,T library": (("M", "T"), {"path": "library"}),
     "M,T whole": (("M", "T"), {"path": "whole"}),  # through the whole LLaVA, wrapper and all

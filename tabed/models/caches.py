@@ -140,10 +140,13 @@ def additive(attend: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 class DynamicBackend:
     """Eager forwards over a `DynamicCache`; a fresh cache per prefill."""
 
-    def __init__(self, model, vocab_size: int | None = None, suppressed: torch.Tensor | None = None) -> None:
+    def __init__(self, model, vocab_size: int | None = None, suppressed: torch.Tensor | None = None,
+                 fused: bool = False) -> None:
+        """`fused`: token forwards with each layer's projections joined (`lean.py`: a drafter's, faster, the
+        library's logits to rounding, not bit for bit)."""
         self.model = model
         self.text_path = text_path(model)
-        self.lean = lean_decoder(self.text_path[0]) if self.text_path is not None else None
+        self.lean = lean_decoder(self.text_path[0], fused) if self.text_path is not None else None
         self.vocab_size = vocab_size
         self.suppressed = suppressed
         self.cache: DynamicCache | None = None
@@ -259,6 +262,7 @@ class DynamicBackend:
         now; this one goes on with the others (a batch that costs less per forward)."""
         others = [row for row in range(self.mask.shape[0]) if row not in rows]
         part = DynamicBackend(self.model, self.vocab_size, self.suppressed)
+        part.lean, part.text_path = self.lean, self.text_path  # this one's path (fused or not), weights and all
         part.cache = copy.copy(self.cache)  # its own layers, holding this one's tensors until the selection below
         part.cache.layers = [copy.copy(layer) for layer in self.cache.layers]
         part.cache.batch_select_indices(torch.tensor(rows, device=self.mask.device))

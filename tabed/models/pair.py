@@ -110,7 +110,7 @@ class ModelPair:
         """A cache backend for the target or the drafter with `batch` rows (static ones are made once)."""
         model = self.target if role == "target" else self.drafter
         if self.cache == "dynamic":
-            return DynamicBackend(model, self.vocab_size, self.suppressed)
+            return DynamicBackend(model, self.vocab_size, self.suppressed, fused=role == "drafter")
         graphs = self.device.type == "cuda"
         backend = self.reused((role, batch), lambda: StaticBackend(
             model, batch, self.context_of(role) + MAX_GAMMA + 1, self.vocab_size, self.suppressed,

@@ -1,12 +1,13 @@
 """The lean decoder gives a Llama language model's own logits, bit for bit, on every kind of token forward a
 backend makes: one token and several, a single row and a left-padded batch, a tree; its prefill of a drafter's
-rows gives the library's keys and values, bit for bit, and its last logits to rounding; and only such models
-take it."""
+rows gives the library's keys and values, bit for bit, and its last logits to rounding; a drafter's fused token
+forwards (each layer's projections joined) give its logits to rounding; and only such models take it."""
 
 import copy
 
 import pytest
 import torch
+from transformers import DynamicCache, LlamaConfig, LlamaModel
 
 from conftest import verify_tree
 from tabed.bench.overhead import take_path
@@ -19,9 +20,10 @@ from tabed.models.lean import LeanDecoder, lean_decoder
 CPU = torch.device("cpu")
 
 
-def backends(model) -> tuple[DynamicBackend, DynamicBackend]:
-    """The same model's backend through the lean decoder and through transformers' language model."""
-    lean, library = DynamicBackend(model), DynamicBackend(model)
+def backends(model, fused: bool = False) -> tuple[DynamicBackend, DynamicBackend]:
+    """The same model's backend through the lean decoder (`fused` or not) and through transformers' language
+    model."""
+    lean, library = DynamicBackend(model, fused=fused), DynamicBackend(model)
     take_path(library, "library")
     assert isinstance(lean.lean, LeanDecoder) and lean.text_path == library.text_path
     return lean, library
@@ -67,6 +69,58 @@ def test_a_left_padded_drafter_batch_gives_the_library_logits(pair, image, metho
         ids = torch.tensor([tokens] * len(methods))
         assert torch.equal(lean.forward(ids), library.forward(ids)), tokens
     assert torch.equal(tree_forward(lean), tree_forward(library))
+
+
+@pytest.mark.parametrize("methods", [("M", "T"), ("T",)])
+def test_a_fused_drafter_gives_the_library_logits_to_rounding(pair, image, methods):
+    """Fused token forwards (one row and a left-padded batch; a step, several tokens, a tree) give the library's
+    logits and caches to rounding, the same top tokens; a row split off to rest keeps the fused path."""
+    prompt = encode(pair.drafter_processor, [Turn("w1 w2 w3", [image])], CPU, torch.float32)
+    with torch.inference_mode():
+        rows = build_rows(pair.drafter, pair.drafter_processor.tokenizer, prompt, methods)
+    fused, library = backends(pair.drafter, fused=True)
+    for backend in (fused, library):
+        BatchedDrafter(pair.drafter, rows, backend).prefill()
+    forwards = [(fused.forward(ids), library.forward(ids)) for ids in
+                (torch.tensor([tokens] * len(methods)) for tokens in FORWARDS)]
+    forwards.append((tree_forward(fused), tree_forward(library)))
+    for mine, theirs in forwards:
+        assert torch.allclose(mine, theirs, rtol=0, atol=1e-5)
+        assert torch.equal(mine.argmax(-1), theirs.argmax(-1))
+    assert not all(torch.equal(mine, theirs) for mine, theirs in forwards)  # another order of sums: it did run
+    for mine, theirs in zip(fused.cache.layers, library.cache.layers, strict=True):
+        assert torch.allclose(mine.keys, theirs.keys, rtol=0, atol=1e-5)
+        assert torch.allclose(mine.values, theirs.values, rtol=0, atol=1e-5)
+    if len(methods) > 1:
+        assert fused.split([1]).lean is fused.lean
+
+
+def test_fused_projections_keep_biases_and_grouped_heads():
+    """A Llama with biases on every projection and one key-value head for two query heads: the fused forwards'
+    hidden states are the unfused ones' to rounding, over steps and a several-token forward."""
+    config = LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, attention_bias=True, mlp_bias=True,
+                         attn_implementation="sdpa")
+    model = LlamaModel(config).eval()
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.copy_(torch.randn(param.shape, generator=generator) * 0.3)
+    plain, fused = LeanDecoder(model), LeanDecoder(model, fused=True)
+    caches = [DynamicCache(config=config), DynamicCache(config=config)]
+    causal = torch.zeros(1, 1, 3, 6).masked_fill_(torch.ones(3, 6, dtype=torch.bool).triu(4), float("-inf"))
+    with torch.inference_mode():
+        for start, ids, mask in ((0, [3], None), (1, [7], None), (2, [1], None), (3, [4, 9, 2], causal)):
+            positions = torch.arange(start, start + len(ids))[None]
+            one, other = (decoder(torch.tensor([ids]), positions, mask, cache)
+                          for decoder, cache in zip((plain, fused), caches, strict=True))
+            assert torch.allclose(one, other, rtol=0, atol=1e-5), ids
+    assert fused.fused_layers()[0].qkv.widths == (32, 16, 16) and plain.fused_layers() == [None, None]
+
+
+def test_a_pair_fuses_its_drafters_forwards_not_its_targets(pair):
+    """Only the drafter is fused: the target's layers keep the order chosen per row count (`matmul.py`)."""
+    assert pair.backend("drafter", 2).lean.fused and not pair.backend("target").lean.fused
 
 
 def assert_same_cache(one: DynamicBackend, other: DynamicBackend) -> None:
@@ -121,9 +175,11 @@ def test_only_transformers_llama_with_sdpa_attention_is_lean(pair):
 
 
 def test_the_overhead_report_times_each_path_its_own_way(pair):
-    """`python -m tabed overhead` times a step through the lean decoder, transformers' language model and the
-    whole LLaVA: each backend it times takes the path it is told."""
-    for path, lean, text in (("lean", True, True), ("library", False, True), ("whole", False, False)):
-        backend = DynamicBackend(pair.drafter)
+    """`python -m tabed overhead` times a drafter step through the lean decoder, fused (as it runs) and not,
+    transformers' language model and the whole LLaVA: each backend it times takes the path it is told."""
+    for path, lean, text, fused in (("lean", True, True, True), ("unfused", True, True, False),
+                                    ("library", False, True, False), ("whole", False, False, False)):
+        backend = pair.backend("drafter")
         take_path(backend, path)
         assert (backend.lean is not None, backend.text_path is not None) == (lean, text), path
+        assert (backend.lean is not None and backend.lean.fused) == fused, path
