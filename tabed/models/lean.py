@@ -18,7 +18,7 @@ language model, the paper's drafter and the teaching pair's); any other model ru
 A drafter's token forwards go one step further (`fused`): each layer's query, key and value projections
 are one product, its gate and up projections one more, every weight stored transposed (x·W, which MKL
 multiplies faster than x·Wᵀ at these sizes). On a 2-core CPU the teaching drafter's 14 small products a
-step, each costing nearly twice as much for two rows as for one, become 8: a step 16-17% faster, one row or
+step, each costing nearly twice as much for two rows as for one, become 8: a step 12-15% faster, one row or
 two. The sums run in another order, so its logits are the library's to rounding (1e-5), not bit for bit:
 drafts may differ from the library's at a near-tie, never the output, which the target's verification
 decides. The target stays unfused: its layers multiply in the order `matmul.py` chose per row count, and
