@@ -105,7 +105,7 @@ class LeanDecoder:
         hidden = self.model.embed_tokens(ids)
         rotary = self.model.rotary_emb(hidden, positions)
         for index, (layer, fused) in enumerate(zip(self.layers, self.fused_layers(), strict=True)):
-            hidden = hidden + self._attention(index, layer.input_layernorm(hidden), rotary, mask, cache)
+            hidden = hidden + self._attention(index, layer.input_layernorm(hidden), rotary, mask, cache, fused=fused)
             normed = layer.post_attention_layernorm(hidden)
             if fused is None:
                 hidden = hidden + layer.mlp(normed)
@@ -130,13 +130,12 @@ class LeanDecoder:
 
     def _attention(self, index: int, hidden: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor],
                    mask: torch.Tensor | None, cache: Cache, causal: bool = False, last: int | None = None,
-                   ) -> torch.Tensor:
+                   fused: FusedLayer | None = None) -> torch.Tensor:
         """Layer `index`'s `LlamaAttention.forward` with SDPA, as transformers runs it for a mask it is given, or
         `causal` (a prompt into an empty cache). `last`: queries for the last `last` positions only, each seeing
-        every key (keys and values are made for all). Token forwards (neither) of a fused decoder join the
-        projections; a prefill never does."""
+        every key (keys and values are made for all). `fused`: the layer's projections joined (token forwards
+        only, never with `last`)."""
         attention = self.layers[index].self_attn
-        fused = self._fused[index] if self._fused is not None and not causal and not last else None
         shape = (*hidden.shape[:-1], -1, attention.head_dim)
         if fused is not None:
             query, key, value = (part.view(shape).transpose(1, 2) for part in fused.qkv(hidden))

@@ -74,13 +74,15 @@ def test_a_left_padded_drafter_batch_gives_the_library_logits(pair, image, metho
 @pytest.mark.parametrize("methods", [("M", "T"), ("T",)])
 def test_a_fused_drafter_gives_the_library_logits_to_rounding(pair, image, methods):
     """Fused token forwards (one row and a left-padded batch; a step, several tokens, a tree) give the library's
-    logits and caches to rounding, the same top tokens; a row split off to rest keeps the fused path."""
+    logits and caches to rounding, the same top tokens, after a prefill that is the library's bit for bit (never
+    fused); a row split off to rest keeps the fused path."""
     prompt = encode(pair.drafter_processor, [Turn("w1 w2 w3", [image])], CPU, torch.float32)
     with torch.inference_mode():
         rows = build_rows(pair.drafter, pair.drafter_processor.tokenizer, prompt, methods)
     fused, library = backends(pair.drafter, fused=True)
     for backend in (fused, library):
         BatchedDrafter(pair.drafter, rows, backend).prefill()
+    assert_same_cache(fused, library)
     forwards = [(fused.forward(ids), library.forward(ids)) for ids in
                 (torch.tensor([tokens] * len(methods)) for tokens in FORWARDS)]
     forwards.append((tree_forward(fused), tree_forward(library)))
