@@ -23,7 +23,7 @@ def take_path(backend, path: str) -> None:
     if path == "lean" or getattr(backend, "lean", None) is None:
         return
     if path == "unfused":
-        backend.lean = LeanDecoder(backend.lean.model)
+        backend.lean = LeanDecoder(backend.lean.model, head=backend.lean.head)
         return
     backend.lean = None
     if path == "whole":

@@ -146,7 +146,7 @@ class DynamicBackend:
         library's logits to rounding, not bit for bit)."""
         self.model = model
         self.text_path = text_path(model)
-        self.lean = lean_decoder(self.text_path[0], fused) if self.text_path is not None else None
+        self.lean = lean_decoder(*self.text_path, fused=fused) if self.text_path is not None else None
         self.vocab_size = vocab_size
         self.suppressed = suppressed
         self.cache: DynamicCache | None = None
@@ -214,7 +214,7 @@ class DynamicBackend:
         if self.lean is not None:
             if mask is None and ids.shape[1] > 1:
                 mask = self._float_mask(ids.shape[1])
-            return self.text_path[1](self.lean(ids, positions, mask, self.cache))
+            return self.lean.logits(ids, positions, mask, self.cache)
         inputs = {"input_ids": ids, "attention_mask": mask, "position_ids": positions, "cache": self.cache,
                   "use_cache": True}
         if self.text_path is None:
