@@ -17,16 +17,16 @@ language model, the paper's drafter and the teaching pair's); any other model ru
 
 A drafter's token forwards go one step further (`fused`): each layer's query, key and value projections
 are one product, its gate and up projections one more, every weight stored transposed (x·W, which MKL
-multiplies faster than x·Wᵀ at these sizes), the output head's too. On a 2-core CPU the teaching drafter's 14
-small products a step, each costing nearly twice as much for two rows as for one, become 8: a step 12-15%
-faster, one row or two. And a step of several rows multiplies them as a batch of one-row products against the
-same weight (`torch.bmm` over a stride-0 view), which MKL runs for two rows at about 1.3 times one row where
-one product of two rows costs nearly twice: a two-row step another 5-10% faster, so that it costs 1.1-1.3
-one-row steps instead of 1.25-1.4. The sums run in another order, so its logits are the library's to rounding (1e-5), not bit for bit:
-drafts may differ from the library's at a near-tie, never the output, which the target's verification
-decides. The target stays unfused: its layers multiply in the order `matmul.py` chose per row count, and
-joined copies of a 7B target's weights would double its memory. So does the prefill, whose keys and values
-the tests hold to the library's.
+multiplies faster than x·Wᵀ at these sizes), the output head's too. On a 2-core CPU the teaching drafter's
+14 small products a step, each costing nearly twice as much for two rows as for one, become 8: a step 12-15%
+faster, one row or two. And a step of several rows multiplies them as a batch of one-row products against
+the same weight (`torch.bmm` over a stride-0 view), which MKL runs for two rows at about 1.3 times one row
+where one product of two rows costs nearly twice: a two-row step another 5-7% faster, 1.12-1.27 one-row
+steps instead of 1.19-1.35. The sums run in another order, so its logits are the library's to rounding
+(1e-5), not bit for bit: drafts may differ from the library's at a near-tie, never the output, which the
+target's verification decides. The target stays unfused: its layers multiply in the order `matmul.py` chose
+per row count, and joined copies of a 7B target's weights would double its memory. So does the prefill, whose
+keys and values the tests hold to the library's.
 """
 
 from __future__ import annotations
