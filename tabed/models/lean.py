@@ -22,7 +22,10 @@ multiplies faster than x·Wᵀ at these sizes), the output head's too. On a 2-co
 faster, one row or two. And a step of several rows multiplies them as a batch of one-row products against
 the same weight (`torch.bmm` over a stride-0 view), which MKL runs for two rows at about 1.3 times one row
 where one product of two rows costs nearly twice: a two-row step another 5-7% faster, 1.12-1.27 one-row
-steps instead of 1.19-1.35. The sums run in another order, so its logits are the library's to rounding
+steps instead of 1.19-1.35. Its small operations are fewer too: the query and key projections also give their
+rotated halves (`rotated_half`), so that both are rotated in three operations instead of fourteen; the rotary
+embedding's cos and sin are rows of a table; each norm is torch's `rms_norm`, one call. A step 9-13% faster,
+one row or two. The sums run in another order, so its logits are the library's to rounding
 (1e-5), not bit for bit: drafts may differ from the library's at a near-tie, never the output, which the
 target's verification decides. The target stays unfused: its layers multiply in the order `matmul.py` chose
 per row count, and joined copies of a 7B target's weights would double its memory. So does the prefill, whose
@@ -40,6 +43,9 @@ from transformers import LlamaModel
 from transformers.cache_utils import Cache
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
+FIXED_ROPE = ("default", "linear", "llama3", "yarn")  # rotary embeddings whose cos and sin depend on positions alone
+ROPE_ROWS = 512  # positions in a fused decoder's first table of them
+
 
 @dataclass(frozen=True)
 class Joined:
@@ -51,12 +57,17 @@ class Joined:
 
     @classmethod
     def of(cls, *linears: nn.Linear) -> Joined:
-        weight = torch.cat([linear.weight for linear in linears]).t().contiguous()
+        return cls.stacked(*(stacked(linear) for linear in linears))
+
+    @classmethod
+    def stacked(cls, *parts: tuple[torch.Tensor, torch.Tensor | None]) -> Joined:
+        """Parts given as (weight (out, in), bias or None), each one output of the product."""
+        weight = torch.cat([part for part, _ in parts]).t().contiguous()
         bias = None
-        if any(linear.bias is not None for linear in linears):
-            bias = torch.cat([linear.bias if linear.bias is not None else linear.weight.new_zeros(linear.out_features)
-                              for linear in linears])
-        return cls(weight, bias, tuple(linear.out_features for linear in linears))
+        if any(part_bias is not None for _, part_bias in parts):
+            bias = torch.cat([part_bias if part_bias is not None else part.new_zeros(part.shape[0])
+                              for part, part_bias in parts])
+        return cls(weight, bias, tuple(part.shape[0] for part, _ in parts))
 
     def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Each layer's output of `x` (B, q, in), as views of the one product (a single layer's is the product:
@@ -72,20 +83,56 @@ class Joined:
         return (out,) if len(self.widths) == 1 else out.split(self.widths, dim=-1)
 
 
+def stacked(*linears: nn.Linear) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Linear layers as one: their weights stacked (out, in), their biases too (zeros where one has none)."""
+    weight = torch.cat([linear.weight for linear in linears])
+    if all(linear.bias is None for linear in linears):
+        return weight, None
+    return weight, torch.cat([linear.bias if linear.bias is not None else linear.weight.new_zeros(linear.out_features)
+                              for linear in linears])
+
+
+def rotated_half(rows: torch.Tensor, head_dim: int) -> torch.Tensor:
+    """A projection's weight (out, in) or bias (out,) whose outputs are the original's under transformers'
+    `rotate_half`, in each head: (x1, x2) -> (-x2, x1). A product then gives a rotary embedding's rotated
+    half with the query and key themselves, instead of four operations each at every forward."""
+    heads = rows.view(-1, head_dim, *rows.shape[1:])
+    half = head_dim // 2
+    return torch.cat([-heads[:, half:], heads[:, :half]], dim=1).reshape(rows.shape)
+
+
 @dataclass(frozen=True)
 class FusedLayer:
-    """A decoder layer's projections in four products: query, key and value; output; gate and up; down."""
+    """A decoder layer's projections in four products: query and key, value, and the query and key rotated
+    (`rotated_half`); output; gate and up; down."""
 
     qkv: Joined
     out: Joined
     gate_up: Joined
     down: Joined
+    heads: int  # query heads
+    head_dim: int
 
     @classmethod
     def of(cls, layer: nn.Module) -> FusedLayer:
         attention, mlp = layer.self_attn, layer.mlp
-        return cls(Joined.of(attention.q_proj, attention.k_proj, attention.v_proj), Joined.of(attention.o_proj),
-                   Joined.of(mlp.gate_proj, mlp.up_proj), Joined.of(mlp.down_proj))
+        head_dim = attention.head_dim
+        weight, bias = stacked(attention.q_proj, attention.k_proj)
+        turned = rotated_half(weight, head_dim), None if bias is None else rotated_half(bias, head_dim)
+        return cls(Joined.stacked((weight, bias), stacked(attention.v_proj), turned), Joined.of(attention.o_proj),
+                   Joined.of(mlp.gate_proj, mlp.up_proj), Joined.of(mlp.down_proj),
+                   attention.q_proj.out_features // head_dim, head_dim)
+
+    def attention_inputs(self, hidden: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor],
+                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The query, key and value (B, heads, q, D) of `hidden` (B, q, width), the query and key rotated together
+        as transformers rotates each (x·cos + rotate_half(x)·sin), with rotate_half(x) from the product."""
+        query_key, value, turned = self.qkv(hidden)
+        shape = (*hidden.shape[:-1], -1, self.head_dim)
+        cos, sin = (part.unsqueeze(-2) for part in rotary)
+        rotated = ((query_key.view(shape) * cos) + (turned.view(shape) * sin)).transpose(1, 2)
+        query, key = rotated.split([self.heads, rotated.shape[1] - self.heads], dim=1)
+        return query, key, value.view(shape).transpose(1, 2)
 
 
 class LeanDecoder:
@@ -99,6 +146,7 @@ class LeanDecoder:
         self.head = head  # the output head, for `logits`
         self._fused: list[FusedLayer] | None = None
         self._fused_head: Joined | None = None
+        self._rope: tuple[torch.Tensor, torch.Tensor] | None = None  # fused: cos and sin (positions, D), from 0
 
     def fused_layers(self) -> list[FusedLayer] | list[None]:
         """Each layer's joined projections (made once), or None for each where not fused."""
@@ -114,16 +162,38 @@ class LeanDecoder:
         `mask`: an additive (B, 1, q, cached + q) mask, or None where every new token sees the whole cache
         (one token a row, no padding: `is_causal` would align a longer query wrongly, so give a mask)."""
         hidden = self.model.embed_tokens(ids)
-        rotary = self.model.rotary_emb(hidden, positions)
+        rotary = self._rotary(hidden, positions)
         for index, (layer, fused) in enumerate(zip(self.layers, self.fused_layers(), strict=True)):
-            hidden = hidden + self._attention(index, layer.input_layernorm(hidden), rotary, mask, cache, fused=fused)
-            normed = layer.post_attention_layernorm(hidden)
+            hidden = hidden + self._attention(index, self._norm(layer.input_layernorm, hidden), rotary, mask, cache,
+                                              fused=fused)
+            normed = self._norm(layer.post_attention_layernorm, hidden)
             if fused is None:
                 hidden = hidden + layer.mlp(normed)
             else:
                 gate, up = fused.gate_up(normed)
                 hidden = hidden + fused.down(layer.mlp.act_fn(gate) * up)[0]
-        return self.model.norm(hidden)
+        return self._norm(self.model.norm, hidden)
+
+    def _norm(self, norm: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
+        """`norm`, a `LlamaRMSNorm`, of `hidden`; where fused, as torch's `rms_norm`: one call instead of the
+        module's six operations (the same values in float32)."""
+        if not self.fused:
+            return norm(hidden)
+        return F.rms_norm(hidden, norm.weight.shape, norm.weight, norm.variance_epsilon)
+
+    def _rotary(self, hidden: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The rotary embedding's cos and sin (B, q, D) at `positions`; where fused and the embedding depends on
+        the positions alone, rows of a table made once (grown when positions pass its end) instead of about ten
+        operations at every forward."""
+        rotary = self.model.rotary_emb
+        if not self.fused or rotary.rope_type not in FIXED_ROPE:
+            return rotary(hidden, positions)
+        end = int(positions.max()) + 1
+        if self._rope is None or self._rope[0].shape[0] < end:
+            size = max(end, ROPE_ROWS, 2 * (0 if self._rope is None else self._rope[0].shape[0]))
+            cos, sin = rotary(hidden, torch.arange(size, device=positions.device)[None])
+            self._rope = cos[0], sin[0]
+        return self._rope[0][positions], self._rope[1][positions]
 
     def logits(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None,
                cache: Cache) -> torch.Tensor:
@@ -160,7 +230,7 @@ class LeanDecoder:
         attention = self.layers[index].self_attn
         shape = (*hidden.shape[:-1], -1, attention.head_dim)
         if fused is not None:
-            query, key, value = (part.view(shape).transpose(1, 2) for part in fused.qkv(hidden))
+            query, key, value = fused.attention_inputs(hidden, rotary)
         else:
             key = attention.k_proj(hidden).view(shape).transpose(1, 2)
             value = attention.v_proj(hidden).view(shape).transpose(1, 2)
@@ -170,9 +240,8 @@ class LeanDecoder:
             query = attention.q_proj(hidden).view(*hidden.shape[:-1], -1, attention.head_dim).transpose(1, 2)
             query = apply_rotary_pos_emb(query, query, cos[:, -last:], sin[:, -last:])[0]
             key = apply_rotary_pos_emb(key, key, cos, sin)[1]
-        else:
-            if fused is None:
-                query = attention.q_proj(hidden).view(shape).transpose(1, 2)
+        elif fused is None:
+            query = attention.q_proj(hidden).view(shape).transpose(1, 2)
             query, key = apply_rotary_pos_emb(query, key, *rotary)
         key, value = cache.update(key, value, index)
         out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, is_causal=causal,

@@ -15,7 +15,7 @@ from tabed.engine.drafter import BatchedDrafter, build_rows
 from tabed.engine.session import TargetSession
 from tabed.models.caches import DynamicBackend
 from tabed.models.chat import Turn, encode
-from tabed.models.lean import LeanDecoder, lean_decoder
+from tabed.models.lean import ROPE_ROWS, LeanDecoder, lean_decoder
 
 CPU = torch.device("cpu")
 
@@ -97,9 +97,16 @@ def test_a_fused_drafter_gives_the_library_logits_to_rounding(pair, image, metho
         assert fused.split([1]).lean is fused.lean
 
 
+def causal(new: int, cached: int) -> torch.Tensor:
+    """The additive causal mask (1, 1, new, cached + new) of `new` tokens after `cached` ones."""
+    hidden = torch.ones(new, cached + new, dtype=torch.bool).triu(cached + 1)
+    return torch.zeros(1, 1, new, cached + new).masked_fill_(hidden, float("-inf"))
+
+
 def test_fused_projections_keep_biases_and_grouped_heads():
     """A Llama with biases on every projection and one key-value head for two query heads: the fused forwards'
-    hidden states are the unfused ones' to rounding, over steps and a several-token forward."""
+    hidden states are the unfused ones' to rounding, over steps and several-token forwards, the last at positions
+    past the fused decoder's first table of rotary rows."""
     config = LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                          num_attention_heads=2, num_key_value_heads=1, attention_bias=True, mlp_bias=True,
                          attn_implementation="sdpa")
@@ -110,14 +117,15 @@ def test_fused_projections_keep_biases_and_grouped_heads():
             param.copy_(torch.randn(param.shape, generator=generator) * 0.3)
     plain, fused = LeanDecoder(model), LeanDecoder(model, fused=True)
     caches = [DynamicCache(config=config), DynamicCache(config=config)]
-    causal = torch.zeros(1, 1, 3, 6).masked_fill_(torch.ones(3, 6, dtype=torch.bool).triu(4), float("-inf"))
     with torch.inference_mode():
-        for start, ids, mask in ((0, [3], None), (1, [7], None), (2, [1], None), (3, [4, 9, 2], causal)):
+        for start, ids, mask in ((0, [3], None), (1, [7], None), (2, [1], None), (3, [4, 9, 2], causal(3, 3)),
+                                 (ROPE_ROWS - 1, [5, 8], causal(2, 6))):
             positions = torch.arange(start, start + len(ids))[None]
             one, other = (decoder(torch.tensor([ids]), positions, mask, cache)
                           for decoder, cache in zip((plain, fused), caches, strict=True))
             assert torch.allclose(one, other, rtol=0, atol=1e-5), ids
-    assert fused.fused_layers()[0].qkv.widths == (32, 16, 16) and plain.fused_layers() == [None, None]
+    layer = fused.fused_layers()[0]  # query (2 heads of 16) and key (1), value, the query and key rotated
+    assert layer.qkv.widths == (48, 16, 48) and layer.heads == 2 and plain.fused_layers() == [None, None]
 
 
 def test_a_pair_fuses_its_drafters_forwards_not_its_targets(pair):
