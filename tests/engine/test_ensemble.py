@@ -3,7 +3,15 @@
 import pytest
 import torch
 
-from tabed.engine.ensemble import WeightHistory, ensemble, grid_stats_dense, position_stats, simplex_grid
+from tabed.engine.ensemble import (
+    WeightHistory,
+    ensemble,
+    grid_choice,
+    grid_stats_dense,
+    position_stats,
+    simplex_grid,
+    weights_from,
+)
 from tabed.engine.weights_graph import GraphedStats, worth_a_graph
 from tabed.errors import InputError
 
@@ -89,6 +97,20 @@ def test_w_grid_rule_two_positions_tie_broken_by_kl():
     # Summed KL: w1=0.8 -> 0.384, 0.7 -> 0.397, 0.6 -> 0.428: 0.8 wins.
     w = history("w-grid", [(P_A, Q_A), (P_B, Q_B)]).weights()
     assert w.tolist() == pytest.approx([0.8, 0.2], abs=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_host_chooses_the_devices_w_grid_candidate(seed):
+    """A CPU's history picks w-grid's candidate from the summed statistics on the host (`grid_choice`), a GPU's
+    graph with device operations (`weights_from`): the same candidate, ties included, on matches (few distinct
+    counts) and on KL (equal values: the first)."""
+    generator = torch.Generator().manual_seed(seed)
+    grid = simplex_grid(3)
+    matches = torch.randint(0, 3, (len(grid),), generator=generator).float()
+    kls = torch.randint(0, 4, (len(grid),), generator=generator).float() / 4
+    total = torch.stack([matches, kls], dim=-1)
+    assert torch.equal(grid[grid_choice(total.tolist())], weights_from("w-grid", total, grid))
+    assert grid_choice([[1.0, 0.5], [2.0, 0.7], [2.0, 0.3], [2.0, 0.3]]) == 2
 
 
 def test_window_keeps_only_recent_positions():
