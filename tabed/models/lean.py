@@ -57,17 +57,13 @@ class Joined:
 
     @classmethod
     def of(cls, *linears: nn.Linear) -> Joined:
-        return cls.stacked(*(stacked(linear) for linear in linears))
+        return cls.stacked(*((linear.weight, linear.bias) for linear in linears))
 
     @classmethod
     def stacked(cls, *parts: tuple[torch.Tensor, torch.Tensor | None]) -> Joined:
         """Parts given as (weight (out, in), bias or None), each one output of the product."""
-        weight = torch.cat([part for part, _ in parts]).t().contiguous()
-        bias = None
-        if any(part_bias is not None for _, part_bias in parts):
-            bias = torch.cat([part_bias if part_bias is not None else part.new_zeros(part.shape[0])
-                              for part, part_bias in parts])
-        return cls(weight, bias, tuple(part.shape[0] for part, _ in parts))
+        weight, bias = stacked(*parts)
+        return cls(weight.t().contiguous(), bias, tuple(part.shape[0] for part, _ in parts))
 
     def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Each layer's output of `x` (B, q, in), as views of the one product (a single layer's is the product:
@@ -83,13 +79,13 @@ class Joined:
         return (out,) if len(self.widths) == 1 else out.split(self.widths, dim=-1)
 
 
-def stacked(*linears: nn.Linear) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Linear layers as one: their weights stacked (out, in), their biases too (zeros where one has none)."""
-    weight = torch.cat([linear.weight for linear in linears])
-    if all(linear.bias is None for linear in linears):
+def stacked(*parts: tuple[torch.Tensor, torch.Tensor | None]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Linear layers' (weight (out, in), bias or None) as one: the weights stacked, the biases too (zeros where
+    one has none, None where none has one)."""
+    weight = torch.cat([part for part, _ in parts])
+    if all(bias is None for _, bias in parts):
         return weight, None
-    return weight, torch.cat([linear.bias if linear.bias is not None else linear.weight.new_zeros(linear.out_features)
-                              for linear in linears])
+    return weight, torch.cat([bias if bias is not None else part.new_zeros(part.shape[0]) for part, bias in parts])
 
 
 def rotated_half(rows: torch.Tensor, head_dim: int) -> torch.Tensor:
@@ -117,9 +113,11 @@ class FusedLayer:
     def of(cls, layer: nn.Module) -> FusedLayer:
         attention, mlp = layer.self_attn, layer.mlp
         head_dim = attention.head_dim
-        weight, bias = stacked(attention.q_proj, attention.k_proj)
+        query, key, value = ((projection.weight, projection.bias)
+                             for projection in (attention.q_proj, attention.k_proj, attention.v_proj))
+        weight, bias = stacked(query, key)
         turned = rotated_half(weight, head_dim), None if bias is None else rotated_half(bias, head_dim)
-        return cls(Joined.stacked((weight, bias), stacked(attention.v_proj), turned), Joined.of(attention.o_proj),
+        return cls(Joined.stacked((weight, bias), value, turned), Joined.of(attention.o_proj),
                    Joined.of(mlp.gate_proj, mlp.up_proj), Joined.of(mlp.down_proj),
                    attention.q_proj.out_features // head_dim, head_dim)
 
