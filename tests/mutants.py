@@ -237,7 +237,7 @@ MUTANTS = (
     Mutant("fused-rotary-table-never-grows", "tabed/models/lean.py",
            "self._rope[0].shape[0] < end:", "self._rope[0].shape[0] < 0:",
            ("tests/models/test_lean.py::test_fused_projections_keep_biases_and_grouped_heads",)),
-    Mutant("host-w-grid-choice-takes-the-last-of-equals", "tabed/engine/ensemble.py",
+    Mutant("host-w-grid-choice-negates-its-index", "tabed/engine/ensemble.py",
            "return min((kl, index) for", "return min((kl, -index) for",
            ("tests/engine/test_ensemble.py::test_the_host_chooses_the_devices_w_grid_candidate",)),
     Mutant("fused-norms-drop-their-weights", "tabed/models/lean.py",
