@@ -42,6 +42,7 @@ INSPECT = "tests/engine/test_inspection.py"
 CACHE = "tests/engine/test_drafter_cache.py"
 LOOP = "tests/engine/test_loop.py"
 RENDER = "tests/page/test_render.py"
+BENCH = "tests/bench/test_bench.py"
 
 MUTANTS = (
     # the ten faults of issue 52's audit
@@ -237,6 +238,16 @@ MUTANTS = (
     Mutant("fused-rotary-table-never-grows", "tabed/models/lean.py",
            "self._rope[0].shape[0] < end:", "self._rope[0].shape[0] < 0:",
            ("tests/models/test_lean.py::test_fused_projections_keep_biases_and_grouped_heads",)),
+    Mutant("bench-goal-against-the-slower-single", "tabed/bench/report.py",
+           'behind = {name: min(s["specs"][m]["decode_s"]', 'behind = {name: max(s["specs"][m]["decode_s"]',
+           (f"{BENCH}::test_goals_say_where_the_default_is_behind_a_single_method_or_plain_decoding",)),
+    Mutant("bench-goal-overall-ignores-walltime", "tabed/bench/report.py",
+           '"met": all(min(pair) >= 1.0 for pair', '"met": all(pair[0] >= 1.0 for pair',
+           (f"{BENCH}::test_goals_say_where_the_default_is_behind_a_single_method_or_plain_decoding",)),
+    Mutant("bench-goal-slowest-answer-is-the-fastest", "tabed/bench/report.py",
+           'slowest = min(answers, key=', 'slowest = max(answers, key=',
+           (f"{BENCH}::test_goals_say_where_the_default_is_behind_a_single_method_or_plain_decoding",
+            f"{BENCH}::test_goals_report_each_measured_value")),
     Mutant("host-w-grid-choice-negates-its-index", "tabed/engine/ensemble.py",
            "return min((kl, index) for", "return min((kl, -index) for",
            ("tests/engine/test_ensemble.py::test_the_host_chooses_the_devices_w_grid_candidate",)),

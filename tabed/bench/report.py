@@ -113,42 +113,73 @@ def overall(scenarios: dict) -> dict:
 
 
 def goals(summary: dict, tabed: str = DEFAULT_SPEC, singles: tuple[str, ...] = ("M", "T")) -> list[dict]:
-    """The project's goals for the teaching pair (issue 13), each with its measured value, where the specs
-    allow: `tabed` is the default spec."""
-    scenarios, average = summary["scenarios"], summary["average"]
+    """The project's goals for the default spec `tabed` (issue 56: never behind its own members), each with
+    its measured value, where the specs allow. Speeds against a single method compare the two specs' summed
+    times in this one run: their plain runs do not enter, so their noise does not either."""
+    scenarios = summary["scenarios"]
     explained = [goal] if (goal := model_goal(scenarios)) else []  # whatever the specs: the speed model's
     if not scenarios or any(tabed not in s["specs"] or any(m not in s["specs"] for m in singles)
                             for s in scenarios.values()):
         return explained
-    mine = {name: s["specs"][tabed] for name, s in scenarios.items()}
-    whole = summary["overall"][tabed]
-    worst = min(mine[name]["block_efficiency"] / max(s["specs"][m]["block_efficiency"] for m in singles)
-                for name, s in scenarios.items())
-    base = mean(average[m]["block_efficiency"] for m in singles)
-    gain = average[tabed]["block_efficiency"] / base - 1 if base else 0.0
-    slowest = min(mine.values(), key=lambda r: r["speedup_vs_ar"])["speedup_vs_ar"]
-    out = [
-        {"goal": f"{tabed} block efficiency >= the best single method's on every scenario",
-         "measured": f"worst scenario: {worst:.3f} of the best single", "met": worst >= 1.0},
-        {"goal": f"{tabed} block efficiency >= 3% above the mean of {' and '.join(singles)}",
-         "measured": f"{gain:+.1%}", "met": gain >= 0.03},
-        {"goal": f"{tabed} speedup over AR >= 2.5x overall, decode time", "measured": f"{whole['speedup_vs_ar']:.2f}x",
-         "met": whole["speedup_vs_ar"] >= 2.5},
-        {"goal": f"{tabed} speedup over AR >= 2.0x on every scenario", "measured": f"slowest: {slowest:.2f}x",
-         "met": slowest >= 2.0},
-    ]
-    if "speedup_vs_peer" in whole:
-        behind = min(r["speedup_vs_peer"] for r in mine.values())
-        out += [{"goal": f"{tabed} walltime >= 1.25x the best transformers peer's speed overall",
-                 "measured": f"{whole['speedup_vs_peer']:.2f}x", "met": whole["speedup_vs_peer"] >= 1.25},
-                {"goal": f"{tabed} at least as fast as the best peer on every scenario",
-                 "measured": f"slowest: {behind:.2f}x", "met": behind >= 1.0}]
-    out += explained
+    out = _token_goals(summary, tabed, singles) + _speed_goals(summary, tabed, singles)
+    out += _peer_goals(summary, tabed) + explained
     mismatches = sum(r["mismatches"] for s in scenarios.values() for r in s["specs"].values())
     gaps = [abs(d["gap"]) for d in _divergences(summary) if d["gap"] is not None]
     widest = f" (the widest gap {max(gaps):.4f} logits)" if gaps else ""
     out.append({"goal": "zero greedy mismatches", "measured": f"{mismatches}{widest}", "met": mismatches == 0})
     return out
+
+
+def _token_goals(summary: dict, tabed: str, singles: tuple[str, ...]) -> list[dict]:
+    """Tokens a target pass: the paper's robustness, per scenario, and its gain on average."""
+    scenarios, average = summary["scenarios"], summary["average"]
+    worst = min(s["specs"][tabed]["block_efficiency"] / max(s["specs"][m]["block_efficiency"] for m in singles)
+                for s in scenarios.values())
+    base = mean(average[m]["block_efficiency"] for m in singles)
+    gain = average[tabed]["block_efficiency"] / base - 1 if base else 0.0
+    return [{"goal": f"{tabed} block efficiency >= the best single method's on every scenario",
+             "measured": f"worst scenario: {worst:.3f} of the best single", "met": worst >= 1.0},
+            {"goal": f"{tabed} block efficiency >= 3% above the mean of {' and '.join(singles)}",
+             "measured": f"{gain:+.1%}", "met": gain >= 0.03}]
+
+
+def _speed_goals(summary: dict, tabed: str, singles: tuple[str, ...]) -> list[dict]:
+    """Time: at least as fast as each single method overall, never far behind the faster one in a scenario,
+    and no answer slower than plain decoding by more than noise."""
+    scenarios = list(summary["scenarios"].values())
+
+    def faster(key: str, spec: str) -> float:  # tabed against `spec` over every scenario, in `key` seconds
+        return pooled((s["specs"][spec][key] for s in scenarios), (s["specs"][tabed][key] for s in scenarios))
+
+    overall = {m: (faster("decode_s", m), faster("walltime_s", m)) for m in singles}
+    behind = {name: min(s["specs"][m]["decode_s"] for m in singles) / s["specs"][tabed]["decode_s"]
+              for name, s in summary["scenarios"].items() if s["specs"][tabed]["decode_s"]}
+    worst = min(behind, key=behind.get) if behind else None
+    answers = [r for r in summary.get("runs", []) if r["spec"] == tabed and not r["error"] and r["decode_s"]]
+    slowest = min(answers, key=lambda r: r["ar_decode_s"] / r["decode_s"]) if answers else None
+    out = [{"goal": f"{tabed} at least as fast as {' and as '.join(singles)} alone overall, decode time and walltime",
+            "measured": ", ".join(f"{m} {d:.2f}x ({w:.2f}x)" for m, (d, w) in overall.items()),
+            "met": all(min(pair) >= 1.0 for pair in overall.values())}]
+    if worst is not None:
+        out.append({"goal": f"{tabed} >= 0.95x the faster single method on every scenario, decode time",
+                    "measured": f"slowest: {worst} {behind[worst]:.2f}x", "met": behind[worst] >= 0.95})
+    if slowest is not None:
+        speed = slowest["ar_decode_s"] / slowest["decode_s"]
+        out.append({"goal": f"no {tabed} answer slower than 0.95x plain decoding, decode time",
+                    "measured": f"slowest: {slowest['case']} {speed:.2f}x", "met": speed >= 0.95})
+    return out
+
+
+def _peer_goals(summary: dict, tabed: str) -> list[dict]:
+    """Against the fastest transformers peer, in walltime (its prefill cannot be told from its decoding)."""
+    whole = summary["overall"][tabed]
+    if "speedup_vs_peer" not in whole:
+        return []
+    behind = min(s["specs"][tabed]["speedup_vs_peer"] for s in summary["scenarios"].values())
+    return [{"goal": f"{tabed} walltime >= 1.2x the best transformers peer's speed overall",
+             "measured": f"{whole['speedup_vs_peer']:.2f}x", "met": whole["speedup_vs_peer"] >= 1.2},
+            {"goal": f"{tabed} at least as fast as the best peer on every scenario",
+             "measured": f"slowest: {behind:.2f}x", "met": behind >= 1.0}]
 
 
 MISMATCH_NOTE = ("Where a greedy answer left plain decoding's, the target's own logits for the two tokens, "

@@ -1,7 +1,7 @@
 """`python -m tabed bench`: suites, the statistics, the reports, and a smoke run on a tiny pair."""
 
 import json
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import pytest
 import torch
@@ -51,6 +51,11 @@ def test_statistics_on_hand_made_numbers():
     assert summary["average"]["T"]["block_efficiency"] == 2.0  # mean of 1.0 and 3.0
 
 
+def report_of(runs):
+    """The bench's report as `goals` reads it: the summary and every run."""
+    return {**reports.summarize(runs), "runs": [asdict(r) for r in runs]}
+
+
 def test_goals_report_each_measured_value():
     runs = [
         run("a", "image", "M", 10, 2, 1.0, 2.0), run("a", "image", "T", 6, 2, 1.0, 2.0),
@@ -58,13 +63,45 @@ def test_goals_report_each_measured_value():
         run("b", "text", "M", 8, 2, 1.0, 2.0), run("b", "text", "T", 8, 2, 1.0, 2.0),
         run("b", "text", "tabed-MT", 8, 2, 0.5, 2.0),
     ]
-    goals = reports.goals(reports.summarize(runs))
-    assert all(g["met"] for g in goals) and len(goals) == 5  # no peer run: no peer goal
-    # tabed-MT matches the best single method on both scenarios; its mean 4.5 is 12.5% above
-    # the mean of M (4.5) and T (3.5); AR decode time 3.8 s against 1.3 s, 1.9 s against 0.9 s on images
-    assert [g["measured"] for g in goals] == ["worst scenario: 1.000 of the best single", "+12.5%", "2.92x",
-                                              "slowest: 2.11x", "0"]
+    goals = reports.goals(report_of(runs))
+    assert all(g["met"] for g in goals) and len(goals) == 6  # no peer run: no peer goal
+    # tabed-MT matches the best single method on both scenarios; its mean 4.5 is 12.5% above the mean of M
+    # (4.5) and T (3.5). Decode times (walltime less 0.1 s of prefill): M and T 0.9 s on each scenario,
+    # tabed-MT 0.9 s and 0.4 s, so 1.8 / 1.3 s overall (walltime 2.0 / 1.5 s), level with both on images;
+    # its slower answer, on images, 1.9 s of plain decoding against 0.9 s
+    assert [g["measured"] for g in goals] == ["worst scenario: 1.000 of the best single", "+12.5%",
+                                              "M 1.38x (1.33x), T 1.38x (1.33x)", "slowest: image 1.00x",
+                                              "slowest: a 2.11x", "0"]
     assert reports.goals(reports.summarize(runs[:2])) == []  # no tabed-MT: nothing to judge
+
+
+def test_goals_say_where_the_default_is_behind_a_single_method_or_plain_decoding():
+    """Decode times (walltime less 0.1 s of prefill): M 0.4 + 0.2 + 0.4 = 1.0 s, T 1.9 + 0.2 + 0.4 = 2.5 s,
+    tabed-MT 1.0 + 0.2 + 2.2 = 3.4 s; on text M and T 0.6 s against its 2.4 s; its answer c 2.2 s against
+    1.9 s of plain decoding. Every such goal is then not met, and says by how much."""
+    runs = [
+        run("a", "image", "M", 10, 2, 0.5, 2.0), run("a", "image", "T", 10, 2, 2.0, 2.0),
+        run("a", "image", "tabed-MT", 10, 2, 1.1, 2.0),
+        run("b", "text", "M", 8, 2, 0.3, 2.0), run("b", "text", "T", 8, 2, 0.3, 2.0),
+        run("b", "text", "tabed-MT", 8, 2, 0.3, 2.0),
+        run("c", "text", "M", 8, 2, 0.5, 2.0), run("c", "text", "T", 8, 2, 0.5, 2.0),
+        run("c", "text", "tabed-MT", 8, 2, 2.3, 2.0),
+    ]
+    goals = {g["goal"]: g for g in reports.goals(report_of(runs))}
+    overall = goals["tabed-MT at least as fast as M and as T alone overall, decode time and walltime"]
+    assert overall["measured"] == "M 0.29x (0.35x), T 0.74x (0.76x)" and not overall["met"]  # walltime 1.3, 2.8, 3.7 s
+    scenario = goals["tabed-MT >= 0.95x the faster single method on every scenario, decode time"]
+    assert scenario["measured"] == "slowest: text 0.25x" and not scenario["met"]
+    plain = goals["no tabed-MT answer slower than 0.95x plain decoding, decode time"]
+    assert plain["measured"] == "slowest: c 0.86x" and not plain["met"]
+    ahead = {g["goal"]: g for g in reports.goals(report_of(runs[:6]))}  # without c: ahead of T, behind M
+    behind_m = ahead[overall["goal"]]
+    assert behind_m["measured"] == "M 0.50x (0.57x), T 1.75x (1.64x)" and not behind_m["met"]
+    assert ahead[plain["goal"]]["met"] and ahead[scenario["goal"]]["measured"] == "slowest: image 0.40x"
+    slow_start = [run("a", "image", "M", 10, 2, 1.0, 2.0), run("a", "image", "T", 10, 2, 1.0, 2.0),
+                  run("a", "image", "tabed-MT", 10, 2, 1.05, 2.0, prefill=0.3)]  # ahead in decode time only
+    behind_in_walltime = {g["goal"]: g for g in reports.goals(report_of(slow_start))}[overall["goal"]]
+    assert behind_in_walltime["measured"] == "M 1.20x (0.95x), T 1.20x (0.95x)" and not behind_in_walltime["met"]
 
 
 def test_the_speed_model_is_checked_answer_by_answer_and_a_miss_says_why():
@@ -122,7 +159,7 @@ def test_a_failing_peer_is_reported_and_left_out_of_the_comparison():
     assert text["tabed-MT"]["speedup_vs_peer"] == pytest.approx(0.4 / 0.5)  # the lookup peer won here
     assert summary["overall"]["tabed-MT"]["speedup_vs_peer"] == pytest.approx(1.6 / 1.3)
     goals = {g["goal"]: g for g in reports.goals(summary)}
-    assert goals["tabed-MT walltime >= 1.25x the best transformers peer's speed overall"]["measured"] == "1.23x"
+    assert goals["tabed-MT walltime >= 1.2x the best transformers peer's speed overall"]["measured"] == "1.23x"
     assert goals["tabed-MT at least as fast as the best peer on every scenario"]["measured"] == "slowest: 0.80x"
     report = {"pair": "p", "device": "cpu", "dtype": "float32", "gamma": 16, "adaptive": True, "max_new_tokens": 9,
               "temperature": 0.0, "suite": "s", "cases": 2, "complete": True, "specs_run": list(text),
