@@ -114,15 +114,17 @@ def overall(scenarios: dict) -> dict:
 
 def goals(summary: dict, tabed: str = DEFAULT_SPEC, singles: tuple[str, ...] = ("M", "T")) -> list[dict]:
     """The project's goals for the default spec `tabed` (issue 56: never behind its own members), each with
-    its measured value, where the specs allow. Speeds against a single method compare the two specs' summed
-    times in this one run: their plain runs do not enter, so their noise does not either."""
+    its measured value, where the specs run allow (against M and T when both ran, against the peers when
+    they did). Speeds against a single method compare the two specs' summed times in this one run: their
+    plain runs do not enter, so their noise does not either."""
     scenarios = summary["scenarios"]
     explained = [goal] if (goal := model_goal(scenarios)) else []  # whatever the specs: the speed model's
-    if not scenarios or any(tabed not in s["specs"] or any(m not in s["specs"] for m in singles)
-                            for s in scenarios.values()):
+    if not scenarios or any(tabed not in s["specs"] for s in scenarios.values()):
         return explained
-    out = _token_goals(summary, tabed, singles) + _speed_goals(summary, tabed, singles)
-    out += _peer_goals(summary, tabed) + explained
+    out = []
+    if all(m in s["specs"] for s in scenarios.values() for m in singles):
+        out += _token_goals(summary, tabed, singles) + _speed_goals(summary, tabed, singles)
+    out += _slowest_answer_goal(summary, tabed) + _peer_goals(summary, tabed) + explained
     mismatches = sum(r["mismatches"] for s in scenarios.values() for r in s["specs"].values())
     gaps = [abs(d["gap"]) for d in _divergences(summary) if d["gap"] is not None]
     widest = f" (the widest gap {max(gaps):.4f} logits)" if gaps else ""
@@ -144,8 +146,8 @@ def _token_goals(summary: dict, tabed: str, singles: tuple[str, ...]) -> list[di
 
 
 def _speed_goals(summary: dict, tabed: str, singles: tuple[str, ...]) -> list[dict]:
-    """Time: at least as fast as each single method overall, never far behind the faster one in a scenario,
-    and no answer slower than plain decoding by more than noise."""
+    """Time: at least as fast as each single method overall, and never far behind the faster one in a
+    scenario."""
     scenarios = list(summary["scenarios"].values())
 
     def faster(key: str, spec: str) -> float:  # tabed against `spec` over every scenario, in `key` seconds
@@ -155,19 +157,24 @@ def _speed_goals(summary: dict, tabed: str, singles: tuple[str, ...]) -> list[di
     behind = {name: min(s["specs"][m]["decode_s"] for m in singles) / s["specs"][tabed]["decode_s"]
               for name, s in summary["scenarios"].items() if s["specs"][tabed]["decode_s"]}
     worst = min(behind, key=behind.get) if behind else None
-    answers = [r for r in summary.get("runs", []) if r["spec"] == tabed and not r["error"] and r["decode_s"]]
-    slowest = min(answers, key=lambda r: r["ar_decode_s"] / r["decode_s"]) if answers else None
     out = [{"goal": f"{tabed} at least as fast as {' and as '.join(singles)} alone overall, decode time and walltime",
             "measured": ", ".join(f"{m} {d:.2f}x ({w:.2f}x)" for m, (d, w) in overall.items()),
             "met": all(min(pair) >= 1.0 for pair in overall.values())}]
     if worst is not None:
         out.append({"goal": f"{tabed} >= 0.95x the faster single method on every scenario, decode time",
                     "measured": f"slowest: {worst} {behind[worst]:.2f}x", "met": behind[worst] >= 0.95})
-    if slowest is not None:
-        speed = slowest["ar_decode_s"] / slowest["decode_s"]
-        out.append({"goal": f"no {tabed} answer slower than 0.95x plain decoding, decode time",
-                    "measured": f"slowest: {slowest['case']} {speed:.2f}x", "met": speed >= 0.95})
     return out
+
+
+def _slowest_answer_goal(summary: dict, tabed: str) -> list[dict]:
+    """No answer of `tabed` slower than its plain run by more than noise (from the report's runs)."""
+    answers = [r for r in summary.get("runs", []) if r["spec"] == tabed and not r["error"] and r["decode_s"]]
+    if not answers:
+        return []
+    slowest = min(answers, key=lambda r: r["ar_decode_s"] / r["decode_s"])
+    speed = slowest["ar_decode_s"] / slowest["decode_s"]
+    return [{"goal": f"no {tabed} answer slower than 0.95x plain decoding, decode time",
+             "measured": f"slowest: {slowest['case']} {speed:.2f}x", "met": speed >= 0.95}]
 
 
 def _peer_goals(summary: dict, tabed: str) -> list[dict]:
