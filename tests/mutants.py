@@ -245,7 +245,7 @@ MUTANTS = (
            '"met": all(min(pair) >= 1.0 for pair', '"met": all(pair[0] >= 1.0 for pair',
            (f"{BENCH}::test_goals_say_where_the_default_is_behind_a_single_method_or_plain_decoding",)),
     Mutant("bench-goal-slowest-answer-is-the-fastest", "tabed/bench/report.py",
-           'slowest = min(answers, key=', 'slowest = max(answers, key=',
+           'speed, case = min(((r["ar_decode_s"]', 'speed, case = max(((r["ar_decode_s"]',
            (f"{BENCH}::test_goals_say_where_the_default_is_behind_a_single_method_or_plain_decoding",
             f"{BENCH}::test_goals_report_each_measured_value")),
     Mutant("host-w-grid-choice-negates-its-index", "tabed/engine/ensemble.py",
