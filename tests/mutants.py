@@ -1,6 +1,8 @@
 """A mutation check the project keeps: each mutant is one small fault in the engine's core or the page's
 figures, the kind a maintainer could make by accident; applied alone to a scratch copy of the repository,
-it must make the tests named beside it fail. A mutant that survives marks a promise no test defends.
+it must make the tests named beside it fail. A mutant that survives marks a promise no test defends. The
+named tests first run on the clean copy, where they must pass (once per set of tests and invocation): a test
+that fails or is skipped there would count any fault as caught.
 
     python tests/mutants.py            # every mutant, a few minutes on 2 cores
     python tests/mutants.py tree-walk-depth-1 chain-rollback   # some, by name
@@ -22,6 +24,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from xml.etree import ElementTree
 
 ROOT = Path(__file__).resolve().parent.parent
 COPIED = ("tabed", "tests", "app.py", "pyproject.toml")  # assets are linked, read only
@@ -267,6 +270,44 @@ MUTANTS = (
            'return CPU_MIN_SURVIVAL if device_type == "cpu" else MIN_SURVIVAL', "return MIN_SURVIVAL",
            ("tests/engine/test_draft_length.py::test_the_minimum_is_the_devices_unless_the_config_gives_one",
             "tests/engine/test_draft_length.py::test_adaptive_blocks_stop_when_the_ensemble_is_unsure_and_say_so")),
+    # issue 74's audit
+    Mutant("n-leaves-the-model-weights-unnormalised", "tabed/engine/drafts.py",
+           "self.model_weights = _renormalized(weights[:self.models]) if lookup is not None else None",
+           "self.model_weights = weights[:self.models] if lookup is not None else None",
+           ("tests/engine/test_lookup.py::"
+            "test_where_n_has_no_match_the_ensemble_is_the_renormalised_model_mixture_and_sums_to_1",)),
+    Mutant("top-p-drops-the-token-that-crosses-it", "tabed/engine/sampling.py",
+           "before = sorted_probs.cumsum(dim=-1) - sorted_probs", "before = sorted_probs.cumsum(dim=-1)",
+           (f"{LOSSLESS}::test_top_p_keeps_the_smallest_set_of_tokens_whose_mass_reaches_it",)),
+    Mutant("sampling-counts-acceptances-after-a-rejection", "tabed/engine/sampling.py",
+           "accepted = int(accept.cumprod(dim=0).sum())", "accepted = int(accept.sum())",
+           (f"{LOSSLESS}::test_a_draft_after_a_rejected_one_is_never_counted_and_the_token_comes_from_the_residual",)),
+    Mutant("chain-verified-against-one-methods-distribution", "tabed/engine/chain.py",
+           "q = torch.stack(draft.mixed_probs)", "q = torch.stack([rows[0] for rows in draft.row_probs])",
+           (f"{LOSSLESS}::test_a_chain_is_verified_against_the_mixture_that_drafted_it_not_one_methods_distribution",)),
+    Mutant("bench-scenario-speedup-is-a-mean-of-ratios", "tabed/bench/report.py",
+           '"speedup_vs_ar": pooled((r.ar_decode_s for r in mine), (r.decode_s for r in mine)),',
+           '"speedup_vs_ar": mean(r.ar_decode_s / r.decode_s for r in mine),',
+           (f"{BENCH}::test_speedups_pool_the_seconds_of_a_scenarios_cases_and_of_every_scenario",)),
+    Mutant("bench-overall-speedup-is-a-mean-of-scenarios", "tabed/bench/report.py",
+           '{"speedup_vs_ar": pooled((r["ar_decode_s"] for r in rows), (r["decode_s"] for r in rows)),',
+           '{"speedup_vs_ar": mean(r["speedup_vs_ar"] for r in rows),',
+           (f"{BENCH}::test_speedups_pool_the_seconds_of_a_scenarios_cases_and_of_every_scenario",)),
+    Mutant("bench-token-goal-against-the-worse-single", "tabed/bench/report.py",
+           'max(s["specs"][m]["block_efficiency"] for m in singles)',
+           'min(s["specs"][m]["block_efficiency"] for m in singles)',
+           (f"{BENCH}::test_the_token_goal_is_judged_against_the_better_single_method_of_each_scenario",)),
+    Mutant("plain-tokens-per-second-on-decode-time", "tabed/engine/loop.py",
+           "tokens_per_s=len(out) / walltime if walltime > 0 else 0.0,",
+           "tokens_per_s=len(out) / decode_s if decode_s > 0 else 0.0,",
+           (f"{LOOP}::test_tokens_per_second_count_the_whole_walltime_for_both_kinds_of_decoding",)),
+    Mutant("page-too-short-to-time-at-timed-tokens", "tabed/page/render.py",
+           "return autoregressive.new_tokens < TIMED_TOKENS", "return autoregressive.new_tokens <= TIMED_TOKENS",
+           (f"{RENDER}::test_an_answer_of_timed_tokens_shows_its_speedup_and_one_token_fewer_is_too_short",)),
+    Mutant("method-efficiency-counts-resting-blocks-as-0", "tabed/engine/loop.py",
+           "runs = [b.method_accepted[m] for b in blocks if m in b.method_accepted]",
+           "runs = [b.method_accepted.get(m, 0) for b in blocks]",
+           ("tests/engine/test_resting.py::test_a_methods_efficiency_alone_averages_only_the_blocks_it_drafted_in",)),
 )
 
 
@@ -292,17 +333,52 @@ def scratch_copy(into: Path) -> Path:
     return into
 
 
+def pytest_run(root: Path, tests: tuple[str, ...]) -> tuple[int, dict[str, int], str]:
+    """Run `tests` in the copy at `root`: pytest's exit status, its counts (tests, skipped, failures, errors)
+    and the tail of its output. No bytecode is written: a source edited after a run is read afresh."""
+    with tempfile.TemporaryDirectory(prefix="tabed-mutant-report-") as reports:
+        junit = Path(reports) / "junit.xml"
+        done = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                               f"--junitxml={junit}", *tests], cwd=root, capture_output=True, text=True,
+                              env=os.environ | {"HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+        counts = {"tests": 0, "skipped": 0, "failures": 0, "errors": 0}
+        if junit.exists():
+            for suite in ElementTree.parse(junit).getroot().iter("testsuite"):
+                for key in counts:
+                    counts[key] += int(suite.get(key, 0))
+    return done.returncode, counts, f"{done.stdout[-2000:]}{done.stderr[-2000:]}"
+
+
+CLEAN: dict[tuple[str, ...], float] = {}  # tests that passed on clean code in this invocation, and their seconds
+
+
+def passes_clean(root: Path, mutant: Mutant) -> None:
+    """The mutant's tests pass on the clean copy at `root` (run once per set of tests in an invocation): a
+    failing, flaky or skipped test would otherwise count as a catch."""
+    if mutant.tests in CLEAN:
+        return
+    started = time.perf_counter()
+    status, counts, output = pytest_run(root, mutant.tests)
+    passed = counts["tests"] - counts["skipped"] - counts["failures"] - counts["errors"]
+    if status != 0 or passed <= 0:
+        why = f"pytest exited {status}" if status != 0 else "every test was skipped"
+        raise RuntimeError(f"{mutant.name}: its tests do not pass on clean code ({why}, {counts}): "
+                           f"a fault cannot be caught by them\n{output}")
+    CLEAN[mutant.tests] = time.perf_counter() - started
+
+
 def caught(mutant: Mutant) -> tuple[bool, float]:
-    """Whether the mutant's tests fail on a scratch copy with it applied, and the seconds they took."""
+    """Whether the mutant's tests, passing on a clean scratch copy, fail on it with the mutant applied, and
+    the seconds the mutated run took."""
     with tempfile.TemporaryDirectory(prefix="tabed-mutant-") as folder:
         root = scratch_copy(Path(folder))
+        passes_clean(root, mutant)
         apply(root, mutant)
         started = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *mutant.tests],
-                              cwd=root, env=os.environ | {"HF_HUB_OFFLINE": "1"}, capture_output=True, text=True)
-        if done.returncode not in (0, 1):  # 1: tests failed; anything else is the check's own failure
-            raise RuntimeError(f"{mutant.name}: pytest exited {done.returncode}\n{done.stdout[-2000:]}{done.stderr}")
-        return done.returncode == 1, time.perf_counter() - started
+        status, _, output = pytest_run(root, mutant.tests)
+        if status not in (0, 1):  # 1: tests failed; anything else is the check's own failure
+            raise RuntimeError(f"{mutant.name}: pytest exited {status} with the mutant\n{output}")
+        return status == 1, time.perf_counter() - started
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from tabed.engine.config import GenerationConfig
+from tabed.engine.drafts import DraftDistributions
 from tabed.engine.lookup import NgramLookup, ngram_continuation
 from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
 from tabed.engine.spec import parse_spec
@@ -42,3 +43,26 @@ def test_with_n_the_answer_is_the_targets_own(pair, image, spec):
     assert result.token_ids == collect(autoregressive_generate(pair, turns, config)).token_ids
     assert all(set(block.weights) == set(parse_spec(spec).methods) for block in result.blocks)
     assert all(len(block.drafts["N"]) == len(block.draft) for block in result.blocks)
+
+
+def test_where_n_has_no_match_the_ensemble_is_the_renormalised_model_mixture_and_sums_to_1():
+    """N without a match takes the model methods' mixture with their weights renormalised to sum to 1; the
+    ensemble is then that mixture (N neither helps nor hurts) and a proper distribution, which exact
+    sampling needs: for hand-made weights, and for random ones."""
+    logits = torch.tensor([[2.0, 0.0, -1.0, 0.5], [-1.0, 1.0, 0.0, 0.0]])  # the rows of M and T
+    no_match = NgramLookup([0, 1, 2], [])  # the last token never occurred before
+    for temperature in (0.0, 1.0):
+        config = GenerationConfig(temperature=temperature)
+        q_models = torch.softmax(logits, dim=-1)
+        weights = torch.tensor([0.3, 0.2, 0.5])  # M, T, N
+        q_rows, q, _ = DraftDistributions(3, weights, config, False, no_match)(logits, [])
+        mixture = 0.6 * q_models[0] + 0.4 * q_models[1]
+        torch.testing.assert_close(q_rows[2], mixture)
+        torch.testing.assert_close(q, mixture)
+        assert float(q.sum()) == pytest.approx(1.0)
+        generator = torch.Generator().manual_seed(0)
+        for _ in range(10):
+            weights = torch.rand(3, generator=generator)
+            weights = weights / weights.sum()
+            _, q, _ = DraftDistributions(3, weights, config, False, no_match)(logits, [])
+            assert float(q.sum()) == pytest.approx(1.0) and float(q.min()) >= 0.0

@@ -174,6 +174,17 @@ def test_compare_records_speedup(pair, image):
     assert ar.metrics.target_forwards == 16 and ar.metrics.block_efficiency == 1.0  # the prefill included
 
 
+def test_tokens_per_second_count_the_whole_walltime_for_both_kinds_of_decoding(pair, image):
+    """Tokens a second are the new tokens over the walltime (the prefill included), for plain decoding as for
+    speculative decoding: the two rates are compared side by side on the page."""
+    turns = [Turn("w1 w2 w3", [image])]
+    ar = collect(autoregressive_generate(pair, turns, GenerationConfig(16)))
+    sd = collect(speculative_generate(pair, turns, parse_spec("M"), GenerationConfig(16)))
+    for metrics in (ar.metrics, sd.metrics):
+        assert metrics.prefill_s > 0 and metrics.decode_s < metrics.walltime_s  # the two times differ
+        assert metrics.tokens_per_s == pytest.approx(metrics.new_tokens / metrics.walltime_s, rel=1e-9)
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"max_new_tokens": 0}, "max new tokens"),
     ({"max_new_tokens": 100000}, "max new tokens"),

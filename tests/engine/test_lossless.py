@@ -7,10 +7,12 @@ import pytest
 import torch
 
 from conftest import SIZE, SPECS, conversations, make_pair, perturbed, random_llava, sharpen
+from tabed.engine.chain import ChainVerifier
 from tabed.engine.config import GenerationConfig
 from tabed.engine.draft_length import parse_gamma
+from tabed.engine.drafts import DraftChain
 from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
-from tabed.engine.sampling import verify_greedy, verify_sampling
+from tabed.engine.sampling import logits_to_probs, verify_greedy, verify_sampling
 from tabed.engine.spec import parse_spec
 from tabed.models.chat import Turn
 
@@ -187,3 +189,67 @@ def test_speculative_sampling_is_lossless_end_to_end(tokenizer, processor, image
     if len(tree) > 2 or hedged:  # and chains verified the blocks after the first, many times
         assert chains_after > runs // 4, chains_after
     assert (first_trees > runs // 4) if tree[0] > 1 or hedged else first_trees == 0, first_trees
+
+
+def test_top_p_keeps_the_smallest_set_of_tokens_whose_mass_reaches_it():
+    """Nucleus sampling keeps the token that crosses the threshold (what came before it is still below
+    top-p): of 0.5, 0.3, 0.2, top-p 0.7 keeps two tokens, renormalised; a mass that reaches top-p exactly
+    stops there; top-p 1 keeps every token."""
+    logits = torch.tensor([0.5, 0.3, 0.2]).log()
+    assert logits_to_probs(logits, 1.0, 0.7).tolist() == pytest.approx([0.625, 0.375, 0.0])
+    assert logits_to_probs(logits, 1.0, 0.5 - 1e-4).tolist() == pytest.approx([1.0, 0.0, 0.0])
+    assert logits_to_probs(logits, 1.0, 0.5 + 1e-4).tolist() == pytest.approx([0.625, 0.375, 0.0])
+    assert logits_to_probs(logits, 1.0, 0.8 + 1e-4).tolist() == pytest.approx([0.5, 0.3, 0.2])
+    assert logits_to_probs(logits, 1.0, 1.0).tolist() == pytest.approx([0.5, 0.3, 0.2])
+    even = torch.zeros(4)  # four tokens of 0.25 each: every partial mass is exact in floating point
+    for top_p, kept in ((0.25, 1), (0.5, 2), (0.75, 3), (1.0, 4)):
+        probs = logits_to_probs(even, 1.0, top_p)
+        assert sorted(probs.tolist(), reverse=True) == pytest.approx([1 / kept] * kept + [0.0] * (4 - kept)), top_p
+
+
+def test_a_draft_after_a_rejected_one_is_never_counted_and_the_token_comes_from_the_residual():
+    """The first draft has target probability 0 (always rejected), the second p >= q (always accepted on
+    its own): nothing is accepted, and the target's token is drawn from the first position's residual
+    norm(max(p - q, 0)), which holds tokens 1 and 2 only (the second position's holds token 0 only)."""
+    drafts = torch.tensor([0, 1])
+    q = torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.5, 0.5]])
+    p = torch.tensor([[0.0, 0.5, 0.5], [0.5, 0.5, 0.0], [1 / 3, 1 / 3, 1 / 3]])
+    tokens = set()
+    for seed in range(20):
+        draws = []
+        accepted, token = verify_sampling(drafts, q, p, torch.Generator().manual_seed(seed), draws)
+        assert accepted == 0 and token in (1, 2) and len(draws) == 2
+        tokens.add(token)
+    assert tokens == {1, 2}  # both halves of the residual come up
+
+
+class _FixedTarget:
+    """A target session stand-in whose forward gives fixed logits (one row per token fed)."""
+
+    def __init__(self, probs: torch.Tensor) -> None:
+        self.logits = probs.log()
+
+    def forward(self, tokens: list[int]) -> torch.Tensor:
+        assert len(tokens) == self.logits.shape[0]
+        return self.logits
+
+
+def test_a_chain_is_verified_against_the_mixture_that_drafted_it_not_one_methods_distribution():
+    """Drafts alternate tokens 0 and 2; M's distribution puts 0.9 on token 0, T's 0.9 on token 2, and their
+    even mixture 0.45 on each, below the target's 0.5: against the mixture every draft is accepted, whatever
+    the draws; against either method alone some draft of this seed fails u·q < p (checked on the recorded
+    draws, so that the construction has power)."""
+    gamma = 12
+    drafts = [0, 2] * (gamma // 2)
+    rows = torch.tensor([[0.9, 0.1, 0.0], [0.0, 0.1, 0.9]])
+    mixture = rows.mean(dim=0)
+    target = torch.tensor([0.5, 0.0, 0.5]).expand(gamma + 1, 3)
+    draft = DraftChain(drafts, [rows] * gamma, [mixture] * gamma)
+    config = GenerationConfig(temperature=1.0, inspect=True)
+    verdict = ChainVerifier().verify(_FixedTarget(target), 4, draft, config, torch.Generator().manual_seed(1))
+    assert verdict.accepted == gamma and verdict.target_token in (0, 2)  # the bonus token, from p
+    assert len(verdict.draws) == gamma
+    for row in rows:
+        kept = [u * float(row[x]) < float(target[j, x])
+                for j, (u, x) in enumerate(zip(verdict.draws, drafts, strict=True))]
+        assert not all(kept)  # this method's own distribution would have rejected one

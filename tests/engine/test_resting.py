@@ -120,6 +120,23 @@ def test_a_resting_row_catches_up_and_rejoins_when_it_earns_again(every_scenario
     assert woke >= 1
 
 
+def test_a_methods_efficiency_alone_averages_only_the_blocks_it_drafted_in(pair, image, other_image, monkeypatch):
+    """A method's "if it alone had drafted" figure is 1 + the mean of its run of right guesses over the blocks
+    where its row drafted, not the blocks where it rested (it guessed nothing there). With two pictures, four methods
+    and rows that rest after one block at weight 0, a method rests in some blocks and is right in others."""
+    monkeypatch.setattr(resting, "REST_AFTER", 1)
+    config = GenerationConfig(max_new_tokens=40, gamma=4)
+    turns = [Turn("w1 w2 w3", [image, other_image])]
+    result = collect(speculative_generate(pair, turns, parse_spec("tabed-MTCP"), config))
+    telling = 0  # methods that rested in some block and were right in another
+    for method, efficiency in result.metrics.method_block_efficiency.items():
+        runs = [b.method_accepted[method] for b in result.blocks if method not in b.resting]
+        assert all(method not in b.method_accepted for b in result.blocks if method in b.resting)
+        assert efficiency == pytest.approx(1 + sum(runs) / len(runs))
+        telling += len(runs) < len(result.blocks) and sum(runs) > 0
+    assert telling  # the run tells the two averages apart
+
+
 def test_rows_that_keep_earning_nothing_catch_up_ever_more_rarely(odd_pictures, monkeypatch):
     """A catch-up that leaves the rows at 0 doubles the wait for the next (a catch-up costs about two drafter
     steps), up to PROBE_AT_MOST blocks; a row that wakes starts again from PROBE_EVERY."""

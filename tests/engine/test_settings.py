@@ -15,7 +15,8 @@ from tabed.page.controls import page_settings
 
 # What a user is promised (the README, the CLI's help, the page's sliders), written out: a bound changed in
 # `LIMITS` by mistake fails here instead of moving every expectation with it.
-PROMISED = {"max_new_tokens": (1, 1024), "gamma": (1, 64), "temperature": (0.0, 2.0), "tree_width": (1, 4)}
+PROMISED = {"max_new_tokens": (1, 1024), "gamma": (1, 64), "temperature": (0.0, 2.0), "tree_width": (1, 4),
+            "window": (0, 100_000), "seed": (0, 2**32 - 1)}
 ENDS = [(name, value) for name, bounds in PROMISED.items() for value in bounds]
 
 

@@ -10,6 +10,7 @@ from tabed.engine.config import GenerationConfig
 from tabed.engine.events import Metrics
 from tabed.engine.loop import collect, speculative_generate
 from tabed.engine.spec import parse_spec
+from tabed.engine.speed import TIMED_TOKENS
 from tabed.models.chat import Turn
 from tabed.page.render import (
     BAND,
@@ -22,6 +23,7 @@ from tabed.page.render import (
     metrics_rows,
     node_depths,
     token_word,
+    too_short_to_time,
     trees_figure,
     weights_figure,
 )
@@ -154,3 +156,16 @@ def test_the_speedup_is_plain_decodings_time_over_ours():
                        target_forwards=4, block_efficiency=2.5)
     rows = {row[0]: row[1:] for row in metrics_rows(timed(0.5), timed(1.5))}
     assert rows["speedup (decode time)"] == ["3.00×", "1.00×"]
+
+
+def test_an_answer_of_timed_tokens_shows_its_speedup_and_one_token_fewer_is_too_short():
+    """Plain decoding's answer of TIMED_TOKENS (8) tokens is long enough for a speedup; one of 7 is not."""
+    def timed(new_tokens, decode_s):
+        return Metrics(new_tokens=new_tokens, prefill_s=0.1, decode_s=decode_s, walltime_s=decode_s + 0.1,
+                       tokens_per_s=1.0, target_forwards=4, block_efficiency=2.0)
+    assert TIMED_TOKENS == 8
+    assert not too_short_to_time(timed(8, 1.0)) and too_short_to_time(timed(7, 1.0))
+    rows = {row[0]: row[1] for row in metrics_rows(timed(8, 0.5), timed(8, 1.0))}
+    assert rows["speedup (decode time)"] == "2.00×"
+    rows = {row[0]: row[1] for row in metrics_rows(timed(7, 0.5), timed(7, 1.0))}
+    assert rows["speedup (decode time)"] == "too short to time (under 8 tokens)"
