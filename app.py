@@ -33,12 +33,19 @@ from tabed.engine.draft_length import AUTO_CAP
 from tabed.engine.settings import hedges_first
 from tabed.engine.spec import DEFAULT_SPEC, METHOD_NAMES, RULES, parse_spec
 from tabed.errors import InputError, TabedError
-from tabed.models.chat import load_image
 from tabed.models.loading import skip_cudnn_attention
 from tabed.models.presets import PRESETS, default_preset
 from tabed.page import render, stepper, texts
-from tabed.page.controls import MODES, page_settings, page_spec
-from tabed.page.conversation import Conversation, build_turns, forget_downloads, picture_paths, session_state
+from tabed.page.controls import MODES, page_flag, page_settings, page_spec
+from tabed.page.conversation import (
+    Conversation,
+    build_turns,
+    checked_upload,
+    open_picture,
+    picture_paths,
+    session_state,
+)
+from tabed.page.downloads import forget_downloads
 from tabed.page.pairs import PairCache, release_memory
 from tabed.page.stops import StopFlags
 from tabed.page.view import OUTPUTS, Frame, RunView, final_frames, race_frames, stream_frames
@@ -53,7 +60,7 @@ CONFIG = {f.name for f in fields(GenerationConfig)}  # the handlers' inputs that
 ZERO_GPU = os.environ.get("SPACES_ZERO_GPU", "").strip().lower() in ("1", "t", "true")
 PAIRS = PairCache(zero_gpu=ZERO_GPU)  # one loaded pair at a time
 STOPS = StopFlags()
-DOWNLOADS_LABEL = "Downloads: the run (JSON) and the charts (HTML with plotly.js inside, 5 MB each: they open offline)"
+DOWNLOADS_LABEL = "Downloads: the run (JSON) and its charts (one HTML page, plotly.js inside: it opens offline)"
 
 
 def _session(request: gr.Request | None) -> str | None:
@@ -94,19 +101,26 @@ def respond(follow_up: bool, inputs: dict, request: gr.Request = None,
 
 def _respond(follow_up: bool, inputs: dict, conversation: Conversation, stop: threading.Event):
     try:
-        prompt = (inputs["prompt"] or "").strip()
+        prompt = inputs["prompt"].strip() if isinstance(inputs["prompt"], str) else ""
         if not prompt:
             raise InputError("type a prompt first")
         pictures = picture_paths(inputs["pictures"])
+        for path in pictures:
+            open_picture(path)  # a file that is no picture is refused as such, on a follow-up too
         if follow_up and not conversation.turns:
             raise InputError("there is no answer to follow up yet: press Run to start a conversation")
         if not follow_up:
-            conversation = Conversation(images=pictures, export_dir=conversation.export_dir)
+            conversation = Conversation(images=pictures, export_dir=conversation.export_dir, runs=conversation.runs)
         elif pictures and pictures != conversation.images:
             raise InputError("a follow-up continues with the same pictures: press Run to start over with new ones")
-        settings = page_settings(inputs["methods"], inputs["mode"], **{k: v for k, v in inputs.items() if k in CONFIG})
+        notes: list[str] = []
+        settings = page_settings(inputs["methods"], inputs["mode"], notes,
+                                 **{k: v for k, v in inputs.items() if k in CONFIG})
+        compare, alone = (page_flag(name, inputs.get(name, False)) for name in ("compare_ar", "methods_alone"))
         turns = build_turns(conversation, prompt)
         name = inputs["preset"] or default_preset()
+        if name not in PRESETS:
+            raise InputError(f"model pair must be one of {', '.join(PRESETS)}; got {name!r}")
         if PRESETS[name].needs_gpu and not torch.cuda.is_available():
             raise InputError(f"the preset {name!r} needs a GPU and this machine has none: choose 'teaching'")
         if not PAIRS.loaded(name):
@@ -117,10 +131,9 @@ def _respond(follow_up: bool, inputs: dict, conversation: Conversation, stop: th
     except TabedError as error:  # refused: the page stays as it was but for the status (the state too)
         yield Frame(status=f"\u26a0\ufe0f Error: {error}")
         return
-    compare = bool(inputs["compare_ar"])
     view = RunView(pair, settings, render.TokenStream(pair.tokenizer), render.TokenStream(pair.tokenizer),
-                   racing=compare)
-    alone = settings.spec.model_methods if inputs.get("methods_alone") and len(settings.spec.methods) > 1 else ()
+                   racing=compare, notes=notes)
+    alone = settings.spec.model_methods if alone and len(settings.spec.methods) > 1 else ()
     worker = ComparisonWorker(pair, turns, settings, compare_ar=compare, alone=alone, cancel=stop,
                               threads=CPU_THREADS if pair.device.type == "cpu" else None).start()
     try:
@@ -135,7 +148,7 @@ def _respond(follow_up: bool, inputs: dict, conversation: Conversation, stop: th
 def run(pictures, prompt, conversation, preset, methods, mode, rule, window, gamma, max_new_tokens, temperature,
         seed, compare_ar, adaptive=DEFAULTS.adaptive, tree_width=DEFAULTS.tree_width,
         tree_policy=DEFAULTS.tree_policy, tree_blocks=DEFAULTS.tree_blocks, hedge_first=DEFAULTS.hedge_first,
-        methods_alone=False, request: gr.Request = None):
+        methods_alone=False, top_p=DEFAULTS.top_p, request: gr.Request = None):
     """Start a new conversation: TABED on the prompt (about the pictures), then plain decoding.
 
     Args:
@@ -161,6 +174,7 @@ def run(pictures, prompt, conversation, preset, methods, mode, rule, window, gam
             the methods leave the ensemble unsure, when there is a picture
         methods_alone: after plain decoding, run each ticked method (but N) drafting alone with the same settings,
             for its real block efficiency and speed beside the ensemble's
+        top_p: sampling keeps the most probable tokens whose probabilities add up to this (1 keeps every token)
     """
     inputs = _inputs(run, locals())
     yield from respond(False, inputs, None if ZERO_GPU else request)
@@ -169,7 +183,8 @@ def run(pictures, prompt, conversation, preset, methods, mode, rule, window, gam
 def ask_follow_up(pictures, prompt, conversation, preset, methods, mode, rule, window, gamma, max_new_tokens,
                   temperature, seed, compare_ar, adaptive=DEFAULTS.adaptive, tree_width=DEFAULTS.tree_width,
                   tree_policy=DEFAULTS.tree_policy, tree_blocks=DEFAULTS.tree_blocks,
-                  hedge_first=DEFAULTS.hedge_first, methods_alone=False, request: gr.Request = None):
+                  hedge_first=DEFAULTS.hedge_first, methods_alone=False, top_p=DEFAULTS.top_p,
+                  request: gr.Request = None):
     """The next turn of the same conversation, on the same pictures (arguments as for /run)."""
     inputs = _inputs(ask_follow_up, locals())
     yield from respond(True, inputs, None if ZERO_GPU else request)
@@ -190,23 +205,11 @@ def replay_race(conversation, request: gr.Request = None):
 
 
 def check_upload(upload: list[dict] | None) -> tuple:
-    """On upload, before Gradio reads the pictures itself (where an unreadable file fails with a bare
-    "Error"): such files are refused here with a one-line message and taken off the page; the
-    readable ones stay."""
-    kept, refused = [], []
-    for item in upload or []:
-        data = item.get("image") or {}
-        path = data.get("path")
-        if not path:
-            continue
-        try:
-            load_image(path)
-            kept.append(path)
-        except InputError as exc:
-            refused.append(str(exc).replace(path, data.get("orig_name") or Path(path).name))
-    if not refused:
-        return gr.update(), gr.update()
-    return kept or None, "\u26a0\ufe0f " + "; ".join(refused)
+    """On upload, before Gradio reads the pictures itself (where an unreadable file fails with a bare "Error"):
+    files that are no picture, and pictures past the most a run takes, are taken off the page with a line
+    saying why; the others stay (`conversation.checked_upload`)."""
+    kept, refused = checked_upload(upload)
+    return (kept or None, f"\u26a0\ufe0f {refused}") if refused else (gr.update(), gr.update())
 
 
 def new_conversation(conversation: object = None) -> tuple:
@@ -275,8 +278,12 @@ def _settings(default: str) -> dict[str, gr.components.Component]:
                                    label="max new tokens", elem_id="settings-max-new-tokens",
                                    info="the prompt and the answer share the models' context (1024 tokens for the "
                                         "teaching pair): a run lowers this to what its prompt leaves, and says so")
-        temperature = gr.Slider(*LIMITS["temperature"], value=DEFAULTS.temperature, step=0.05,
-                                label="temperature (0 = greedy)", elem_id="settings-temperature")
+        with gr.Row():
+            temperature = gr.Slider(*LIMITS["temperature"], value=DEFAULTS.temperature, step=0.05,
+                                    label="temperature (0 = greedy)", elem_id="settings-temperature")
+            top_p = gr.Slider(0.01, 1.0, value=DEFAULTS.top_p, step=0.01, label="top-p (1 keeps every token)",
+                              elem_id="settings-top-p", info="sampling draws from the likeliest tokens that add up "
+                                                             "to this")
         seed = gr.Number(DEFAULTS.seed, label="seed", precision=0)
         compare_ar = gr.Checkbox(True, label="compare with plain decoding (the target alone)")
         methods_alone = gr.Checkbox(False, label="then run each method alone", elem_id="settings-methods-alone",
@@ -285,7 +292,7 @@ def _settings(default: str) -> dict[str, gr.components.Component]:
     return dict(preset=preset, methods=methods, mode=mode, rule=rule, window=window, gamma=gamma,
                 max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, compare_ar=compare_ar,
                 adaptive=adaptive, tree_width=tree_width, tree_policy=tree_policy, tree_blocks=tree_blocks,
-                hedge_first=hedge_first, methods_alone=methods_alone)
+                hedge_first=hedge_first, methods_alone=methods_alone, top_p=top_p)
 
 
 def _question_column(default: str) -> SimpleNamespace:
@@ -350,19 +357,20 @@ def _stepper() -> SimpleNamespace:
                     "the weights chart, or:")
         with gr.Row(equal_height=True):
             ui.previous = gr.Button("◀ previous", elem_id="step-previous", size="sm", min_width=80)
-            ui.index = gr.Number(0, label="block", precision=0, minimum=0, elem_id="step-index", min_width=80)
+            ui.index = gr.Number(0, label="block", precision=0, elem_id="step-index", min_width=80)
             ui.next = gr.Button("next ▶", elem_id="step-next", size="sm", min_width=80)
         ui.view = gr.HTML(stepper.step_html(None, [], 0), elem_id="step-view")
     return ui
 
 
 def show_step(conversation, index) -> tuple:
-    """Block `index` of the session's last answer (clamped to its blocks): the index shown, and the block."""
-    conversation = session_state(conversation)
-    blocks = conversation.blocks
-    index = max(0, min(int(index or 0), len(blocks) - 1)) if blocks else 0
+    """Block `index` of the session's last answer: the index shown, the block, and the status: a number that
+    is no block of it shows the nearest one and says so (otherwise the status stays as it is)."""
+    blocks = session_state(conversation).blocks
+    shown, refused = stepper.chosen_block(index, len(blocks))
     tokenizer = PAIRS.pair.tokenizer if PAIRS.pair is not None else None
-    return index, stepper.step_html(tokenizer, blocks, index, conversation.unlearned or stepper.UNLEARNED)
+    page = stepper.step_html(tokenizer, blocks, shown, session_state(conversation).unlearned or stepper.UNLEARNED)
+    return shown, page, f"\u26a0\ufe0f {refused}" if refused else gr.skip()
 
 
 def pick_step(conversation, event: gr.SelectData) -> tuple:
@@ -391,7 +399,9 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
              "weights": show.plot, "blocks": show.blocks, "chat": ask.chat, "state": state,
              "downloads": show.downloads, "trees": show.trees}
     outputs = [shown[name] for name in OUTPUTS]
-    decode = dict(concurrency_id="decode", concurrency_limit=1, trigger_mode="always_last")
+    # preprocess=False: the handlers check every value themselves (`page/controls.py`), so that a bad one is a
+    # line in the status that names its field, not Gradio's toast and error badges over every output
+    decode = dict(concurrency_id="decode", concurrency_limit=1, trigger_mode="always_last", preprocess=False)
     # A run clears the last run's replayed race too, by a listener of its own (the run's API stays as it is),
     # registered before the run's: Gradio carries out a trigger's listeners in turn, the run's to its end.
     for trigger in (ask.run.click, ask.follow_up.click, ask.prompt.submit):
@@ -412,14 +422,13 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
                        api_name=False)
     new_event = ask.new.click(new_conversation, [state], [*outputs, show.race], api_name=False)
     step = show.stepper
+    stepped = [step.index, step.view, show.status]
     for event in (run_event, follow_event, submit_event, new_event):  # a new answer: its first block
-        event.then(lambda c: show_step(c, 0), [state], [step.index, step.view], api_name=False)
-    step.index.input(show_step, [state, step.index], [step.index, step.view], api_name=False)
-    step.previous.click(lambda c, i: show_step(c, (i or 0) - 1), [state, step.index], [step.index, step.view],
-                        api_name=False)
-    step.next.click(lambda c, i: show_step(c, (i or 0) + 1), [state, step.index], [step.index, step.view],
-                    api_name=False)
-    show.blocks.select(pick_step, [state], [step.index, step.view], api_name=False)
+        event.then(lambda c: show_step(c, 0)[:2], [state], stepped[:2], api_name=False)
+    step.index.input(show_step, [state, step.index], stepped, api_name=False, preprocess=False)
+    step.previous.click(lambda c, i: show_step(c, (i or 0) - 1), [state, step.index], stepped, api_name=False)
+    step.next.click(lambda c, i: show_step(c, (i or 0) + 1), [state, step.index], stepped, api_name=False)
+    show.blocks.select(pick_step, [state], stepped, api_name=False)
     show.show_rejected.change(None, [show.show_rejected], None, js=texts.SHOW_REJECTED_JS, api_name=False)
 
 
@@ -437,6 +446,7 @@ def build_demo() -> gr.Blocks:
         _wire(state, note, ask, show)
         demo.load(None, None, None, js=texts.STEP_ON_CLICK_JS)
         demo.load(None, None, None, js=texts.TOKEN_TAP_JS)
+        demo.load(None, None, None, js=texts.CLAMPED_NOTE_JS)
     return demo
 
 

@@ -20,6 +20,8 @@ LIMITS = {  # inclusive bounds of the numeric settings
     "gamma": (1, MAX_GAMMA),
     "temperature": (0.0, 2.0),
     "tree_width": (1, 4),
+    "window": (0, 100_000),  # 0 keeps every position
+    "seed": (0, 2**32 - 1),  # what a generator of every device takes, and a browser's number box keeps exactly
 }
 
 
@@ -59,5 +61,3 @@ class GenerationConfig:
             raise InputError(f"unknown tree policy {self.tree_policy!r}: choose one of {', '.join(TREE_POLICIES)}")
         if self.tree_blocks not in TREE_BLOCKS:
             raise InputError(f"unknown tree blocks {self.tree_blocks!r}: choose one of {', '.join(TREE_BLOCKS)}")
-        if self.window < 0:
-            raise InputError(f"history window must be >= 0 (0 keeps all), got {self.window}")

@@ -3,10 +3,7 @@ asked about."""
 
 from __future__ import annotations
 
-import functools
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,40 +21,12 @@ class Conversation:
     images: list[str] = field(default_factory=list)  # picture files, shown with the first prompt
     turns: list[tuple[str, str]] = field(default_factory=list)  # (prompt, answer) of finished turns
     export_dir: str | None = None  # the last run's downloads: replaced by the next run's, so one per session
+    runs: int = 0  # runs the session has finished (a download is named for its run's number)
     frames: dict[str, list[tuple[float, str]]] = field(default_factory=dict)  # replay pace per side
     race_note: str = ""  # why the last run cannot be raced, when it cannot
     label: str = "TABED"  # what decoded the last answer (`RunView.label`), for its side of the race
     unlearned: str = ""  # why the last answer's blocks weighed as they did before learning (`RunView.unlearned`)
     blocks: list = field(default_factory=list)  # the last answer's BlockEvents
-
-
-@functools.cache
-def _downloads() -> tempfile.TemporaryDirectory:
-    return tempfile.TemporaryDirectory(prefix="tabed-downloads-", ignore_cleanup_errors=True)
-
-
-def downloads_root() -> Path:
-    """The server process's folder of run downloads (one subfolder per session)."""
-    return Path(_downloads().name)
-
-
-def new_downloads_folder(conversation: Conversation) -> Path:
-    """A fresh folder for the session's run downloads, in place of its last run's (so one per session).
-    All of them live in one folder per server process that is removed when the process exits (Ctrl-C
-    included): a server that runs for weeks, or stops, leaves no downloads behind."""
-    forget_downloads(conversation)
-    folder = Path(tempfile.mkdtemp(prefix="run-", dir=downloads_root()))
-    conversation.export_dir = str(folder)
-    return folder
-
-
-def forget_downloads(conversation: object) -> None:
-    """Delete the session's last downloads: before its next run's, on "New conversation", and when Gradio
-    deletes the session's state, an hour after its browser tab closed (Gradio's own copies it deletes
-    itself, after an hour)."""
-    if isinstance(conversation, Conversation) and conversation.export_dir:
-        shutil.rmtree(conversation.export_dir, ignore_errors=True)
-        conversation.export_dir = None
 
 
 def session_state(value: object) -> Conversation:
@@ -79,13 +48,53 @@ def chat_history(conversation: Conversation) -> list[dict]:
     return messages
 
 
+MAX_PICTURES = 8  # pictures a conversation may show together (the teaching pair's context holds about 3)
+
+
 def picture_paths(value: object) -> list[str]:
-    """The gallery's value (a list of (path, caption) pairs, or None) or a single path, as paths."""
+    """The gallery's value as paths: as Gradio sends it (a list of `{"image": {"path": …}, "caption": …}`), as
+    the handlers' callers may give it ((path, caption) pairs, paths, or one path), or None; at most
+    `MAX_PICTURES`, each a picture (not a video), else one line saying so."""
     if not value:
         return []
     if isinstance(value, (str, os.PathLike)):
         return [os.fspath(value)]
-    return [os.fspath(item[0] if isinstance(item, (tuple, list)) else item) for item in value]
+    if not isinstance(value, (list, tuple)):
+        raise InputError(f"pictures must be a list of picture files; got {type(value).__name__}")
+    if len(value) > MAX_PICTURES:
+        raise InputError(f"pictures: at most {MAX_PICTURES} at once; got {len(value)}")
+    paths = []
+    for number, item in enumerate(value, 1):
+        if isinstance(item, dict):
+            item = (item.get("image") or {}).get("path") if isinstance(item.get("image"), dict) else None
+        elif isinstance(item, (tuple, list)):
+            item = item[0] if item else None
+        if not isinstance(item, (str, os.PathLike)):
+            raise InputError(f"pictures: item {number} is not a picture file")
+        paths.append(os.fspath(item))
+    return paths
+
+
+def checked_upload(upload: list[dict] | None) -> tuple[list[str], str]:
+    """The gallery's upload (as Gradio sends it) split into the pictures kept and a line saying why the others
+    were not: a file that is no picture (a text file named `.png` too), or one past `MAX_PICTURES`."""
+    kept, refused = [], []
+    for item in upload or []:
+        data = item.get("image") or {}
+        path, name = data.get("path"), data.get("orig_name") or Path(data.get("path") or "").name
+        if not path:
+            refused.append(f"{(item.get('video') or {}).get('orig_name') or 'a video'} is not a picture")
+            continue
+        try:
+            load_image(path)
+        except InputError as exc:
+            refused.append(str(exc).replace(path, name))
+            continue
+        if len(kept) == MAX_PICTURES:
+            refused.append(f"{name} left out: at most {MAX_PICTURES} pictures at once")
+        else:
+            kept.append(path)
+    return kept, "; ".join(refused)
 
 
 def open_picture(path: str) -> Image.Image:

@@ -6,6 +6,7 @@ recorded (`engine/inspection.py`); nothing here knows Gradio."""
 from __future__ import annotations
 
 import html
+import math
 
 from transformers import PreTrainedTokenizerBase
 
@@ -18,6 +19,21 @@ VERDICTS = {"kept": "\u2713 kept", "rejected": "\u2717 rejected", "corrected": "
 
 
 UNLEARNED = "nothing verified yet to learn from, so every method weighs the same"
+
+
+def chosen_block(index: object, count: int) -> tuple[int, str | None]:
+    """The block to show of `count` for the stepper's `index` (a number box's value, None when emptied), and
+    why it is another when the index is no block: a line for the status."""
+    if index is None:
+        return 0, None
+    if isinstance(index, bool) or not isinstance(index, (int, float)) or not math.isfinite(index) or index % 1:
+        return 0, f"block must be a whole number, one of this answer's blocks; got {index!r}"
+    if not count:
+        return 0, None
+    shown = max(0, min(int(index), count - 1))
+    if shown == index:
+        return shown, None
+    return shown, f"block {int(index)} is not one of this answer's blocks (0 to {count - 1}): showing block {shown}"
 
 
 def step_html(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], index: int,

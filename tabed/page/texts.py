@@ -70,6 +70,28 @@ SCROLL_TO_STATUS_JS = """() => {
   if (window.innerWidth <= 640) document.querySelector('#status')?.scrollIntoView({block: 'start'});
 }"""
 
+# A slider's number box puts a typed value outside its range back in range in the browser, before the app sees
+# it: the status says which setting, what was typed and what it was set to (the app checks what it receives).
+CLAMPED_NOTE_JS = """() => {
+  const say = (event) => {
+    const box = event.target;
+    if (!(box instanceof HTMLInputElement) || box.type !== 'number' || box.value === '') return;
+    const slider = box.closest('.block')?.querySelector('input[type=range]');
+    if (!slider) return;
+    const typed = Number(box.value), low = Number(slider.min), high = Number(slider.max);
+    if (typed >= low && typed <= high) return;
+    const set = typed < low ? low : high;
+    const name = (box.getAttribute('aria-label') || '').replace('number input for ', '').split(/[:(]/)[0].trim();
+    const status = document.querySelector('#status .prose') || document.querySelector('#status');
+    if (status) status.textContent = `\u26a0\ufe0f ${name} takes ${low} to ${high}: ${box.value} was set to ${set}`;
+  };
+  for (const kind of ['change', 'blur', 'keydown']) {  // before the slider's own handler puts it back in range
+    document.addEventListener(kind, (event) => {
+      if (kind !== 'keydown' || event.key === 'Enter') say(event);
+    }, true);
+  }
+}"""
+
 # A token's details (its block, probabilities and proposers) are its hover title; a phone cannot hover, so a tap
 # on a token of either answer writes them under the answers.
 TOKEN_TAP_JS = """() => {

@@ -3,7 +3,6 @@ decodes and when it ends, its downloads, and the replayed race. Each frame names
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Iterator
@@ -19,7 +18,8 @@ from ..engine.settings import Settings, hedges_first
 from ..engine.speed import TIMED_TOKENS, SpeedModel, answer_speed
 from ..models.pair import ModelPair
 from . import render, stepper
-from .conversation import Conversation, chat_history, new_downloads_folder
+from .conversation import Conversation, chat_history
+from .downloads import write_downloads
 from .render import too_short_to_time
 from .worker import ALONE, AUTOREGRESSIVE, SPECULATIVE, ComparisonWorker, Done, Failure, PhaseEvent
 
@@ -259,20 +259,15 @@ class RunView:
 
 
 def export_run(conversation: Conversation, view: RunView, request: dict) -> list[str]:
-    """The run as JSON (events and metrics) and the weights plot (and any token trees) as HTML, for
-    download, in place of the session's previous downloads."""
-    folder = new_downloads_folder(conversation)
+    """The run as JSON (events and metrics) and its charts (the weights, and any token trees) as one page
+    that opens offline, for download, in place of the session's previous downloads."""
     record = {"request": request, "pair": view.pair.name, "device": str(view.pair.device),
               "dtype": str(view.pair.dtype), "results": {k: r.to_dict() for k, r in view.results.items()}}
     if (speedup := view.speedup()) is not None:  # never from a side that was stopped
         record["speedup"] = speedup
-    (folder / "tabed-run.json").write_text(json.dumps(record, indent=2))
-    files = [folder / "tabed-run.json", folder / "tabed-weights.html"]
-    view.figure().write_html(files[1], include_plotlyjs=True)  # plotly.js inside (4.8 MB): opens offline
-    if any(block.tree for block in view.blocks):
-        files.append(folder / "tabed-trees.html")
-        view.trees().write_html(files[2], include_plotlyjs=True)
-    return [str(file) for file in files]
+    figures = [view.figure()] + ([view.trees()] if any(block.tree for block in view.blocks) else [])
+    conversation.runs += 1
+    return write_downloads(conversation, record, figures, time.time())
 
 
 def stream_frames(view: RunView, worker: ComparisonWorker, conversation: Conversation) -> Iterator[Frame]:

@@ -56,7 +56,7 @@ def frame(values) -> Frame:
 
 def last_run(conversation) -> dict:
     """The session's last run as its download has it (the JSON the page offers)."""
-    return json.loads((Path(conversation.export_dir) / "tabed-run.json").read_text())
+    return json.loads(next(Path(conversation.export_dir).glob("*.json")).read_text())
 
 
 def final(outputs) -> Frame:
@@ -69,7 +69,9 @@ def test_run_streams_coloured_tokens_then_metrics_and_exports(tiny_app, image_pa
     status, tabed_html, plain_html, metrics, figure = out.status, out.tabed, out.plain, out.metrics, out.weights
     blocks, chat, state, files, trees = out.blocks, out.chat, out.state, out.downloads, out.trees
     assert status.startswith("\u2705 Done") and "Speedup" in status
-    streamed = [frame(o).tabed for o in outputs if isinstance(frame(o).tabed, str) and frame(o).tabed]
+    streamed = [frame(o).tabed.split('<div class="tabed-rejected-count">')[0] for o in outputs
+                if isinstance(frame(o).tabed, str) and frame(o).tabed]  # the tokens, before the count of rejected
+    assert len(streamed) > 1
     assert all(later.startswith(earlier) for earlier, later in zip(streamed, streamed[1:], strict=False))
     assert "tk-accepted" in tabed_html and "tk-rejected" in tabed_html
     assert "tk-corrected" in tabed_html or "tk-bonus" in tabed_html
@@ -85,7 +87,8 @@ def test_run_streams_coloured_tokens_then_metrics_and_exports(tiny_app, image_pa
     assert any("unsure: " in cell for cell in drafted)  # each block says how long its draft was, and why
     assert {b["stop"] for b in result["speculative"]["blocks"]} <= {"unsure", "cap", "budget", "eos"}
     assert chat[-1]["role"] == "assistant" and chat[-1]["content"] == result["speculative"]["text"]
-    assert [f.rsplit("/", 1)[-1] for f in files] == ["tabed-run.json", "tabed-weights.html"]
+    assert [re.sub(r"\d{8}-\d{6}", "T", f.rsplit("/", 1)[-1]) for f in files] == ["tabed-T-run1.json",
+                                                                                   "tabed-T-run1-charts.html"]
     assert "set the tree width above 1" in trees.layout.title.text  # chains: the trees plot says how to get one
 
 
@@ -126,7 +129,8 @@ def test_trees_from_the_page_are_drawn_block_by_block(tiny_app, image_path):
     assert len(paths.x) == sum(node["accepted"] for node in nodes)
     assert len(branches.x) == sum(not node["accepted"] for node in nodes) > 0
     assert "target p=" in paths.hovertext[0] and "ensemble p=" in branches.hovertext[0]
-    assert [f.rsplit("/", 1)[-1] for f in files] == ["tabed-run.json", "tabed-weights.html", "tabed-trees.html"]
+    page = Path(files[1]).read_text()
+    assert len(files) == 2 and page.count('class="plotly-graph-div"') == 2  # the weights, then the trees
 
 
 def test_a_tree_in_the_first_block_only_from_the_page(tiny_app, image_path):
@@ -300,12 +304,12 @@ def test_every_image_mode_runs(tiny_app, tmp_path, mode):
         ("w1", "missing.png", {}, "image not found"),
         ("w1", "corrupt", {}, "cannot read image"),
         ("w1", "huge", {}, "image too large"),
-        ("w1", None, {"max_new_tokens": 0}, "max new tokens must be"),
-        ("w1", None, {"max_new_tokens": 100_000}, "between 1 and"),
+        ("w1", None, {"max_new_tokens": 0}, "max new tokens must be a whole number from 1 to 1024; got 0"),
+        ("w1", None, {"max_new_tokens": 100_000}, "from 1 to 1024; got 100000"),
         ("w1", None, {"methods": []}, "tick at least one"),
         ("w1", None, {"methods": ["M"]}, "at least two methods"),
         ("w1", None, {"methods": ["M", "T"], "mode": app.MODES[2]}, "uses one method"),
-        ("w1", None, {"gamma": 0}, "gamma"),
+        ("w1", None, {"gamma": 0}, "γ (draft tokens per block) must be"),
         ("w1", None, {"methods": ["N"], "mode": app.MODES[2]}, "beside a model method"),
         (" ".join(["w1"] * 600), None, {}, "fills the target's context"),
     ],
@@ -542,22 +546,28 @@ def test_the_page_says_what_the_pair_can_see(tiny_app):
     assert "download" in tiny_app.pair_note("llava-1.5-7b")
 
 
-def test_fifty_runs_leave_one_runs_downloads_behind(tiny_app, image_path):
-    """Each session keeps only its last run's downloads (a JSON of kilobytes and a chart of about 5 MB),
-    however many runs it makes (the served app's memory test makes 200, through the API)."""
-    from tabed.page.conversation import downloads_root
+def test_each_run_replaces_the_last_runs_downloads_named_and_titled_for_it(tiny_app, image_path):
+    """A session keeps one run's downloads (the served app's soak counts the bytes over 60 runs): each run's
+    file names carry its number in the session and its time, a new conversation counts on, and the chart
+    page is titled with the run, what decoded and the prompt."""
+    from tabed.page.downloads import downloads_root
 
     def folders():
         return set(downloads_root().glob("run-*"))
 
-    before = folders()
-    state = None
-    for index in range(50):
-        outputs = list(tiny_app.run(image_path, f"w{index % 30}", state, **settings(max_new_tokens=3)))
-        state = final(outputs).state
-    left = folders() - before
-    assert len(left) == 1
-    assert sum(f.stat().st_size for folder in left for f in folder.iterdir()) < 20_000_000
+    before, state, names = folders(), None, []
+    for handler, prompt in ((tiny_app.run, "w1 w2"), (tiny_app.ask_follow_up, "w3"), (tiny_app.run, "w4 <b>")):
+        state = final(list(handler(image_path if handler is tiny_app.run else None, prompt, state,
+                                   **settings(max_new_tokens=3)))).state
+        files = sorted(Path(state.export_dir).iterdir())
+        names.append([re.sub(r"^tabed-\d{8}-\d{6}-", "", file.name) for file in files])
+        assert len(folders() - before) == 1  # the last run's only
+    assert names == [[f"run{n}-charts.html", f"run{n}.json"] for n in (1, 2, 3)]
+    page = next(Path(state.export_dir).glob("*-charts.html")).read_text()
+    title = re.search(r"<title>(.*)</title>", page)[1]
+    assert title.startswith("TABED demo, run 3: tabed-MT, 20") and title.endswith("“w4 &lt;b&gt;”")
+    assert "<b>" not in page.split("<body")[1].split("<div")[0]  # the prompt is text, not markup
+    assert last_run(state)["title"].endswith("“w4 <b>”")
 
 
 def test_a_run_on_a_busy_machine_says_its_timings_are_unreliable(tiny_app, pair, image_path):
@@ -627,18 +637,49 @@ def changed(page: Frame) -> list[str]:
     return [name for name in OUTPUTS if getattr(page, name) != gr.skip()]
 
 
-@pytest.mark.parametrize("prompt", ["w1 " * 1100, "w1 w2"])
-def test_a_refused_request_changes_nothing_but_the_status(tiny_app, image_path, prompt):
-    """A prompt that fills the context (refused by the engine) or a setting out of range (refused by the page):
-    the last run's answer, charts, tables, downloads and conversation stay as they were."""
+def _text_named_png(tmp_path) -> dict:
+    """A text file renamed `.png`, as the gallery sends it."""
+    path = tmp_path / "notes.png"
+    path.write_text("a shopping list, not a picture\n" * 8)
+    return {"image": {"path": str(path), "orig_name": "notes.png"}, "caption": None}
+
+
+# Every bad value a visitor can type or an API client can send (issue 74), and the line the status gives.
+BAD_INPUTS = [
+    ({"prompt": "w1 " * 1100}, "the prompt is"),  # refused by the engine: it fills the context
+    ({"seed": 10**20}, "seed must be a whole number from 0 to 4294967295; got 100000000000000000000"),
+    ({"seed": -3}, "seed must be a whole number from 0 to 4294967295; got -3"),
+    ({"window": -5}, "history window must be a whole number from 0 to 100000 (0 keeps every position); got -5"),
+    ({"gamma": 0}, "γ (draft tokens per block) must be a whole number from 1 to 20; got 0"),
+    ({"gamma": 21}, "γ (draft tokens per block) must be a whole number from 1 to 20; got 21"),
+    ({"max_new_tokens": 0}, "max new tokens must be a whole number from 1 to 1024; got 0"),
+    ({"max_new_tokens": 99999}, "max new tokens must be a whole number from 1 to 1024; got 99999"),
+    ({"temperature": 2.5}, "temperature must be a number from 0 to 2 (0 is greedy); got 2.5"),
+    ({"top_p": 0}, "top-p must be a number above 0 and at most 1 (1 keeps every token); got 0"),
+    ({"tree_width": 5}, "tree width must be a whole number from 1 to 4 (1 drafts a chain); got 5"),
+    ({"preset": "gpt-5"}, "model pair must be one of teaching"),
+    ({"methods": ["M", "X"]}, "drafting methods are M, T, C, P, N; 'X' is not one"),
+    ({"pictures": "text"}, "cannot read image notes.png"),
+    ({"pictures": "nine"}, "pictures: at most 8 at once; got 9"),
+]
+
+
+@pytest.mark.parametrize("bad, said", BAD_INPUTS, ids=[f"{next(iter(b))}{i}" for i, (b, _) in enumerate(BAD_INPUTS)])
+def test_a_refused_request_changes_nothing_but_the_status(tiny_app, image_path, tmp_path, caplog, bad, said):
+    """Each bad input, to a new run and to a follow-up: one line naming the field, what was wrong and what is
+    accepted; the last run's answer, charts, tables, downloads and conversation stay as they were (every frame
+    changes the status alone), no decoding starts, and nothing is logged as an error."""
     first = final(list(tiny_app.run(image_path, "w1 w2", None, **settings())))
     assert first.downloads and first.state.turns
-    bad = settings(gamma=99) if prompt == "w1 w2" else settings()
+    pictures = {"text": [_text_named_png(tmp_path)], "nine": [(image_path, None)] * 9}.get(bad.get("pictures"))
+    inputs = settings(**{"prompt": "w3", **bad, "pictures": pictures})
     for handler in (tiny_app.run, tiny_app.ask_follow_up):
-        outputs = [frame(o) for o in handler(None, prompt, first.state, **bad)]
+        outputs = [frame(o) for o in handler(conversation=first.state, **inputs)]
         assert all(changed(out) == ["status"] for out in outputs), [changed(out) for out in outputs]
-        assert outputs[-1].status.startswith("\u26a0\ufe0f Error") and len(first.state.turns) == 1
-        assert not any("decoding" in out.status for out in outputs)
+        status = outputs[-1].status
+        assert status.startswith("\u26a0\ufe0f Error: ") and said in status and "\n" not in status, status
+        assert not any("decoding" in out.status for out in outputs) and len(first.state.turns) == 1
+    assert not [record for record in caplog.records if record.levelname in ("ERROR", "CRITICAL")]
 
 
 def test_a_new_conversation_leaves_nothing_of_the_last_run_on_the_page(tiny_app, image_path):
@@ -673,9 +714,16 @@ def test_the_block_stepper_shows_the_last_answers_blocks_one_at_a_time(tiny_app,
     blocks = state.blocks
     assert len(blocks) > 2 and all(len(b.positions) == min(b.accepted + 1, len(b.draft)) for b in blocks)
     assert last_run(state)["results"]["speculative"]["blocks"][1]["positions"]  # in the download too
-    index, page = tiny_app.show_step(state, 1)
-    assert index == 1 and f"Block 1 of {len(blocks) - 1}" in page
-    assert tiny_app.show_step(state, 999)[0] == len(blocks) - 1 and tiny_app.show_step(state, -1)[0] == 0
+    index, page, status = tiny_app.show_step(state, 1)
+    assert index == 1 and f"Block 1 of {len(blocks) - 1}" in page and status == gr.skip()
+    last = len(blocks) - 1
+    for typed, shown, said in ((999, last, f"block 999 is not one of this answer's blocks (0 to {last}): showing "
+                                           f"block {last}"),
+                               (-3, 0, f"block -3 is not one of this answer's blocks (0 to {last}): showing block 0"),
+                               (2.5, 0, "block must be a whole number, one of this answer's blocks; got 2.5")):
+        index, page, status = tiny_app.show_step(state, typed)  # the nearest block, and the status says why
+        assert (index, status) == (shown, f"\u26a0\ufe0f {said}") and f"Block {shown} of {last}" in page
+    assert tiny_app.show_step(state, None)[:1] == (0,) and tiny_app.show_step(state, last)[2] == gr.skip()
     assert tiny_app.pick_step(state, SimpleNamespace(index=[2, 4]))[0] == 2  # a tap on the table's third row
     assert "Run a prompt" in tiny_app.show_step(None, 3)[1]
 
@@ -730,7 +778,7 @@ def test_methods_that_read_the_same_text_are_drawn_and_explained_as_one_row(tiny
     assert lines == {"weight of M=T (one row: no picture)": [1.0] * len(out.state.blocks)}
     assert "M=T guesses" in out.blocks.headers and "M guesses" not in out.blocks.headers
     assert "no picture" in out.status
-    _, page = tiny_app.show_step(out.state, 2)
+    _, page, _ = tiny_app.show_step(out.state, 2)
     assert "read the same text (no picture)" in page and "nothing verified yet" not in page
 
 
