@@ -21,7 +21,7 @@ class Conversation:
     images: list[str] = field(default_factory=list)  # picture files, shown with the first prompt
     turns: list[tuple[str, str]] = field(default_factory=list)  # (prompt, answer) of finished turns
     export_dir: str | None = None  # the last run's downloads: replaced by the next run's, so one per session
-    runs: int = 0  # runs the session has finished (a download is named for its run's number)
+    runs: int = 0  # the session's runs that reached their end (each names its downloads and its "Done")
     frames: dict[str, list[tuple[float, str]]] = field(default_factory=dict)  # replay pace per side
     race_note: str = ""  # why the last run cannot be raced, when it cannot
     label: str = "TABED"  # what decoded the last answer (`RunView.label`), for its side of the race

@@ -69,6 +69,7 @@ class RunView:
     racing: bool = False  # with plain decoding: the charts wait for the end (see `stream_frames`)
     shared: list[str] = field(default_factory=list)  # methods drafted as one row (`Started.shared`)
     started: bool = False  # the engine took the request (`Started`): until then a refusal changes nothing
+    run: int = 1  # the session's run this is (its downloads are named for it; "Done" says it)
 
     def starved(self) -> float | None:
         """The smallest CPU share of the run's sides that the engine found busy (`Metrics.busy`: they
@@ -219,7 +220,7 @@ class RunView:
         return f"\u23f3 {doing} · {where}" + (later if self.racing else "")
 
     def _done(self, where: str) -> str:
-        text = f"\u2705 Done · {where}."
+        text = f"\u2705 Done (run {self.run}) · {where}."
         if not self.compared():
             return text
         if (speedup := self.speedup()) is not None:
@@ -266,7 +267,7 @@ def export_run(conversation: Conversation, view: RunView, request: dict) -> list
     if (speedup := view.speedup()) is not None:  # never from a side that was stopped
         record["speedup"] = speedup
     figures = [view.figure()] + ([view.trees()] if any(block.tree for block in view.blocks) else [])
-    conversation.runs += 1
+    conversation.runs = view.run
     return write_downloads(conversation, record, figures, time.time())
 
 

@@ -54,7 +54,8 @@ def test_a_run_completes_with_both_answers_and_downloads(server, picture):
     assert any(row[0] == "block efficiency" for row in metrics["data"]) and metrics["headers"][1] == "TABED"
     assert out["weights"]["type"] == "plotly"
     assert out["chat"][0]["role"] == "user"
-    assert len(out["downloads"]) == 3  # the run, its weights and the hedged first block's tree
+    assert len(out["downloads"]) == 2  # the run, and one page of its weights and the hedged first block's tree
+    assert Path(out["downloads"][1]).read_text().count('class="plotly-graph-div"') == 2
     assert out["trees"]["type"] == "plotly"
 
 
@@ -92,7 +93,7 @@ def test_the_api_takes_named_inputs_and_answers_without_server_paths(server, tmp
     names = [p["parameter_name"] for p in parameters]
     assert names == ["pictures", "prompt", "preset", "methods", "mode", "rule", "window", "gamma",
                      "max_new_tokens", "temperature", "seed", "compare_ar", "adaptive", "tree_width", "tree_policy",
-                     "tree_blocks", "hedge_first", "methods_alone"]
+                     "tree_blocks", "hedge_first", "methods_alone", "top_p"]
     types = {p["parameter_name"]: p["type"]["type"] for p in parameters}
     assert [types[name] for name in ("gamma", "max_new_tokens", "tree_width", "window", "seed")] == ["integer"] * 5
     returns = server.view_api(return_format="dict", print_info=False)["named_endpoints"]["/run"]["returns"]
@@ -103,11 +104,26 @@ def test_the_api_takes_named_inputs_and_answers_without_server_paths(server, tmp
     assert [r["label"] for r in race] == ["Race"]  # named, not value_54
     out = named(server.predict(prompt="w1 w2", max_new_tokens=12, api_name="/run"))
     assert out["status"].startswith("\u2705 Done") and "tk-" in out["tabed"]
-    sizes = {Path(f).name: Path(f).stat().st_size for f in out["downloads"]}  # the chart carries plotly.js
-    assert sizes["tabed-run.json"] < 200_000 and 3_000_000 < sizes["tabed-weights.html"] < 8_000_000
+    record, charts = (Path(f) for f in out["downloads"])  # the chart page carries plotly.js
+    assert record.suffix == ".json" and record.stat().st_size < 200_000
+    assert charts.name.endswith("-charts.html") and 3_000_000 < charts.stat().st_size < 8_000_000
     empty = tmp_path / "empty.png"
     empty.write_bytes(b"")
     status = named(server.predict(pictures=[{"image": handle_file(str(empty)), "caption": None}], prompt="w1",
                                   api_name="/run"))["status"]
     assert "empty.png" in status and "/" not in status.split("empty.png")[0].split()[-1]
     assert "gradio" not in status and "tmp" not in status
+
+
+def test_bad_values_from_an_api_client_are_one_named_line_not_an_error(server, tmp_path):
+    """What a script may send that the page's controls never would: each answered in the status, naming the
+    field and what it takes, as a normal result (the client raises on a server error)."""
+    text = tmp_path / "notes.png"
+    text.write_text("not a picture\n" * 5)
+    for values, said in (({"seed": 10**20}, "seed must be a whole number from 0 to 4294967295"),
+                         ({"window": -5}, "history window must be a whole number from 0 to 100000"),
+                         ({"gamma": 0}, "γ (draft tokens per block) must be a whole number from 1 to 20; got 0"),
+                         ({"rule": "median"}, "TABED weight rule must be one of"),
+                         ({"pictures": [{"image": handle_file(str(text)), "caption": None}]}, "cannot read image")):
+        status = named(server.predict(**{"prompt": "w1", "max_new_tokens": 4, **values}, api_name="/run"))["status"]
+        assert status.startswith("\u26a0\ufe0f Error: ") and said in status, status

@@ -48,11 +48,53 @@ def served_page():
         app.demo.close()
 
 
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield chromium
+        chromium.close()
+
+
 @pytest.fixture(scope="class")
-def page(pair):
-    """With the tiny test pair standing in for the preset: fast, and its drafts are often rejected."""
-    with serving(pair), served_page() as page:
-        yield page
+def tiny_server(pair):
+    """The app served with the tiny test pair standing in for the preset: fast, and its drafts are often
+    rejected. One server for the class; each test opens its own page on it."""
+    with serving(pair):
+        _, address, _ = app.demo.launch(prevent_thread_lock=True, quiet=True, css=app.texts.CSS)
+        try:
+            yield address
+        finally:
+            app.demo.close()
+
+
+@pytest.fixture
+def page(browser, tiny_server):
+    """A page of its own: a new browser context (so its own Gradio session, an empty conversation and the
+    default settings) at 1400 px, closed after the test whatever happened."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1300})
+    opened = context.new_page()
+    opened.goto(tiny_server)
+    expect(opened.locator("#run")).to_be_enabled()
+    try:
+        yield opened
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def long_answers(pair):
+    """A switch: once called, the tiny pair never writes its end token (96 tokens a side: long enough to be
+    seen decoding); put back after the test, whatever happens."""
+    saved = pair.target.generation_config.eos_token_id
+
+    def lengthen() -> None:
+        pair.target.generation_config.eos_token_id = [len(pair.tokenizer) + 100]
+
+    try:
+        yield lengthen
+    finally:
+        pair.target.generation_config.eos_token_id = saved
 
 
 @pytest.fixture(scope="module")
@@ -63,17 +105,28 @@ def chart_png(tmp_path_factory) -> Path:
     return path
 
 
-def ask(page, image: Path, prompt: str) -> None:
-    page.locator("#image input[type=file]").set_input_files(str(image))
+def finished(page, run: int) -> None:
+    """Wait for the last frame of the session's `run`-th run: "Done (run N)" in the status (never the last run's
+    "Done"), and its downloads (they come with the charts)."""
+    expect(page.locator("#status")).to_contain_text(f"Done (run {run})", timeout=120_000)
+    expect(page.locator("#downloads a")).to_have_count(2)
+
+
+def ask(page, image: Path | None, prompt: str, run: int = 1, button: str = "#run") -> None:
+    """Upload `image` (unless None), type `prompt`, press `button` and wait for the end of the session's `run`."""
+    if image is not None:
+        page.locator("#image input[type=file]").set_input_files(str(image))
+        expect(page.locator("#image img")).to_have_count(1)
     page.locator("#prompt textarea").fill(prompt)
-    page.locator("#run").click()
-    expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
+    page.locator(button).click()
+    finished(page, run)
 
 
 def open_settings(page) -> None:
     """The Settings accordion, opened unless it is."""
     if not page.locator("#settings-adaptive input").is_visible():
         page.locator("#settings").get_by_text("Settings").first.click()
+    expect(page.locator("#settings-adaptive input")).to_be_visible()
 
 
 def set_slider(page, elem_id: str, value: float) -> None:
@@ -92,8 +145,14 @@ def set_slider(page, elem_id: str, value: float) -> None:
     expect(slider).to_have_value(str(value), timeout=30_000)
 
 
+def no_error_badge(page) -> None:
+    """Gradio shows a failed event as "Error" badges over the outputs and a toast: the page has none."""
+    assert page.get_by_text("Error", exact=True).count() == 0
+    assert page.locator(".toast-body").count() == 0
+
+
 class TestWithTheTinyPair:
-    """One page for both tests: the follow-up continues the first conversation."""
+    """Each test on a page of its own (`page`), making the answers it reads."""
 
     def test_upload_ask_run_and_see_every_part_of_the_answer(self, page, chart_png):
         ask(page, chart_png, "w1 w2 w3")
@@ -110,56 +169,66 @@ class TestWithTheTinyPair:
         page.screenshot(path=str(SCREENSHOTS / "app.png"), full_page=True)
         assert (SCREENSHOTS / "app.png").stat().st_size > 20_000
 
-
-    def test_during_a_race_the_last_runs_charts_are_gone_and_the_new_ones_come_at_the_end(self, page, pair):
+    def test_during_a_race_the_last_runs_charts_are_gone_and_the_new_ones_come_at_the_end(self, page, chart_png,
+                                                                                           long_answers):
         """Charts drawn during the race would take the cores from the side being timed: while either side
         decodes the page shows the tokens, no chart, no download and no replayed race (the last run's are
         cleared) and says the charts come at the end; then the charts and downloads."""
-        expect(page.locator("#downloads a")).not_to_have_count(0)  # the last run's
-        page.locator("#race").click()  # and its replayed race
-        expect(page.locator("#race-view")).to_contain_text("TABED", timeout=30_000)
-        saved = pair.target.generation_config.eos_token_id
-        pair.target.generation_config.eos_token_id = [len(pair.tokenizer) + 100]  # 96 tokens a side: long enough
-        try:  # to be seen decoding
-            page.locator("#prompt textarea").fill("w1 w2 w3")
-            page.locator("#run").click()
-            during = page.wait_for_function("""() => {
-                const status = document.querySelector('#status')?.innerText || '';
-                return status.includes('decoding…') &&  // in progress, not a Done that names plain decoding
-                    {plots: document.querySelectorAll('#weights-plot .js-plotly-plot').length, status,
-                     downloads: document.querySelectorAll('#downloads a').length,
-                     race: document.querySelector('#race-view')?.innerText.trim() || ''};
-            }""", polling="raf", timeout=60_000).json_value()
-            expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
-        finally:
-            pair.target.generation_config.eos_token_id = saved
+        ask(page, chart_png, "w1 w2")
+        page.locator("#race").click()  # the last run's replayed race, to its end
+        expect(page.locator("#race-view")).to_contain_text("at the measured pace", timeout=30_000)
+        expect(page.locator("#race-view")).to_contain_text("\u2714 ")
+        expect(page.locator("#race-view")).not_to_contain_text("\u258c")
+        long_answers()
+        page.locator("#prompt textarea").fill("w1 w2 w3")
+        page.locator("#run").click()
+        during = page.wait_for_function("""() => {
+            const status = document.querySelector('#status')?.innerText || '';
+            return status.includes('decoding…') &&  // in progress, not a Done that names plain decoding
+                {plots: document.querySelectorAll('#weights-plot .js-plotly-plot').length, status,
+                 downloads: document.querySelectorAll('#downloads a').length,
+                 race: document.querySelector('#race-view')?.innerText.trim() || ''};
+        }""", polling="raf", timeout=60_000).json_value()
+        finished(page, 2)
         assert during["plots"] == 0 and during["downloads"] == 0 and during["race"] == "", during
         assert "the charts come when both sides are done" in during["status"], during
         expect(page.locator("#weights-plot .js-plotly-plot")).to_have_count(1)
         expect(page.locator("#metrics")).to_contain_text("block efficiency")
-        expect(page.locator("#downloads a")).not_to_have_count(0)
 
-    def test_a_corrupted_upload_is_refused_with_a_message(self, page, tmp_path):
-        broken = tmp_path / "broken.png"
+    def test_a_file_that_is_no_picture_is_refused_with_a_message(self, page, chart_png, tmp_path):
+        """A corrupted PNG and a text file named `.png` are taken off the gallery with a line naming them (no
+        server path), the picture beside them stays and Run goes on; past eight pictures the rest are left
+        out, and the status says so."""
+        broken, text = tmp_path / "broken.png", tmp_path / "notes.png"
         broken.write_bytes(b"\x89PNG\r\n\x1a\n" + b"not really a picture" * 20)
-        expect(page.locator("#image img")).to_have_count(1)  # the chart of the first test
-        page.locator("#image input[type=file]").set_input_files(str(broken))
-        expect(page.locator("#status")).to_contain_text("cannot read image broken.png", timeout=30_000)
-        assert "Traceback" not in page.content() and "/tmp/" not in page.locator("#status").inner_text()
-        expect(page.locator("#image img")).to_have_count(1)  # taken off the page, the chart kept: Run goes on
+        text.write_text("a shopping list, not a picture\n" * 8)
+        page.locator("#image input[type=file]").set_input_files(str(chart_png))
+        expect(page.locator("#image img")).to_have_count(1)
+        for bad in (broken, text):
+            page.locator("#image input[type=file]").set_input_files(str(bad))
+            expect(page.locator("#status")).to_contain_text(f"cannot read image {bad.name}", timeout=30_000)
+            assert "Traceback" not in page.content() and "/tmp/" not in page.locator("#status").inner_text()
+            expect(page.locator("#image img")).to_have_count(1)  # taken off the page, the chart kept
         page.locator("#prompt textarea").fill("w1 w2")
         page.locator("#run").click()
-        expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
+        finished(page, 1)
+        copies = [tmp_path / f"picture-{i}.png" for i in range(9)]
+        for copy in copies:
+            copy.write_bytes(chart_png.read_bytes())
+        page.locator("#new").click()
+        page.locator("#image input[type=file]").set_input_files([str(copy) for copy in copies])
+        expect(page.locator("#status")).to_contain_text("picture-8.png left out: at most 8 pictures at once")
+        expect(page.locator("#image img")).to_have_count(8)
+        no_error_badge(page)
 
-    def test_follow_up_from_the_page(self, page):
-        page.locator("#prompt textarea").fill("w4 w5")
-        page.locator("#follow-up").click()
-        expect(page.locator("#chat")).to_contain_text("w4 w5", timeout=120_000)
-        expect(page.locator("#status")).to_contain_text("Done")
+    def test_follow_up_from_the_page(self, page, chart_png):
+        ask(page, chart_png, "w1 w2")
+        ask(page, None, "w4 w5", run=2, button="#follow-up")
+        expect(page.locator("#chat")).to_contain_text("w4 w5")
         assert workers_alive() == 0
 
-    def test_new_conversation_clears_the_page(self, page):
-        expect(page.locator("#downloads a")).not_to_have_count(0)  # the follow-up's run
+    def test_new_conversation_clears_the_page(self, page, chart_png):
+        ask(page, chart_png, "w4 w5")
         page.locator("#new").click()
         expect(page.locator("#status")).to_contain_text("Start a new conversation")
         expect(page.locator("#chat")).not_to_contain_text("w4 w5")
@@ -174,10 +243,9 @@ class TestWithTheTinyPair:
         """Every block of an answer, one at a time with next (after tapping rows of the block table), and one
         tapped in the weights chart, on a wide screen and a phone's: each shows its drafts, as the block table
         has them, with a verdict and a reason for each, the target's own token, and how the weights were
-        chosen."""
+        chosen. A block number that is none of the answer's shows the nearest and the status says so."""
         view = page.locator("#step-view")
-        page.locator("#new").click()
-        expect(view).to_contain_text("Run a prompt")  # so that what comes next is this run's
+        expect(view).to_contain_text("Run a prompt")
         ask(page, chart_png, "w1 w2 w3")
         expect(view).to_contain_text("Block 0 of")
         last = int(re.search(r"Block 0 of (\d+)", view.inner_text())[1])
@@ -209,37 +277,48 @@ class TestWithTheTinyPair:
             box = point.bounding_box()
             page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)  # block 1 in the chart
             expect(view).to_contain_text(f"Block 1 of {last}")
-        page.set_viewport_size({"width": 1400, "height": 1300})
+        index = page.locator("#step-index input")
+        index.fill("-3")
+        index.press("Enter")
+        expect(page.locator("#status")).to_contain_text(f"block -3 is not one of this answer's blocks (0 to {last})")
+        expect(view).to_contain_text(f"Block 0 of {last}")
+        no_error_badge(page)
 
-    def test_the_downloaded_chart_opens_with_the_network_off(self, page):
-        """The weights chart's download carries plotly.js: opened with every request but the file's own
-        refused, it still draws the chart."""
-        from tabed.page.conversation import downloads_root
+    def test_the_downloaded_charts_open_with_the_network_off(self, page, chart_png):
+        """The run's chart page carries plotly.js: opened with every request but the file's own refused, it
+        still draws the weights and the hedged first block's tree, under a title naming the run; each
+        download's name says which run of the session it is."""
+        from tabed.page.downloads import downloads_root
 
-        charts = downloads_root().glob("run-*/tabed-weights.html")
-        chart = max(charts, key=lambda path: path.stat().st_mtime)  # the last run's
-        offline = page.context.browser.new_page()
+        ask(page, chart_png, "w1 w2 w3")
+        ask(page, None, "w4", run=2, button="#follow-up")
+        names = page.locator("#downloads a").evaluate_all("links => links.map(a => a.href.split('/').pop())")
+        assert sorted(re.sub(r"\d{8}-\d{6}", "T", name) for name in names) == ["tabed-T-run2-charts.html",
+                                                                             "tabed-T-run2.json"], names
+        chart = next(downloads_root().rglob(next(name for name in names if name.endswith(".html"))))
+        offline = page.context.new_page()
         refused = []
         offline.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://")
                       else (refused.append(route.request.url), route.abort()))
         offline.goto(chart.as_uri())
+        expect(offline.locator(".js-plotly-plot")).to_have_count(2)
         expect(offline.locator(".js-plotly-plot .scatterlayer .trace").first).to_be_attached()
         assert offline.evaluate("typeof window.Plotly") == "object" and refused == []
+        assert offline.title().startswith("TABED demo, run 2: tabed-MT, ") and offline.title().endswith("“w4”")
         offline.close()
 
-    def test_the_page_reads_on_a_wide_screen_and_a_phone(self, page):
+    def test_the_page_reads_on_a_wide_screen_and_a_phone(self, page, chart_png):
         """At 1400 px and 390 px: the status in view right after Run, no sideways scroll of the page, the block
         table's six leading columns in view together, the chart's block numbers apart and its legend clear of
         the axes, rejected drafts hidden on demand (their count shown), and a token's details on a tap."""
+        page.locator("#image input[type=file]").set_input_files(str(chart_png))
         for width in (1400, 390):
             page.set_viewport_size({"width": width, "height": 900})
-            page.locator("#new").click()
-            expect(page.locator("#status")).to_contain_text("Start a new conversation")
             page.evaluate("window.scrollTo(0, 0)")
-            page.locator("#prompt textarea").fill("w1 w2 w3")  # about the first test's picture, still there
+            page.locator("#prompt textarea").fill("w1 w2 w3")
             page.locator("#run").click()
             status = page.locator("#status")
-            expect(status).to_contain_text("Done", timeout=120_000)
+            finished(page, 1)
             box = status.bounding_box()
             assert -1 <= box["y"] and box["y"] + box["height"] <= 900, box  # in view, not a screen below Run
             assert page.evaluate("document.documentElement.scrollWidth") <= width
@@ -248,49 +327,67 @@ class TestWithTheTinyPair:
             _rejected_drafts_hide_and_count(page)
             page.locator("#tabed-answer .tk-accepted").first.click()
             expect(page.locator("#token-detail")).to_contain_text("target p=")
-        page.set_viewport_size({"width": 1400, "height": 1300})
+            page.locator("#new").click()
+            expect(page.locator("#downloads a")).to_have_count(0)
 
-    def test_a_refused_request_leaves_the_page_as_it_was(self, page):
-        expect(page.locator("#downloads a")).not_to_have_count(0)
+    def test_a_refused_request_leaves_the_page_as_it_was(self, page, chart_png):
+        ask(page, chart_png, "w1 w2")
         rows = page.locator("#blocks .body-cell").count()
-        page.evaluate(WATCH_STATUS)
         page.locator("#prompt textarea").fill("w1 " * 1100)
         page.locator("#run").click()
-        expect(page.locator("#status")).to_contain_text("Error", timeout=60_000)
+        expect(page.locator("#status")).to_contain_text("Error: the prompt is", timeout=60_000)
         expect(page.locator("#status")).to_contain_text("context")
-        assert not any("decoding\u2026" in status for status in page.evaluate("window.tabedStatuses"))
-        expect(page.locator("#weights-plot .js-plotly-plot")).to_have_count(1)
-        expect(page.locator("#downloads a")).not_to_have_count(0)
-        assert page.locator("#blocks .body-cell").count() == rows > 0
-        expect(page.locator("#metrics")).to_contain_text("block efficiency")
+        _as_it_was(page, rows)
+
+    @pytest.mark.parametrize("width", [1400, 390])
+    def test_bad_values_typed_on_the_page_are_named_and_change_nothing_else(self, page, chart_png, width):
+        """A seed past 64 bits and a negative history window: the status names the field, what was wrong and
+        what it takes; the answer, charts, table, downloads and conversation stay, with no error badge. A
+        slider's box typed past its range is put back by the browser, and the status says to what."""
+        page.set_viewport_size({"width": width, "height": 1300})
+        ask(page, chart_png, "w1 w2")
+        rows = page.locator("#blocks .body-cell").count()
+        open_settings(page)
+        for label, typed, said in (("seed", "100000000000000000000", "seed must be a whole number from 0 to "
+                                    "4294967295; got 100000000000000000000"),
+                                   ("history window", "-5", "history window must be a whole number from 0 to "
+                                    "100000 (0 keeps every position); got -5")):
+            box = page.locator("#settings").get_by_label(label, exact=False).first
+            box.fill(typed)
+            page.locator("#run").click()
+            expect(page.locator("#status")).to_contain_text(said, timeout=60_000)
+            _as_it_was(page, rows)
+            box.fill("0")
+        for elem_id, typed, said in (("settings-gamma", "0", "γ takes 1 to 20: 0 was set to 1"),
+                                     ("settings-max-new-tokens", "99999", "max new tokens takes 1 to 1024: 99999 "
+                                      "was set to 1024")):
+            box = page.locator(f"#{elem_id} input[type=number]")
+            box.fill(typed)
+            box.press("Enter")
+            expect(page.locator("#status")).to_contain_text(said)
+            expect(page.locator(f"#{elem_id} input[type=range]")).to_have_value(said.rsplit(" ", 1)[1])
+        _as_it_was(page, rows)
 
     def test_a_single_method_run_never_says_tabed(self, page):
+        """Its final page: the answer, the metrics and the status name M alone (every frame of such a run is
+        held to it in test_app, on the handler's yields)."""
         open_settings(page)
         page.locator("#settings").get_by_label("single method").check()
         page.locator("#settings").get_by_label("T: ").uncheck()
-        page.evaluate(WATCH_STATUS)
-        page.locator("#prompt textarea").fill("w1 w2")
-        page.locator("#run").click()
-        expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
-        statuses = page.evaluate("window.tabedStatuses")
-        assert any("M alone decoding" in status for status in statuses), statuses
-        assert not any("TABED" in status for status in statuses), statuses
+        ask(page, None, "w1 w2")
         expect(page.locator("#tabed-answer")).to_contain_text("Answer (M alone)")
         expect(page.locator("#metrics")).to_contain_text("M alone")
         expect(page.locator("#metrics")).not_to_contain_text("TABED")
-        page.locator("#settings").get_by_label("T: ").check()
-        page.locator("#settings").get_by_label("TABED (adaptive weights)").check()
+        expect(page.locator("#status")).not_to_contain_text("TABED")
 
-    def test_token_trees_are_drawn_block_by_block(self, page):
+    def test_token_trees_are_drawn_block_by_block(self, page, chart_png):
         expect(page.locator("#trees-plot")).to_be_visible()  # the default hedges the first block
         open_settings(page)
         page.locator("#settings-hedge-first input[type=checkbox]").uncheck()
         expect(page.locator("#trees-plot")).to_be_hidden()  # chains only: no empty chart on the page
         set_slider(page, "settings-tree-width", 3)
         expect(page.locator("#trees-plot")).to_be_visible()
-        page.locator("#prompt textarea").fill("w1 w2 w3")
-        page.locator("#run").click()
-        expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
+        ask(page, chart_png, "w1 w2 w3")
         trees = page.locator("#trees-plot")
         expect(trees.locator(".js-plotly-plot")).to_have_count(1)
         expect(trees.locator(".ytick text").first).to_have_text(re.compile(r"block \d+"))
@@ -299,7 +396,6 @@ class TestWithTheTinyPair:
         trees.screenshot(path=str(SCREENSHOTS / "trees.png"))
 
     def test_an_example_fits_a_phone_and_fills_the_question(self, page):
-        """Last: the example's picture replaces the tiny pair's chart."""
         page.set_viewport_size({"width": 390, "height": 900})
         example = page.locator('#examples [data-testid="dataset-cell-0-1"]')
         example.scroll_into_view_if_needed()
@@ -307,9 +403,20 @@ class TestWithTheTinyPair:
         assert box["x"] >= 0 and box["x"] + box["width"] <= 390, box
         example.click()
         expect(page.locator("#prompt textarea")).to_have_value(re.compile(r"\w+ \w+"))
-        expect(page.locator("#prompt textarea")).not_to_have_value("w1 w2 w3")
+        expect(page.locator("#image img").first).to_be_visible()
         assert page.evaluate("document.documentElement.scrollWidth") <= 390
-        page.set_viewport_size({"width": 1400, "height": 1300})
+
+
+def _as_it_was(page, rows: int) -> None:
+    """The last run's answer, charts, block table, downloads and conversation, still there; no error badge."""
+    expect(page.locator("#weights-plot .js-plotly-plot")).to_have_count(1)
+    expect(page.locator("#downloads a")).to_have_count(2)
+    expect(page.locator("#metrics")).to_contain_text("block efficiency")
+    expect(page.locator("#tabed-answer .tk").first).to_be_visible()
+    expect(page.locator("#chat")).to_contain_text("w1 w2")
+    assert page.locator("#blocks .body-cell").count() == rows > 0
+    no_error_badge(page)
+
 
 def _leading_columns_in_view(page) -> None:
     """The block table's first six columns, headers and cells, inside its box together."""
@@ -370,13 +477,13 @@ def test_every_example_and_its_follow_up_on_the_bundled_pair_shows_moving_weight
             page.locator("#examples").get_by_text(row["prompt"], exact=True).nth(same_prompt_before).click()
             expect(page.locator("#prompt textarea")).to_have_value(row["prompt"])
             expect(page.locator("#image img")).to_have_count(len(row["images"]))
-            for button, prompt in (("#run", row["prompt"]), ("#follow-up", row["follow_up"])):
+            for run, (button, prompt) in enumerate((("#run", row["prompt"]), ("#follow-up", row["follow_up"])), 1):
                 if button == "#follow-up":
                     page.locator("#follow-up-examples").get_by_text(prompt, exact=True).first.click()
                     expect(page.locator("#prompt textarea")).to_have_value(prompt)
                 page.locator(button).click()
                 expect(page.locator("#chat")).to_contain_text(prompt, timeout=120_000)  # this run's, not the last
-                expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
+                expect(page.locator("#status")).to_contain_text(f"Done (run {run})", timeout=120_000)
                 expect(page.locator("#status")).to_contain_text("teaching")
                 expect(page.locator("#metrics")).to_contain_text("if T alone had drafted")
                 # the run's start cleared the chart; its final frame, after "Done", draws this run's
