@@ -17,7 +17,8 @@ from PIL import Image
 
 import app
 from conftest import serving, workers_alive
-from tabed.engine import resting
+from tabed.engine import resting, session
+from tabed.engine.events import Finished
 from tabed.models.pair import ModelPair
 from tabed.page import worker
 from tabed.page.view import OUTPUTS, STOPPED_MARK, Frame
@@ -334,22 +335,31 @@ def test_gpu_presets_are_refused_on_a_machine_without_one(tiny_app, monkeypatch)
     assert status.startswith("\u26a0\ufe0f") and "needs a GPU" in status
 
 
-# Stop takes well under a second on a quiet machine; the bounds below are generous so that a busy machine
-# (CI's two cores shared with the rest of the suite) fails only a worker that never ends, never a slow one.
-STOP_BOUND_S = 30
+def _workers_joined() -> None:
+    """Wait for every decoding thread to end, however busy the machine (one that ignored its stop still ends,
+    with its whole answer: the tests tell the two apart by what was decoded, never by the clock)."""
+    for thread in threading.enumerate():
+        if thread.name == worker.WORKER_THREAD:
+            thread.join()
 
 
-def test_closing_the_handler_stops_the_worker(tiny_app, image_path):
+def test_closing_the_handler_stops_the_worker(tiny_app, image_path, monkeypatch):
+    """What Gradio does when Stop cancels the event: the worker stops within a block, so TABED's answer is
+    cut short and plain decoding never starts (a worker left running would finish both)."""
+    made = []
+    monkeypatch.setattr(tiny_app, "ComparisonWorker", lambda *a, **k: made.append(worker.ComparisonWorker(*a, **k))
+                        or made[-1])
     events = tiny_app.run(image_path, "w1 w2", None, **settings(max_new_tokens=400, compare_ar=True))
     for output in events:
         if "tk-" in str(frame(output).tabed):
             break  # TABED tokens are streaming
     assert workers_alive() == 1
-    start = time.monotonic()
-    events.close()  # what Gradio does when Stop cancels the event
-    while workers_alive() and time.monotonic() - start < STOP_BOUND_S:
-        time.sleep(0.01)
-    assert workers_alive() == 0, "the worker thread outlived Stop"
+    events.close()
+    _workers_joined()
+    results = [item.event.result for item in made[0].drain(0) if isinstance(item, worker.PhaseEvent)
+               and isinstance(item.event, Finished)]
+    assert [(result.mode, result.stopped) for result in results] == [("speculative", True)]
+    assert len(results[0].token_ids) < 400
 
 
 class StopClient:
@@ -360,17 +370,17 @@ class StopClient:
 
 
 def _run_until(app, image_path, request, condition, **changes):
-    """Start a long run, press Stop (for this session) at the first frame meeting `condition`;
-    returns (the frames after Stop, seconds from Stop to the last frame)."""
+    """Start a long run, press Stop (for this session) at the first frame meeting `condition`; returns the
+    frames after Stop, once the decoding thread has ended."""
     events = app.run(image_path, "w1 w2", None, **settings(**{"max_new_tokens": 400, "compare_ar": True,
                                                               **changes}), request=request)
     for output in events:
         if condition(output):
             break
-    clicked = time.monotonic()
     app.request_stop(request)
     after = list(events)
-    return after, time.monotonic() - clicked
+    _workers_joined()
+    return after
 
 
 def _tabed_past_block(count: int):
@@ -394,11 +404,10 @@ def _never_done(frames) -> None:
 
 def test_stop_during_tabed_shows_stopped_and_keeps_the_partial_answer(tiny_app, image_path):
     request = StopClient("stop-during-tabed")
-    after, seconds = _run_until(tiny_app, image_path, request, _tabed_past_block(3))
+    after = _run_until(tiny_app, image_path, request, _tabed_past_block(3))
     out = final(after)
     status, tabed_html, plain_html, metrics, figure = out.status, out.tabed, out.plain, out.metrics, out.weights
     blocks, chat, state = out.blocks, out.chat, out.state
-    assert seconds < STOP_BOUND_S and workers_alive() == 0
     _never_done(after)
     assert status.startswith("\u23f9 Stopped after") and "not added to the conversation" in status
     assert "tk-accepted" in tabed_html and tabed_html.endswith(STOPPED_MARK)
@@ -413,12 +422,11 @@ def test_stop_during_tabed_shows_stopped_and_keeps_the_partial_answer(tiny_app, 
 
 def test_stop_during_plain_decoding_says_the_plain_side_was_stopped(tiny_app, image_path):
     request = StopClient("stop-during-plain")
-    after, seconds = _run_until(tiny_app, image_path, request,
-                                lambda o: "plain decoding (the target alone)…" in str(frame(o).status))
+    after = _run_until(tiny_app, image_path, request,
+                       lambda o: "plain decoding (the target alone)…" in str(frame(o).status))
     out = final(after)
     status, tabed_html, plain_html, metrics = out.status, out.tabed, out.plain, out.metrics
     state, files = out.state, out.downloads
-    assert seconds < STOP_BOUND_S and workers_alive() == 0
     _never_done(after)
     assert status.startswith("\u23f9 Stopped plain decoding") and "TABED's answer is complete" in status
     assert not tabed_html.endswith(STOPPED_MARK)
@@ -434,7 +442,7 @@ def test_stop_before_the_first_block(tiny_app, image_path):
     """Stop pressed while the pair loads: the run ends at once, says so, and leaves the page as it was."""
     request = StopClient("stop-while-loading")
     tiny_app.PAIRS.name = "loading"  # not loaded: the first frame is the loading message
-    after, _ = _run_until(tiny_app, image_path, request, lambda o: "Loading" in str(frame(o).status))
+    after = _run_until(tiny_app, image_path, request, lambda o: "Loading" in str(frame(o).status))
     assert final(after).status.startswith("\u23f9 Stopped before decoding began")
     assert all(changed(frame(o)) == ["status"] for o in after)
     assert workers_alive() == 0
@@ -572,29 +580,25 @@ def test_each_run_replaces_the_last_runs_downloads_named_and_titled_for_it(tiny_
 
 def test_a_run_on_a_busy_machine_says_its_timings_are_unreliable(tiny_app, pair, image_path):
     """Other processes hogging every core: the run gets a fraction of one core, and the page says the
-    speedup means nothing instead of presenting it. Whether the run before the hogs is flagged depends on
-    what else the machine runs, so it is only held to what it says: a flag names a share under the cut-off."""
+    speedup means nothing instead of presenting it, naming the share it got. (How a run the machine left
+    alone reads is `test_the_status_and_the_metrics_say_why_this_speed`'s, with the cut-off at 0.)"""
     import os
     import subprocess
     import sys
 
     saved = pair.target.generation_config.eos_token_id
     pair.target.generation_config.eos_token_id = [len(pair.tokenizer) + 100]  # long answers: 300 tokens
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(6 * (os.cpu_count() or 2))]
     try:
-        idle = final(list(tiny_app.run(image_path, "w1 w2", None, **settings(max_new_tokens=300))))
-        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(6 * (os.cpu_count() or 2))]
-        try:
-            time.sleep(0.5)
-            busy = final(list(tiny_app.run(image_path, "w1 w2", None, **settings(max_new_tokens=300))))
-        finally:
-            for hog in hogs:
-                hog.kill()
+        time.sleep(0.5)
+        busy = final(list(tiny_app.run(image_path, "w1 w2", None, **settings(max_new_tokens=300))))
     finally:
+        for hog in hogs:
+            hog.kill()
         pair.target.generation_config.eos_token_id = saved
-    assert "Speedup" in idle.status
-    flagged = re.search(r"the run got ([\d.]+)% of one core, under the 60%", idle.status)
-    assert flagged is None or float(flagged.group(1)) < 60
     assert "Timings unreliable: the machine was busy" in busy.status and "Why:" not in busy.status
+    share = re.search(r"the run got ([\d.]+)% of one core, under the 60%", busy.status)
+    assert share is not None and float(share.group(1)) < 60, busy.status
     assert busy.metrics[0][1].endswith("(busy)")  # the speedup row of the metrics, kept short
     assert "timings unreliable" in busy.metrics[1][0]
 
@@ -782,9 +786,11 @@ def test_methods_that_read_the_same_text_are_drawn_and_explained_as_one_row(tiny
     assert "read the same text (no picture)" in page and "nothing verified yet" not in page
 
 
-def test_the_status_and_the_metrics_say_why_this_speed(tiny_app, image_path):
+def test_the_status_and_the_metrics_say_why_this_speed(tiny_app, image_path, monkeypatch):
     """Tokens per target pass over what a pass and its drafting cost in plain steps: the speedup that
-    predicts, beside the one measured, in the status and in the metrics (whose figures give it back)."""
+    predicts, beside the one measured, in the status and in the metrics (whose figures give it back). The
+    run's timings are taken as trusted whatever else the machine runs (no share of a core is under 0)."""
+    monkeypatch.setattr(session, "BUSY_SHARE", 0.0)
     out = final(list(tiny_app.run(image_path, "w1 w2 w3", None, **settings(max_new_tokens=40))))
     speedup = re.search(r"Speedup ([\d.]+)×", out.status)[1]
     assert re.search(rf"Why: [\d.]+ tokens per target pass; .* expected [\d.]+×, measured {speedup}×\.",

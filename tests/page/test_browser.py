@@ -431,6 +431,8 @@ def _chart_legible(page) -> None:
     """The weights chart's block numbers do not touch, and its legend sits above the plotting area."""
     chart = page.locator("#weights-plot")
     chart.scroll_into_view_if_needed()
+    expect(chart.locator(".legend")).to_be_attached()  # drawn (plotly draws after the frame arrives)
+    expect(chart.locator(".xtick text").nth(1)).to_be_attached()
     ticks = sorted((box["x"], box["x"] + box["width"]) for box in
                    (tick.bounding_box() for tick in chart.locator(".xtick text").all()) if box)
     assert len(ticks) >= 2 and all(right < left for (_, right), (left, _) in zip(ticks, ticks[1:], strict=False))
