@@ -21,7 +21,7 @@ import inspect
 import json
 import os
 import threading
-from dataclasses import fields, replace
+from dataclasses import fields
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -30,21 +30,13 @@ import torch
 
 from tabed.engine.config import LIMITS, TREE_POLICIES, GenerationConfig
 from tabed.engine.draft_length import AUTO_CAP
-from tabed.engine.settings import hedges_first
 from tabed.engine.spec import DEFAULT_SPEC, METHOD_NAMES, RULES, parse_spec
 from tabed.errors import InputError, TabedError
 from tabed.models.loading import skip_cudnn_attention
 from tabed.models.presets import PRESETS, default_preset
 from tabed.page import render, stepper, texts
-from tabed.page.controls import MODES, page_flag, page_settings, page_spec
-from tabed.page.conversation import (
-    Conversation,
-    build_turns,
-    checked_upload,
-    open_picture,
-    picture_paths,
-    session_state,
-)
+from tabed.page.controls import MODES, may_draft_trees, page_flag, page_settings
+from tabed.page.conversation import Conversation, build_turns, checked_pictures, checked_upload, session_state
 from tabed.page.downloads import forget_downloads
 from tabed.page.pairs import PairCache, release_memory
 from tabed.page.stops import StopFlags
@@ -104,9 +96,7 @@ def _respond(follow_up: bool, inputs: dict, conversation: Conversation, stop: th
         prompt = inputs["prompt"].strip() if isinstance(inputs["prompt"], str) else ""
         if not prompt:
             raise InputError("type a prompt first")
-        pictures = picture_paths(inputs["pictures"])
-        for path in pictures:
-            open_picture(path)  # a file that is no picture is refused as such, on a follow-up too
+        pictures = checked_pictures(inputs["pictures"])
         if follow_up and not conversation.turns:
             raise InputError("there is no answer to follow up yet: press Run to start a conversation")
         if not follow_up:
@@ -379,14 +369,8 @@ def pick_step(conversation, event: gr.SelectData) -> tuple:
 
 
 def trees_shown(methods, mode, tree_width, hedge_first) -> dict:
-    """The trees chart is shown while some block may draft a tree: with trees, or TABED's hedged first block."""
-    if int(tree_width or 1) > 1:
-        return gr.update(visible=True)
-    try:
-        spec = page_spec(methods, mode)
-    except InputError:  # the methods ticked do not make a spec yet: a run would say why
-        return gr.update(visible=False)
-    return gr.update(visible=hedges_first(spec, replace(DEFAULTS, hedge_first=bool(hedge_first))))
+    """The trees chart is shown while some block may draft a tree (`controls.may_draft_trees`)."""
+    return gr.update(visible=may_draft_trees(methods, mode, tree_width, hedge_first))
 
 
 def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: SimpleNamespace) -> None:

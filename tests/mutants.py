@@ -46,6 +46,8 @@ CACHE = "tests/engine/test_drafter_cache.py"
 LOOP = "tests/engine/test_loop.py"
 RENDER = "tests/page/test_render.py"
 BENCH = "tests/bench/test_bench.py"
+APP = "tests/page/test_app.py"
+CONTROLS = "tests/page/test_controls.py"
 
 MUTANTS = (
     # the ten faults of issue 52's audit
@@ -308,6 +310,69 @@ MUTANTS = (
            "runs = [b.method_accepted[m] for b in blocks if m in b.method_accepted]",
            "runs = [b.method_accepted.get(m, 0) for b in blocks]",
            ("tests/engine/test_resting.py::test_a_methods_efficiency_alone_averages_only_the_blocks_it_drafted_in",)),
+    # issue 74's own audit: the download writer, the checked values, the stepper's block, the run's number
+    Mutant("downloads-pile-up-per-session", "tabed/page/downloads.py", "    forget_downloads(conversation)\n    folder",
+           "    folder", (f"{APP}::test_each_run_replaces_the_last_runs_downloads_named_and_titled_for_it",)),
+    Mutant("chart-title-unescaped", "tabed/page/downloads.py", "<title>{html.escape(title)}</title>",
+           "<title>{title}</title>",
+           (f"{APP}::test_each_run_replaces_the_last_runs_downloads_named_and_titled_for_it",)),
+    Mutant("every-run-is-run-one", "tabed/page/view.py", "conversation.runs = view.run", "conversation.runs = 1",
+           (f"{APP}::test_each_run_replaces_the_last_runs_downloads_named_and_titled_for_it",)),
+    Mutant("a-new-run-counts-from-one-again", "app.py", ", runs=conversation.runs)", ")",
+           (f"{APP}::test_each_run_replaces_the_last_runs_downloads_named_and_titled_for_it",)),
+    Mutant("downloads-outside-gradios-cache", "tabed/page/downloads.py", 'prefix="tabed-downloads-", dir=cache,',
+           'prefix="tabed-downloads-",', ("tests/page/test_app_memory.py",)),
+    Mutant("a-fraction-passes-as-a-whole-number", "tabed/page/controls.py",
+           "if self.kind is int and value != int(value):", "if False:", (CONTROLS,)),
+    Mutant("top-p-0-accepted", "tabed/page/controls.py", "self.low < number if self.above_low",
+           "self.low <= number if self.above_low",
+           (CONTROLS,)),
+    Mutant("an-emptied-box-goes-unsaid", "tabed/page/controls.py",
+           "                notes.append(", "                (", (CONTROLS,)),
+    Mutant("a-ninth-picture-is-taken", "tabed/page/conversation.py", "if len(value) > MAX_PICTURES:",
+           "if len(value) > MAX_PICTURES + 1:",
+           (f"{APP}::test_eight_pictures_are_taken_and_a_ninth_is_left_out",)),
+    Mutant("stepper-past-the-last-block", "tabed/page/stepper.py", "min(int(index), count - 1)",
+           "min(int(index), count)",
+           (f"{APP}::test_the_block_stepper_shows_the_last_answers_blocks_one_at_a_time",)),
+    Mutant("gradio-checks-the-apis-values", "app.py", 'trigger_mode="always_last", preprocess=False)',
+           'trigger_mode="always_last")',
+           ("tests/page/test_app_server.py::test_bad_values_from_an_api_client_are_one_named_line_not_an_error",)),
+    Mutant("a-follow-ups-pictures-unread", "tabed/page/conversation.py", "        open_picture(path)\n    return paths",
+           "        pass\n    return paths",
+           (f"{APP}::test_a_refused_request_changes_nothing_but_the_status",)),
+    # issue 74's own audit of earlier sessions' newer code: the speed model, the stepper, the bench's goals
+    Mutant("speed-model-counts-the-first-token-as-replaced", "tabed/engine/speed.py",
+           "return SpeedModel(tokens_per_pass=steps / passes,",
+           "return SpeedModel(tokens_per_pass=(steps + 1) / passes,",
+           ("tests/engine/test_speed.py::test_the_model_in_numbers_a_student_can_check",)),
+    Mutant("speed-model-share-of-the-wrong-whole", "tabed/engine/speed.py",
+           "share = self.other / (self.verify + self.drafting + self.other)",
+           "share = self.other / (self.verify + self.drafting)",
+           ("tests/engine/test_speed.py::test_the_model_in_numbers_a_student_can_check",)),
+    Mutant("speed-model-counts-the-prompts-pass", "tabed/engine/speed.py",
+           "ours.target_forwards - 1, ours.drafted", "ours.target_forwards, ours.drafted",
+           ("tests/engine/test_speed.py::test_on_a_real_run_the_parts_add_up_to_the_measured_speedup",)),
+    Mutant("stepper-greedy-verdict-inverted", "tabed/page/stepper.py",
+           '        if test["kept"]:\n            return f"{said}: the draft is it, kept"',
+           '        if not test["kept"]:\n            return f"{said}: the draft is it, kept"',
+           ("tests/page/test_stepper.py::test_each_verdict_says_why_in_one_line",)),
+    Mutant("stepper-sampling-comparison-inverted", "tabed/page/stepper.py",
+           "{'<' if t['kept'] else '≥'}", "{'≥' if t['kept'] else '<'}",
+           ("tests/page/test_stepper.py::test_each_verdict_says_why_in_one_line",)),
+    Mutant("stepper-bonus-called-corrected", "tabed/page/stepper.py", "    elif block.bonus:",
+           "    elif not block.bonus:",
+           ("tests/page/test_stepper.py",)),
+    Mutant("method-alone-speedup-inverted", "tabed/page/render.py",
+           'speedup = (f" · {plain.decode_s / metrics.decode_s:.2f}× plain decoding"',
+           'speedup = (f" · {metrics.decode_s / plain.decode_s:.2f}× plain decoding"',
+           (f"{APP}::test_each_method_run_alone_shows_its_real_figures_beside_the_ensembles", RENDER)),
+    Mutant("bench-goal-scenario-floor-lowered", "tabed/bench/report.py", '"met": behind[worst] >= 0.95}',
+           '"met": behind[worst] >= 0.9}', (BENCH,)),
+    Mutant("bench-goal-peer-margin-dropped", "tabed/bench/report.py", '"met": whole["speedup_vs_peer"] >= 1.2}',
+           '"met": whole["speedup_vs_peer"] >= 1.0}', (BENCH,)),
+    Mutant("identical-answers-never-said", "tabed/page/view.py", "        if ours == plain:\n", "        if False:\n",
+           (f"{APP}::test_the_status_shows_lossless_and_names_what_decoded",)),
 )
 
 

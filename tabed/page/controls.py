@@ -8,11 +8,11 @@ what is accepted; an emptied box takes the default, and the run's status says so
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..engine.config import LIMITS, TREE_BLOCKS, TREE_POLICIES, GenerationConfig
 from ..engine.draft_length import AUTO_CAP
-from ..engine.settings import Settings
+from ..engine.settings import Settings, hedges_first
 from ..engine.spec import METHODS, RULES, DraftingSpec
 from ..errors import InputError
 
@@ -131,3 +131,15 @@ def page_spec(methods: list[str] | None, mode: str) -> DraftingSpec:
     if len(chosen) < 2:
         raise InputError("an ensemble needs at least two methods: tick another, or choose 'single method'")
     return DraftingSpec(chosen, tabed=ensemble == "tabed")
+
+
+def may_draft_trees(methods: list[str] | None, mode: str, tree_width: object, hedge_first: object) -> bool:
+    """Whether some block of a run with these controls may draft a tree: with trees, or TABED's hedged first
+    block (asked before the pictures are known); a spec the ticked methods do not make yet drafts none."""
+    if isinstance(tree_width, (int, float)) and tree_width > 1:
+        return True
+    try:
+        spec = page_spec(methods, mode)
+    except InputError:
+        return False
+    return hedges_first(spec, replace(DEFAULTS, hedge_first=bool(hedge_first)))

@@ -75,6 +75,15 @@ def picture_paths(value: object) -> list[str]:
     return paths
 
 
+def checked_pictures(value: object) -> list[str]:
+    """The pictures of a request (`picture_paths`), each opened once: a file that is no picture is refused as
+    such, on a follow-up too (before it is compared with the conversation's)."""
+    paths = picture_paths(value)
+    for path in paths:
+        open_picture(path)
+    return paths
+
+
 def checked_upload(upload: list[dict] | None) -> tuple[list[str], str]:
     """The gallery's upload (as Gradio sends it) split into the pictures kept and a line saying why the others
     were not: a file that is no picture (a text file named `.png` too), or one past `MAX_PICTURES`."""

@@ -131,26 +131,32 @@ def _exact_marginals(model, processor, turns, steps, temperature):
     return marginals
 
 
+@pytest.fixture(scope="module")
+def sampling_world(tokenizer, processor, image):
+    """A drafter unlike its target, a prompt, and the target's exact marginals of 4 answer tokens at temperature 1:
+    the same for every sampling test below, enumerated once."""
+    target = sharpen(random_llava(SIZE, tokenizer, seed=3), std=0.1, seed=3)
+    drafter = sharpen(random_llava(SIZE, tokenizer, seed=4), std=0.4, seed=4)  # unrelated, sure of itself
+    target.generation_config.eos_token_id = -1  # no EOS: every run yields all its tokens, as enumerated
+    turns = [Turn("w1 w2 w1 w2", [image])]  # a repeat for N to look up
+    return make_pair(target, drafter, processor), turns, 1.0, _exact_marginals(target, processor, turns, steps=3,
+                                                                               temperature=1.0)
+
+
 @pytest.mark.parametrize("gamma, new_tokens, spec, tree", [
     ("2", 4, "tabed-MT", (1, "ensemble", "all", False)), ("auto:2", 4, "tabed-MT", (1, "ensemble")),
     ("auto:2", 4, "tabed-MTN", (1, "ensemble")), ("auto:2", 4, "tabed-MT", (2, "ensemble")),
     ("2", 4, "tabed-MT", (3, "methods")), ("auto:2", 4, "tabed-MT", (2, "unsure", "first", False))],
     ids=["fixed-chains", "adaptive-hedged", "N-hedged", "tree2", "tree3-methods", "tree2-unsure-first"])
-def test_speculative_sampling_is_lossless_end_to_end(tokenizer, processor, image, gamma, new_tokens, spec, tree):
+def test_speculative_sampling_is_lossless_end_to_end(sampling_world, gamma, new_tokens, spec, tree):
     """SD with a drafter unlike the target samples answer tokens with the target's exact marginals; with
     adaptive drafting too, whose draft length depends on the tokens drawn; with token trees too, whose
     nodes have several draws each (from the ensemble, or from each method's own distribution), in every block,
     or in the first only with chains after it (an "unsure" tree there: its nodes' draw counts depend on the
     ensemble's distribution, never on the draws), as in the default's hedged first block; `tree`: width,
     policy, blocks and whether the first block hedges (default: it does)."""
-    temperature = 1.0
-    target = sharpen(random_llava(SIZE, tokenizer, seed=3), std=0.1, seed=3)
-    drafter = sharpen(random_llava(SIZE, tokenizer, seed=4), std=0.4, seed=4)  # unrelated, sure of itself
-    target.generation_config.eos_token_id = -1  # no EOS: every run yields all its tokens, as enumerated
-    pair = make_pair(target, drafter, processor)
-    turns = [Turn("w1 w2 w1 w2", [image])]  # a repeat for N to look up
-    steps = new_tokens - 1
-    marginals = _exact_marginals(target, processor, turns, steps=steps, temperature=temperature)
+    pair, turns, temperature, marginals = sampling_world
+    assert len(marginals) == new_tokens
     runs = 1500
     vocab = marginals[0].shape[0]
     counts = torch.zeros(new_tokens, vocab)

@@ -278,6 +278,20 @@ def test_an_unreadable_upload_is_taken_off_and_the_readable_ones_stay(image_path
     assert app.check_upload(gallery[1:])[0] is None
 
 
+def test_eight_pictures_are_taken_and_a_ninth_is_left_out(image_path):
+    """The most pictures a run takes, at the edge: eight pass, nine are refused (a run) or the ninth is taken off
+    the gallery with a line naming it (an upload)."""
+    from tabed.errors import InputError
+    from tabed.page.conversation import MAX_PICTURES, checked_upload, picture_paths
+
+    assert MAX_PICTURES == 8 and picture_paths([(image_path, None)] * 8) == [image_path] * 8
+    with pytest.raises(InputError, match="pictures: at most 8 at once; got 9"):
+        picture_paths([(image_path, None)] * 9)
+    gallery = [{"image": {"path": image_path, "orig_name": f"p{i}.png"}, "caption": None} for i in range(9)]
+    assert checked_upload(gallery) == ([image_path] * 8, "p8.png left out: at most 8 pictures at once")
+    assert checked_upload(gallery[:8]) == ([image_path] * 8, "")
+
+
 def test_the_examples_start_with_their_pictures():
     starts, follow_ups = app.load_examples()
     counts = sorted(len(pictures or []) for pictures, _ in starts)
@@ -669,10 +683,10 @@ BAD_INPUTS = [
 
 
 @pytest.mark.parametrize("bad, said", BAD_INPUTS, ids=[f"{next(iter(b))}{i}" for i, (b, _) in enumerate(BAD_INPUTS)])
-def test_a_refused_request_changes_nothing_but_the_status(tiny_app, image_path, tmp_path, caplog, bad, said):
+def test_a_refused_request_changes_nothing_but_the_status(tiny_app, image_path, tmp_path, caplog, capfd, bad, said):
     """Each bad input, to a new run and to a follow-up: one line naming the field, what was wrong and what is
     accepted; the last run's answer, charts, tables, downloads and conversation stay as they were (every frame
-    changes the status alone), no decoding starts, and nothing is logged as an error."""
+    changes the status alone), no decoding starts, and nothing is logged as an error or a traceback."""
     first = final(list(tiny_app.run(image_path, "w1 w2", None, **settings())))
     assert first.downloads and first.state.turns
     pictures = {"text": [_text_named_png(tmp_path)], "nine": [(image_path, None)] * 9}.get(bad.get("pictures"))
@@ -684,6 +698,7 @@ def test_a_refused_request_changes_nothing_but_the_status(tiny_app, image_path, 
         assert status.startswith("\u26a0\ufe0f Error: ") and said in status and "\n" not in status, status
         assert not any("decoding" in out.status for out in outputs) and len(first.state.turns) == 1
     assert not [record for record in caplog.records if record.levelname in ("ERROR", "CRITICAL")]
+    assert "Traceback" not in capfd.readouterr().err  # the server logs no traceback
 
 
 def test_a_new_conversation_leaves_nothing_of_the_last_run_on_the_page(tiny_app, image_path):

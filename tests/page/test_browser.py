@@ -34,17 +34,16 @@ expect.set_options(timeout=30_000)
 
 
 @contextlib.contextmanager
-def served_page():
-    """The app as `python app.py` starts it, open in a headless Chromium page."""
+def served_page(browser):
+    """The app as `python app.py` starts it, open in a page of its own of the module's Chromium."""
     _, address, _ = app.demo.launch(prevent_thread_lock=True, quiet=True, css=app.texts.CSS)
+    context = browser.new_context(viewport={"width": 1400, "height": 1300})
     try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-            page = browser.new_page(viewport={"width": 1400, "height": 1300})
-            page.goto(address)
-            yield page
-            browser.close()
+        page = context.new_page()
+        page.goto(address)
+        yield page
     finally:
+        context.close()
         app.demo.close()
 
 
@@ -463,7 +462,7 @@ def _kept_tokens(page, elem_id: str) -> str:
     return "".join(page.locator(f"#{elem_id} .tk:not(.tk-rejected)").all_inner_texts())
 
 
-def test_every_example_and_its_follow_up_on_the_bundled_pair_shows_moving_weights():
+def test_every_example_and_its_follow_up_on_the_bundled_pair_shows_moving_weights(browser):
     """No stand-in: the app loads the teaching pair itself, as on a fresh laptop. Each example, then its
     follow-up, as a person runs them: the page's weights chart has a point per block, at least five, and
     in at least three examples M's weight moves by 0.2 or more within one answer (with no picture M and T
@@ -472,7 +471,7 @@ def test_every_example_and_its_follow_up_on_the_bundled_pair_shows_moving_weight
     app.PAIRS.name = app.PAIRS.pair = None
     rows = json.loads((app.EXAMPLES / "examples.json").read_text())
     moved, shown = [], []
-    with served_page() as page:
+    with served_page(browser) as page:
         for index, row in enumerate(rows):
             page.locator("#new").click()
             same_prompt_before = sum(other["prompt"] == row["prompt"] for other in rows[:index])  # told by pictures
@@ -570,12 +569,12 @@ def long_winded_pair():
     return pair
 
 
-def test_ten_stops_in_a_row_each_shown_on_the_page(long_winded_pair):
+def test_ten_stops_in_a_row_each_shown_on_the_page(browser, long_winded_pair):
     """Long sampled answers, Stop at random moments: before the first block, during TABED, during plain
     decoding and during the replay race; then Run and Follow-up still work."""
     rng = random.Random(12)
     moments: list[float] = []
-    with serving(long_winded_pair), served_page() as page:
+    with serving(long_winded_pair), served_page(browser) as page:
         page.locator("#settings").get_by_text("Settings").first.click()
         set_slider(page, "settings-max-new-tokens", 512)
         set_slider(page, "settings-temperature", 2)
