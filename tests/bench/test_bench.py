@@ -434,3 +434,21 @@ def test_bench_command_line(pair_dirs, image, tmp_path, capsys):
     assert "suite not found" in capsys.readouterr().err
     assert cli.main(["bench", "--suite", str(suite), "--drafting", "XYZ", "--target", str(pair_dirs / "target"),
                      "--drafter", str(pair_dirs / "drafter"), "--out", str(out)]) == 2
+
+
+def test_the_scenario_goal_is_met_at_0_95_of_the_faster_method_and_not_below():
+    """At its edges: decode time 1.0 s for the faster single method against tabed-MT's 1.0 / 0.95 s (met) and
+    1.0 / 0.93 s (not met); plain decoding and the peers' goals aside. The peer goal likewise: 1.2× met,
+    1.15× not."""
+    def scenario_goal(tabed_decode_s: float) -> dict:
+        runs = [run("a", "image", "M", 10, 2, 1.1, 3.0), run("a", "image", "T", 10, 2, 1.3, 3.0),
+                run("a", "image", "tabed-MT", 10, 2, tabed_decode_s + 0.1, 3.0)]
+        return {g["goal"]: g for g in reports.goals(report_of(runs))}[
+            "tabed-MT >= 0.95x the faster single method on every scenario, decode time"]
+
+    assert scenario_goal(1.0 / 0.95)["met"] and not scenario_goal(1.0 / 0.93)["met"]
+    for speed, met in ((1.2, True), (1.15, False)):
+        summary = {"overall": {"tabed-MT": {"speedup_vs_peer": speed}},
+                   "scenarios": {"image": {"specs": {"tabed-MT": {"speedup_vs_peer": 2.0}}}}}
+        overall = reports._peer_goals(summary, "tabed-MT")[0]
+        assert overall["met"] is met and overall["measured"] == f"{speed:.2f}x"

@@ -169,3 +169,21 @@ def test_an_answer_of_timed_tokens_shows_its_speedup_and_one_token_fewer_is_too_
     assert rows["speedup (decode time)"] == "2.00×"
     rows = {row[0]: row[1] for row in metrics_rows(timed(7, 0.5), timed(7, 1.0))}
     assert rows["speedup (decode time)"] == "too short to time (under 8 tokens)"
+
+
+def test_a_method_run_alone_shows_its_block_efficiency_and_plain_decodings_time_over_its_own():
+    """Its row reads as the ensemble's: 12 tokens in 4 forwards is 3.00 a forward, and plain decoding's 2 s
+    over its 0.5 s is 4.00× (a stopped run says so; no plain run, or one too short to time, no speedup)."""
+    from tabed.engine.events import GenerationResult
+    from tabed.page.render import alone_rows
+
+    def metrics(decode_s: float, tokens: int = 12) -> Metrics:
+        return Metrics(new_tokens=tokens, prefill_s=0.1, decode_s=decode_s, walltime_s=decode_s + 0.1,
+                       tokens_per_s=1.0, target_forwards=4, block_efficiency=tokens / 4)
+
+    alone = {"M": GenerationResult("speculative", "M", [], "", metrics(0.5)),
+             "T": GenerationResult("speculative", "T", [], "", metrics(0.5), stopped=True)}
+    rows = alone_rows(alone, metrics(2.0))
+    assert rows == [["M alone, really run: block efficiency · speedup (decode time)", "3.00 · 4.00× plain decoding",
+                     "—"], ["T alone, really run", "stopped", "—"]]
+    assert alone_rows(alone, None)[0][1] == "3.00" == alone_rows(alone, metrics(2.0, tokens=7))[0][1]
