@@ -109,7 +109,7 @@ def _respond(follow_up: bool, inputs: dict, conversation: Conversation, stop: th
         compare, alone = (page_flag(name, inputs.get(name, False)) for name in ("compare_ar", "methods_alone"))
         turns = build_turns(conversation, prompt)
         name = inputs["preset"] or default_preset()
-        if name not in PRESETS:
+        if not isinstance(name, str) or name not in PRESETS:
             raise InputError(f"model pair must be one of {', '.join(PRESETS)}; got {name!r}")
         if PRESETS[name].needs_gpu and not torch.cuda.is_available():
             raise InputError(f"the preset {name!r} needs a GPU and this machine has none: choose 'teaching'")
