@@ -96,13 +96,11 @@ def _respond(follow_up: bool, inputs: dict, conversation: Conversation, stop: th
         prompt = inputs["prompt"].strip() if isinstance(inputs["prompt"], str) else ""
         if not prompt:
             raise InputError("type a prompt first")
-        pictures = checked_pictures(inputs["pictures"])
         if follow_up and not conversation.turns:
             raise InputError("there is no answer to follow up yet: press Run to start a conversation")
+        pictures = checked_pictures(inputs["pictures"], conversation, follow_up)
         if not follow_up:
             conversation = Conversation(images=pictures, export_dir=conversation.export_dir, runs=conversation.runs)
-        elif pictures and pictures != conversation.images:
-            raise InputError("a follow-up continues with the same pictures: press Run to start over with new ones")
         notes: list[str] = []
         settings = page_settings(inputs["methods"], inputs["mode"], notes,
                                  **{k: v for k, v in inputs.items() if k in CONFIG})

@@ -338,8 +338,8 @@ MUTANTS = (
     Mutant("gradio-checks-the-apis-values", "app.py", 'trigger_mode="always_last", preprocess=False)',
            'trigger_mode="always_last")',
            ("tests/page/test_app_server.py::test_bad_values_from_an_api_client_are_one_named_line_not_an_error",)),
-    Mutant("a-follow-ups-pictures-unread", "tabed/page/conversation.py", "        open_picture(path)\n    return paths",
-           "        pass\n    return paths",
+    Mutant("a-follow-ups-pictures-unread", "tabed/page/conversation.py",
+           "            open_picture(path)\n        raise", "            pass\n        raise",
            (f"{APP}::test_a_refused_request_changes_nothing_but_the_status",)),
     # issue 74's own audit of earlier sessions' newer code: the speed model, the stepper, the bench's goals
     Mutant("speed-model-counts-the-first-token-as-replaced", "tabed/engine/speed.py",

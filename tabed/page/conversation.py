@@ -75,12 +75,15 @@ def picture_paths(value: object) -> list[str]:
     return paths
 
 
-def checked_pictures(value: object) -> list[str]:
-    """The pictures of a request (`picture_paths`), each opened once: a file that is no picture is refused as
-    such, on a follow-up too (before it is compared with the conversation's)."""
+def checked_pictures(value: object, conversation: Conversation, follow_up: bool) -> list[str]:
+    """The pictures of a request (`picture_paths`). A follow-up continues with the conversation's: other ones
+    are refused, a file among them that is no picture named as such first. (A run's own pictures are opened
+    once, by `build_turns`.)"""
     paths = picture_paths(value)
-    for path in paths:
-        open_picture(path)
+    if follow_up and paths and paths != conversation.images:
+        for path in paths:
+            open_picture(path)
+        raise InputError("a follow-up continues with the same pictures: press Run to start over with new ones")
     return paths
 
 
