@@ -85,3 +85,9 @@ def test_functions_are_short_and_take_few_parameters():
 
 def test_the_app_stays_thin():
     assert len((ROOT / "app.py").read_text().splitlines()) <= 450
+
+
+def test_the_docs_stay_short():
+    """What a change adds to a README it takes out as much: history stays in git."""
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 300
+    assert len((ROOT / "assets" / "bench" / "README.md").read_text().splitlines()) <= 400
