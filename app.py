@@ -17,28 +17,27 @@ except ImportError:
     def GPU(function=None, **_kwargs):
         return function if function is not None else (lambda f: f)
 
-import inspect
 import json
 import os
 import threading
-from dataclasses import fields
 from pathlib import Path
 from types import SimpleNamespace
 
 import gradio as gr
 import torch
 
-from tabed.engine.config import LIMITS, TREE_POLICIES, GenerationConfig
+from tabed.engine.config import LIMITS, TREE_POLICIES
 from tabed.engine.draft_length import AUTO_CAP
-from tabed.engine.spec import DEFAULT_SPEC, METHOD_NAMES, RULES, parse_spec
+from tabed.engine.spec import METHOD_NAMES, RULES
 from tabed.errors import InputError, TabedError
 from tabed.models.loading import skip_cudnn_attention
 from tabed.models.presets import PRESETS, default_preset
 from tabed.page import render, stepper, texts
-from tabed.page.controls import MODES, may_draft_trees, page_flag, page_settings
+from tabed.page.controls import LABELS, MODES, may_draft_trees
 from tabed.page.conversation import Conversation, build_turns, checked_pictures, checked_upload, session_state
 from tabed.page.downloads import forget_downloads
 from tabed.page.pairs import PairCache, release_memory
+from tabed.page.request import INPUTS, Request, api_handler
 from tabed.page.stops import StopFlags
 from tabed.page.view import OUTPUTS, Frame, RunView, final_frames, race_frames, stream_frames
 from tabed.page.worker import ComparisonWorker
@@ -46,9 +45,7 @@ from tabed.page.worker import ComparisonWorker
 ROOT = Path(__file__).resolve().parent
 EXAMPLES = ROOT / "assets" / "examples"
 CPU_THREADS = 1  # torch threads of a run's worker on a CPU: why in tabed/page/worker.py
-DEFAULTS = GenerationConfig()
-DEFAULT_SPEC_METHODS = parse_spec(DEFAULT_SPEC).methods
-CONFIG = {f.name for f in fields(GenerationConfig)}  # the handlers' inputs that are decoding settings
+PAGE = Request()  # the page's defaults
 ZERO_GPU = os.environ.get("SPACES_ZERO_GPU", "").strip().lower() in ("1", "t", "true")
 PAIRS = PairCache(zero_gpu=ZERO_GPU)  # one loaded pair at a time
 STOPS = StopFlags()
@@ -71,42 +68,43 @@ def preset_choices() -> list[tuple[str, str]]:
 # ---------------------------------------------------------------- one run, streamed
 
 
-def _gpu_seconds(follow_up: bool, inputs: dict, *_args, **_kwargs) -> int:
+def _gpu_seconds(follow_up: bool, request: Request, *_args, **_kwargs) -> int:
     """ZeroGPU budget for one request: both runs, scaled with max new tokens."""
-    runs = 2 + (len(inputs.get("methods") or ()) if inputs.get("methods_alone") else 0)
-    return int(min(300, 30 + 0.25 * runs * float(inputs.get("max_new_tokens") or DEFAULTS.max_new_tokens)))
+    alone = request.methods_alone is True and isinstance(request.methods, (list, tuple))
+    runs = 2 + (len(request.methods) if alone else 0)
+    tokens = request.max_new_tokens if isinstance(request.max_new_tokens, (int, float)) else PAGE.max_new_tokens
+    return int(min(300, 30 + 0.25 * runs * float(tokens)))
 
 
 @GPU(duration=_gpu_seconds)
-def respond(follow_up: bool, inputs: dict, request: gr.Request = None,
+def respond(follow_up: bool, request: Request, browser: gr.Request = None,
             progress=gr.Progress(track_tqdm=True)):  # noqa: B008 - gradio's idiom
     """Validate, load the pair if needed, run TABED then plain decoding, and stream the page's frames
-    (`Frame.values()`, in `OUTPUTS` order). `inputs`: /run's arguments by name."""
-    stop = STOPS.begin(_session(request))
+    (`Frame.values()`, in `OUTPUTS` order)."""
+    stop = STOPS.begin(_session(browser))
     try:
-        for frame in _respond(follow_up, inputs, session_state(inputs["conversation"]), stop):
+        for frame in _respond(follow_up, request, session_state(request.conversation), stop):
             yield frame.values()
     finally:
-        STOPS.end(_session(request), stop)
+        STOPS.end(_session(browser), stop)
         release_memory()
 
 
-def _respond(follow_up: bool, inputs: dict, conversation: Conversation, stop: threading.Event):
+def _respond(follow_up: bool, request: Request, conversation: Conversation, stop: threading.Event):
     try:
-        prompt = inputs["prompt"].strip() if isinstance(inputs["prompt"], str) else ""
+        prompt = request.prompt.strip() if isinstance(request.prompt, str) else ""
         if not prompt:
             raise InputError("type a prompt first")
         if follow_up and not conversation.turns:
             raise InputError("there is no answer to follow up yet: press Run to start a conversation")
-        pictures = checked_pictures(inputs["pictures"], conversation, follow_up)
+        pictures = checked_pictures(request.pictures, conversation, follow_up)
         if not follow_up:
             conversation = Conversation(images=pictures, export_dir=conversation.export_dir, runs=conversation.runs)
         notes: list[str] = []
-        settings = page_settings(inputs["methods"], inputs["mode"], notes,
-                                 **{k: v for k, v in inputs.items() if k in CONFIG})
-        compare, alone = (page_flag(name, inputs.get(name, False)) for name in ("compare_ar", "methods_alone"))
+        settings = request.settings(notes)
+        compare, alone = request.flag("compare_ar"), request.flag("methods_alone")
         turns = build_turns(conversation, prompt)
-        name = inputs["preset"] or default_preset()
+        name = request.preset or default_preset()
         if not isinstance(name, str) or name not in PRESETS:
             raise InputError(f"model pair must be one of {', '.join(PRESETS)}; got {name!r}")
         if PRESETS[name].needs_gpu and not torch.cuda.is_available():
@@ -128,59 +126,15 @@ def _respond(follow_up: bool, inputs: dict, conversation: Conversation, stop: th
         yield from stream_frames(view, worker, conversation)
     finally:
         worker.stop()
-    request = {"prompt": prompt, "turn": len(turns), "images": len(conversation.images),
-               "spec": settings.spec.name, "config": settings.config.__dict__}
-    yield from final_frames(view, conversation, request)
+    record = {"prompt": prompt, "turn": len(turns), "images": len(conversation.images),
+              "spec": settings.spec.name, "config": settings.config.__dict__}
+    yield from final_frames(view, conversation, record)
 
 
-def run(pictures, prompt, conversation, preset, methods, mode, rule, window, gamma, max_new_tokens, temperature,
-        seed, compare_ar, adaptive=DEFAULTS.adaptive, tree_width=DEFAULTS.tree_width,
-        tree_policy=DEFAULTS.tree_policy, tree_blocks=DEFAULTS.tree_blocks, hedge_first=DEFAULTS.hedge_first,
-        methods_alone=False, top_p=DEFAULTS.top_p, request: gr.Request = None):
-    """Start a new conversation: TABED on the prompt (about the pictures), then plain decoding.
-
-    Args:
-        pictures: image files shown with the prompt (none, one or several)
-        prompt: the question
-        conversation: the session state (None from an API call: a new conversation)
-        preset: model pair preset, e.g. "teaching"
-        methods: drafting methods, a list of "M", "T", "C", "P", "N"
-        mode: "TABED (adaptive weights)", "static ensemble (uniform)" or "single method"
-        rule: TABED weight rule: "w-grid", "kld", "tvd" or "hedge"
-        window: TABED history window in positions (0 = all)
-        gamma: draft tokens per block: the most when adaptive, else always this many
-        max_new_tokens: the answer's length limit
-        temperature: 0 = greedy
-        seed: sampling seed
-        compare_ar: also decode with the target alone and compare the speed
-        adaptive: stop a block's draft early when the ensemble is unsure (the threshold is learned)
-        tree_width: 1 drafts a chain per block; 2-4 draft a token tree expanding this many nodes per depth
-        tree_policy: a tree node's children: "ensemble" (its top tokens), "methods" (each method's top-1) or
-            "unsure" (its top tokens only where the top one has under half the ensemble's probability)
-        tree_blocks: which blocks draft trees: "all", or "first" (drafted before any weight is learned)
-        hedge_first: with a tree width of 1, TABED's first block (drafted before any weight is learned) forks where
-            the methods leave the ensemble unsure, when there is a picture
-        methods_alone: after plain decoding, run each ticked method (but N) drafting alone with the same settings,
-            for its real block efficiency and speed beside the ensemble's
-        top_p: sampling keeps the most probable tokens whose probabilities add up to this (1 keeps every token)
-    """
-    inputs = _inputs(run, locals())
-    yield from respond(False, inputs, None if ZERO_GPU else request)
-
-
-def ask_follow_up(pictures, prompt, conversation, preset, methods, mode, rule, window, gamma, max_new_tokens,
-                  temperature, seed, compare_ar, adaptive=DEFAULTS.adaptive, tree_width=DEFAULTS.tree_width,
-                  tree_policy=DEFAULTS.tree_policy, tree_blocks=DEFAULTS.tree_blocks,
-                  hedge_first=DEFAULTS.hedge_first, methods_alone=False, top_p=DEFAULTS.top_p,
-                  request: gr.Request = None):
-    """The next turn of the same conversation, on the same pictures (arguments as for /run)."""
-    inputs = _inputs(ask_follow_up, locals())
-    yield from respond(True, inputs, None if ZERO_GPU else request)
-
-
-def _inputs(handler, values: dict) -> dict:
-    """A handler's arguments by name, the request aside (settings are read by name, never by position)."""
-    return {name: values[name] for name in inspect.signature(handler).parameters if name != "request"}
+run = api_handler("run", "Start a new conversation: TABED on the prompt (about the pictures), then plain decoding.",
+                  lambda request, browser: respond(False, request, None if ZERO_GPU else browser))
+ask_follow_up = api_handler("ask_follow_up", "The next turn of the same conversation, on the same pictures.",
+                            lambda request, browser: respond(True, request, None if ZERO_GPU else browser))
 
 
 def replay_race(conversation, request: gr.Request = None):
@@ -229,52 +183,52 @@ def load_examples() -> tuple[list[list], list[list]]:
 
 
 def _settings(default: str) -> dict[str, gr.components.Component]:
-    """The Settings accordion's controls, by the name of the handlers' argument each one is (defaults and
-    bounds from the engine's config)."""
+    """The Settings accordion's controls, by the name of the request's input each one is: the words from the
+    page's table (`controls.LABELS`), the values from `Request`'s defaults, the bounds from the engine's."""
+    def shown(name: str, **more) -> dict:
+        return {"label": LABELS[name], "value": getattr(PAGE, name), **more}
+
     with gr.Accordion("Settings", open=False, elem_id="settings"):
-        preset = gr.Dropdown(preset_choices(), value=default, label="Model pair",
+        preset = gr.Dropdown(preset_choices(), **shown("preset", value=default),
                              info="presets marked GPU need a GPU and download their weights once")
         methods = gr.CheckboxGroup([(f"{m}: {name}", m) for m, name in METHOD_NAMES.items()],
-                                   value=list(DEFAULT_SPEC_METHODS), label="DraftContext methods")
-        mode = gr.Radio(MODES, value=MODES[0], label="Ensemble")
+                                   **shown("methods", value=list(PAGE.methods)))
+        mode = gr.Radio(MODES, **shown("mode"))
         with gr.Row():
-            rule = gr.Dropdown([(texts.RULE_PHRASES[r], r) for r in RULES], value=DEFAULTS.rule,
-                               label="TABED weight rule")
-            window = gr.Number(DEFAULTS.window, label="history window (positions, 0 = all)", precision=0, minimum=0)
+            rule = gr.Dropdown([(texts.RULE_PHRASES[r], r) for r in RULES], **shown("rule"))
+            window = gr.Number(**shown("window"), precision=0, minimum=0,
+                               info="positions the weights learn from; 0 = all")
         with gr.Row():
-            gamma = gr.Slider(LIMITS["gamma"][0], AUTO_CAP, value=DEFAULTS.gamma, step=1, precision=0,
-                              elem_id="settings-gamma",
-                              label="γ: draft tokens per block (the most, when adaptive)")
-            adaptive = gr.Checkbox(DEFAULTS.adaptive, label="adaptive draft length", elem_id="settings-adaptive",
+            gamma = gr.Slider(LIMITS["gamma"][0], AUTO_CAP, **shown("gamma"), step=1, precision=0,
+                              elem_id="settings-gamma", info="the most, when the draft length is adaptive")
+            adaptive = gr.Checkbox(**shown("adaptive"), elem_id="settings-adaptive",
                                    info="stop drafting when the ensemble is unsure")
         with gr.Row():
-            tree_width = gr.Slider(*LIMITS["tree_width"], value=DEFAULTS.tree_width, step=1, precision=0,
+            tree_width = gr.Slider(*LIMITS["tree_width"], **shown("tree_width"), step=1, precision=0,
                                    elem_id="settings-tree-width",
-                                   label="tree width (1 = a chain of drafts)",
-                                   info="draft token trees: this many nodes expanded per depth")
-            tree_policy = gr.Radio(list(TREE_POLICIES), value=DEFAULTS.tree_policy, label="tree branches",
-                                   elem_id="settings-tree-policy",
+                                   info="1 drafts a chain; more draws a token tree this many nodes wide per depth")
+            tree_policy = gr.Radio(list(TREE_POLICIES), **shown("tree_policy"), elem_id="settings-tree-policy",
                                    info="the ensemble's top tokens, each method's own top-1, or the top "
                                         "tokens only where the ensemble is unsure (top under 1/2)")
-            tree_blocks = gr.Radio([("every block", "all"), ("the first block", "first")], value=DEFAULTS.tree_blocks,
-                                   label="trees in", elem_id="settings-tree-blocks",
+            tree_blocks = gr.Radio([("every block", "all"), ("the first block", "first")], **shown("tree_blocks"),
+                                   elem_id="settings-tree-blocks",
                                    info="the first block is drafted before any weight is learned")
-        hedge_first = gr.Checkbox(DEFAULTS.hedge_first, label="hedge the first block", elem_id="settings-hedge-first",
+        hedge_first = gr.Checkbox(**shown("hedge_first"), elem_id="settings-hedge-first",
                                   info="with chains and a picture, TABED's first block (drafted before any weight "
                                        "is learned) forks where the methods leave the ensemble unsure")
-        max_new_tokens = gr.Slider(*LIMITS["max_new_tokens"], value=DEFAULTS.max_new_tokens, step=1, precision=0,
-                                   label="max new tokens", elem_id="settings-max-new-tokens",
+        max_new_tokens = gr.Slider(*LIMITS["max_new_tokens"], **shown("max_new_tokens"), step=1, precision=0,
+                                   elem_id="settings-max-new-tokens",
                                    info="the prompt and the answer share the models' context (1024 tokens for the "
                                         "teaching pair): a run lowers this to what its prompt leaves, and says so")
         with gr.Row():
-            temperature = gr.Slider(*LIMITS["temperature"], value=DEFAULTS.temperature, step=0.05,
-                                    label="temperature (0 = greedy)", elem_id="settings-temperature")
-            top_p = gr.Slider(0.01, 1.0, value=DEFAULTS.top_p, step=0.01, label="top-p (1 keeps every token)",
-                              elem_id="settings-top-p", info="sampling draws from the likeliest tokens that add up "
-                                                             "to this")
-        seed = gr.Number(DEFAULTS.seed, label="seed", precision=0)
-        compare_ar = gr.Checkbox(True, label="compare with plain decoding (the target alone)")
-        methods_alone = gr.Checkbox(False, label="then run each method alone", elem_id="settings-methods-alone",
+            temperature = gr.Slider(*LIMITS["temperature"], **shown("temperature"), step=0.05,
+                                    elem_id="settings-temperature", info="0 is greedy")
+            top_p = gr.Slider(0.01, 1.0, **shown("top_p"), step=0.01, elem_id="settings-top-p",
+                              info="sampling draws from the likeliest tokens that add up to this (1 keeps every "
+                                   "token)")
+        seed = gr.Number(**shown("seed"), precision=0)
+        compare_ar = gr.Checkbox(**shown("compare_ar"))
+        methods_alone = gr.Checkbox(**shown("methods_alone"), elem_id="settings-methods-alone",
                                     info="its real block efficiency and speed beside the ensemble's (the metrics' "
                                          "per-method rows are otherwise lower bounds); slower: one run per method")
     return dict(preset=preset, methods=methods, mode=mode, rule=rule, window=window, gamma=gamma,
@@ -322,7 +276,7 @@ def _answer_column() -> SimpleNamespace:
     gr.Markdown(texts.TIMING)
     ui.plot = gr.Plot(label="Ensemble weights", elem_id="weights-plot")
     gr.Markdown(texts.WEIGHTS_NOTE, elem_id="weights-note")
-    groups = render.method_groups(list(DEFAULT_SPEC_METHODS))
+    groups = render.method_groups(list(PAGE.methods))
     ui.blocks = gr.Dataframe(headers=render.block_columns(groups), column_widths=render.block_widths(groups),
                              wrap=True, label="Block by block", elem_id="blocks", interactive=False, max_height=320)
     ui.trees = gr.Plot(label="Token trees", elem_id="trees-plot")  # shown while blocks may draft trees
@@ -376,7 +330,7 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
     preset, methods, mode = ask.settings["preset"], ask.settings["methods"], ask.settings["mode"]
     tree_width, hedge_first = ask.settings["tree_width"], ask.settings["hedge_first"]
     controls = {"pictures": ask.image, "prompt": ask.prompt, "conversation": state, **ask.settings}
-    inputs = [controls[name] for name in inspect.signature(run).parameters if name != "request"]
+    inputs = [controls[name] for name in INPUTS]
     shown = {"status": show.status, "tabed": show.tabed, "plain": show.plain, "metrics": show.metrics,
              "weights": show.plot, "blocks": show.blocks, "chat": ask.chat, "state": state,
              "downloads": show.downloads, "trees": show.trees}

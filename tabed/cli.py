@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import fields
 
 import torch
 
@@ -75,10 +76,11 @@ def _add_shared_arguments(p) -> None:
                         "the JSON), and how the weights were chosen (`weight_update`)")
 
 
-def _shared(args) -> dict:
-    return {"tree_width": args.tree_width, "tree_policy": args.tree_policy, "tree_blocks": args.tree_blocks,
-            "hedge_first": args.hedge_first, "resting": args.resting, "max_new_tokens": args.max_new_tokens,
-            "temperature": args.temperature, "seed": args.seed, "inspect": args.inspect}
+def _config(args: argparse.Namespace) -> dict:
+    """The options that are config fields, by the config's names (`--max-new-tokens` is `max_new_tokens`);
+    the draft length is `--gamma`'s grammar, read by `Settings.parse`."""
+    return {f.name: getattr(args, f.name) for f in fields(GenerationConfig)
+            if f.name not in ("gamma", "adaptive") and hasattr(args, f.name)}
 
 
 def _add_pair_arguments(p) -> None:
@@ -153,8 +155,7 @@ def _load(args, quiet: bool = False):
 
 
 def generate(args: argparse.Namespace) -> dict:
-    settings = Settings.parse(args.drafting, args.gamma, **_shared(args), top_p=args.top_p, rule=args.rule,
-                              window=args.window)
+    settings = Settings.parse(args.drafting, args.gamma, **_config(args))
     spec, config = settings.spec, settings.config
     images = [load_image(path) for path in args.image or []]
     last = len(args.prompt) - 1  # checked before the models load: earlier turns will have their answers
@@ -219,7 +220,7 @@ def bench(args: argparse.Namespace) -> dict:
 
     if args.limit is not None and args.limit < 1:
         raise TabedError(f"--limit must be at least 1, got {args.limit}")
-    config = Settings.parse(gamma=args.gamma, **_shared(args)).config
+    config = Settings.parse(gamma=args.gamma, **_config(args)).config
     settings = BenchSettings(Path(args.suite) if args.suite else default_suite(),
                              [s.strip() for s in args.drafting.split(",") if s.strip()], config, Path(args.out),
                              peer=args.peer, limit=args.limit, overhead=not args.no_overhead, repeat=args.repeat)

@@ -266,3 +266,21 @@ def test_the_entry_points_turn_cudnn_attention_off_and_loading_does_not(pair_dir
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
     flags = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("cudnn ")]
     assert flags == ["True", "False"], done.stderr
+
+
+def test_every_option_reaches_the_config_by_its_name():
+    """The options that are config fields are read by the config's own names: each one given, each one set."""
+    from tabed.cli import _config, build_parser
+    from tabed.engine.config import GenerationConfig
+    from tabed.engine.settings import Settings
+
+    args = build_parser().parse_args(
+        ["generate", "--prompt", "x", "--gamma", "auto:7", "--rule", "kld", "--window", "9", "--top-p", "0.5",
+         "--seed", "3", "--temperature", "0.7", "--max-new-tokens", "11", "--tree-width", "2", "--tree-policy",
+         "methods", "--tree-blocks", "first", "--no-hedge-first", "--no-resting", "--inspect"])
+    expected = GenerationConfig(max_new_tokens=11, temperature=0.7, top_p=0.5, seed=3, gamma=7, adaptive=True,
+                                rule="kld", window=9, tree_width=2, tree_policy="methods", tree_blocks="first",
+                                hedge_first=False, resting=False, inspect=True)
+    assert Settings.parse(args.drafting, args.gamma, **_config(args)).config == expected
+    bench = build_parser().parse_args(["bench", "--out", "x", "--seed", "5", "--no-resting"])
+    assert Settings.parse(gamma=bench.gamma, **_config(bench)).config == GenerationConfig(seed=5, resting=False)

@@ -86,8 +86,13 @@ FIELDS = {  # the decoding settings the page sends, by their config name
     "seed": Field("seed", int, *LIMITS["seed"]),
 }
 
-FLAGS = {"compare_ar": Field("compare with plain decoding", bool),
+FLAGS = {"compare_ar": Field("compare with plain decoding (the target alone)", bool),
          "methods_alone": Field("then run each method alone", bool)}  # what the page does besides decoding
+
+# Every control's words, as the page shows them and its status lines name them: a rename in the code cannot
+# reach the page.
+LABELS = {"pictures": "Pictures", "prompt": "Prompt", "preset": "Model pair", "methods": "Drafting methods",
+          "mode": "Ensemble", **{name: f.label for name, f in {**FIELDS, **FLAGS}.items()}}
 
 
 def page_flag(name: str, value: object) -> bool:

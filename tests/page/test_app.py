@@ -544,7 +544,8 @@ def test_on_zerogpu_the_handler_is_wrapped_by_spaces_gpu(tmp_path):
     script = ("import sys, torch; assert 'torch' in sys.modules\n"
               "import app, spaces\n"
               "(name, generator, duration), = spaces.WRAPPED\n"
-              "seconds = [duration(False, {'max_new_tokens': n}, None) for n in (96, 512)]\n"
+              "from tabed.page.request import Request\n"
+              "seconds = [duration(False, Request(max_new_tokens=n), None) for n in (96, 512)]\n"
               "print(name, generator, *seconds, app.PAIRS.name)\n")
     assert _with_stand_in_spaces(tmp_path, script).split() == ["respond", "True", "78", "286", "None"]
 
@@ -864,3 +865,27 @@ def test_a_closed_sessions_downloads_go_with_its_state(tiny_app, image_path):
     state = next(block for block in app.demo.blocks.values() if isinstance(block, gr.State))
     state.delete_callback(out.state)
     assert not folder.exists() and out.state.export_dir is None
+
+
+def test_the_settings_controls_are_the_requests_inputs_in_the_pages_words():
+    """Each control is one of `Request`'s inputs: its label from the page's own table (never a name from the
+    code), its value the request's default; the handlers take those inputs by name, in the API's order."""
+    import inspect
+
+    from tabed.page.controls import LABELS
+    from tabed.page.request import INPUTS, Request
+
+    with app.gr.Blocks():
+        controls = app._settings("teaching")
+    defaults = Request()
+    for name, control in controls.items():
+        assert control.label == LABELS[name], name
+        value = control.value
+        expected = getattr(defaults, name) if name != "preset" else "teaching"
+        assert (list(value) if isinstance(value, (list, tuple)) else value) == \
+            (list(expected) if isinstance(expected, (list, tuple)) else expected), name
+    assert set(controls) | {"pictures", "prompt", "conversation"} == set(INPUTS)
+    assert controls["methods"].label == "Drafting methods"
+    for handler in (app.run, app.ask_follow_up):
+        assert list(inspect.signature(handler).parameters) == [*INPUTS, "request"]
+        assert all(f"    {name}: " in handler.__doc__ for name in INPUTS)
