@@ -31,6 +31,9 @@ from tabed.models.factory import SPECIAL_TOKENS, LlavaSize, llava_processor, ran
 from tabed.models.pair import ModelPair  # noqa: E402
 from tabed.page.worker import WORKER_THREAD  # noqa: E402
 
+if os.environ.get("PYTEST_XDIST_WORKER"):  # the suite runs in two processes (pyproject.toml): one core each, since
+    torch.set_num_threads(1)  # a second torch thread would only spin against the other process for these tiny models
+
 WORDS = [f"w{i}" for i in range(40)]
 SIZE = LlavaSize()
 
