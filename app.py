@@ -118,7 +118,7 @@ def _respond(follow_up: bool, request: Request, conversation: Conversation, stop
         yield Frame(status=f"\u26a0\ufe0f Error: {error}")
         return
     view = RunView(pair, settings, render.TokenStream(pair.tokenizer), render.TokenStream(pair.tokenizer),
-                   racing=compare, notes=notes, run=conversation.runs + 1)
+                   racing=compare, notes=notes, run=conversation.runs + 1, pictures=bool(conversation.images))
     alone = settings.spec.model_methods if alone and len(settings.spec.methods) > 1 else ()
     worker = ComparisonWorker(pair, turns, settings, compare_ar=compare, alone=alone, cancel=stop,
                               threads=CPU_THREADS if pair.device.type == "cpu" else None).start()

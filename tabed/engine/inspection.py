@@ -72,7 +72,7 @@ def _tried_by_depth(verdict: Verdict, depths: int) -> list[list[dict]]:
     return out
 
 
-def weight_choice(history: WeightHistory, weights: torch.Tensor, shared: list[str] = ()) -> dict | None:
+def weight_update(history: WeightHistory, weights: torch.Tensor, shared: list[str] = ()) -> dict | None:
     """How the history chose the `weights` it gives now (None before it has any position): the rule, the
     positions it holds, and per rule what decided — w-grid: each candidate's top-1 matches and KL, the
     candidates with the most matches and the winner among them (the least KL; the first of equal ones);

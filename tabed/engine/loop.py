@@ -29,7 +29,7 @@ from .drafter import BatchedDrafter, build_rows, image_token_id
 from .drafts import DraftChain, DraftContext, FirstBlock, Verdict
 from .ensemble import WeightHistory, share_equally, uniform_weights
 from .events import BlockEvent, Event, Finished, GenerationResult, Metrics, Started, StopReason, TokenEvent
-from .inspection import block_positions, weight_choice
+from .inspection import block_positions, weight_update
 from .lookup import NgramLookup
 from .resting import Resting
 from .sampling import choose_token, is_greedy, logits_to_probs
@@ -171,7 +171,6 @@ class SpeculativeRun:
     pending: list[int] = field(default_factory=list)  # committed tokens the drafter has not seen yet
     blocks: list[BlockEvent] = field(default_factory=list)
     hedges_first: bool = False  # the first block hedges (`settings.hedges_first`)
-    weight_choice: dict | None = None  # when inspecting: how the current block's weights were chosen
     shared: list[int] = field(default_factory=list)  # methods drafted as one row (`shared_row`): one weight
 
     @property
@@ -183,16 +182,47 @@ class SpeculativeRun:
         return self.history.weights() if self.learned else uniform_weights(len(self.methods))
 
 
-def _record_block(run: SpeculativeRun, draft: DraftChain, verdict: Verdict, weights: torch.Tensor,
-                  confidences: list[float], emitted: list[int], times: dict[str, float], ended: bool) -> BlockEvent:
+@dataclass(frozen=True)
+class Weighing:
+    """A block's weights, the seconds the rule took, and (when inspecting) how it chose them."""
+
+    weights: torch.Tensor
+    seconds: float
+    update: dict | None = None  # `BlockEvent.weight_update`
+
+
+@dataclass(frozen=True)
+class Drafted:
+    """A block's drafts and the verifier that judges them: a chain's or a tree's, chosen as they were drafted
+    (an "unsure" tree that never forked is a chain)."""
+
+    candidate: DraftChain | DraftTree
+    verifier: ChainVerifier | TreeVerifier
+
+
+@dataclass(frozen=True)
+class BlockRecord:
+    """What one block made, step by step: what its event reports."""
+
+    weighing: Weighing
+    draft: DraftChain  # the drafts as judged: a tree's accepted path and the best drafts below it
+    verdict: Verdict
+    confidences: list[float]  # the ensemble's probability of each draft
+    emitted: list[int]  # what the block added to the answer
+    times: dict[str, float]
+    ended: bool  # the answer ended in this block
+
+
+def _record_block(run: SpeculativeRun, record: BlockRecord) -> BlockEvent:
     """The block's event (a report: the loop reads nothing back from it), with each drafting method's
     counterfactual run of accepted guesses (none for the methods whose rows rest, which did not draft). In
-    the block that `ended` the answer a method's run counts only what the answer still had room for:
+    the block that ended the answer a method's run counts only what the answer still had room for:
     nothing follows an end token, nor the last token allowed."""
+    draft, verdict, emitted = record.draft, record.verdict, record.emitted
     gamma, accepted, target_token = len(draft.tokens), verdict.accepted, verdict.target_token
     resting = [run.methods[row] for row in run.drafter.resting_rows] if run.drafter is not None else []
     truth = draft.tokens[:accepted] + [target_token]
-    room = len(emitted) - 1 if ended else len(truth)
+    room = len(emitted) - 1 if record.ended else len(truth)
     top1 = torch.stack(draft.row_probs).argmax(-1).T.tolist() if gamma else [[] for _ in run.methods]  # (K, γ)
     guesses = {m: row for m, row in zip(run.methods, top1, strict=True) if m not in resting}
     index = torch.arange(gamma, device=verdict.target_probs.device)
@@ -200,14 +230,14 @@ def _record_block(run: SpeculativeRun, draft: DraftChain, verdict: Verdict, weig
     answered = len(emitted) > accepted  # the target's own token made it into the answer
     return BlockEvent(
         index=len(run.blocks),
-        weights=dict(zip(run.methods, weights.tolist(), strict=True)),
+        weights=dict(zip(run.methods, record.weighing.weights.tolist(), strict=True)),
         draft=draft.tokens,
         drafts=guesses,
         accepted=accepted,
         target_token=target_token if answered else None,
         bonus=accepted == gamma and answered,
         emitted=emitted,
-        draft_probs=confidences,
+        draft_probs=record.confidences,
         target_probs=verdict.target_probs[index, tokens].tolist() if gamma else [],
         target_token_prob=float(verdict.target_probs[accepted, target_token]) if answered else None,
         method_accepted={m: min(_leading_matches(guesses[m][:gamma], truth), room) for m in guesses},
@@ -215,11 +245,11 @@ def _record_block(run: SpeculativeRun, draft: DraftChain, verdict: Verdict, weig
         stop=draft.stop,
         threshold=run.length.threshold if run.length.adaptive else None,
         survival=run.length.survival if run.length.adaptive else None,
-        **times,
+        **record.times,
         tree=verdict.nodes,
         positions=(block_positions(run.methods, resting, draft, verdict, is_greedy(run.config.temperature))
                    if run.config.inspect else []),
-        weight_update=run.weight_choice,
+        weight_update=record.weighing.update,
     )
 
 
@@ -317,47 +347,51 @@ def _start_drafter(run: SpeculativeRun, prompt: chat.EncodedPrompt, methods: tup
 
 
 def _block(run: SpeculativeRun, first: FirstBlock | None) -> tuple[BlockEvent, bool]:
-    """One block: draft -> verify -> learn -> record. Returns its event and whether decoding is done.
-    `first`: given for the first block, which rides on the target's pass over the prompt."""
+    """One block: weigh -> draft -> verify -> cut -> learn -> record. Returns its event and whether decoding
+    is done. `first`: given for the first block, which rides on the target's pass over the prompt."""
     clock, config = run.clock, run.config
     block_start = clock.now()
-    weights, weights_s = _weigh(run)
+    seen = len(run.out) - len(run.pending)  # answer tokens the drafter's batch has seen
+    if run.resting is not None:  # rows due to catch up do so first: the weights see the history they owed
+        run.resting.before_block(run.drafter, run.out, seen, config)
+    weighing = _weigh(run)
+    if run.resting is not None:  # then rows may start or stop resting
+        run.resting.choose(run.drafter, weighing.weights, seen)
     gamma = min(config.gamma, config.max_new_tokens - len(run.out) - 1)
-    candidate = _draft(run, gamma, weights, first)
+    drafted = _draft(run, gamma, weighing.weights, first)
     verify_start = clock.now()
-    verdict, draft = _verify(run, candidate, first)
+    verdict = drafted.verifier.verify(run.session, run.out[-1] if run.out else None, drafted.candidate, config,
+                                      run.generator, first)
+    # both caches keep what was accepted, nothing recomputed; the drafter lags by the tokens it has not seen
+    run.pending = drafted.verifier.commit(run.session, run.drafter, drafted.candidate, verdict, run.pending)
+    draft = verdict.path if verdict.path is not None else drafted.candidate
     truth = draft.tokens[:verdict.accepted] + [verdict.target_token]
     emitted, done = _cut(truth, config.max_new_tokens - len(run.out), run.pair.eos_token_ids)
-    verify_end = clock.now()
+    verify_end = learn_end = clock.now()
     if not done and run.history is not None:  # the last block's verification would teach no block
         _learn(run, draft, verdict)
-        weights_s += clock.now() - verify_end
+        learn_end = clock.now()
     run.out.extend(emitted)
     times = {"draft_s": verify_start - block_start, "verify_s": verify_end - verify_start,
-             "weights_s": weights_s, "elapsed_s": clock.now() - clock.start}
+             "weights_s": weighing.seconds + learn_end - verify_end, "elapsed_s": clock.now() - clock.start}
     confidences = draft.confidences()
     if not done:
         run.length.learn(confidences, verdict.accepted)
-    return _record_block(run, draft, verdict, weights, confidences, emitted, times, done), done
+    record = BlockRecord(weighing, draft, verdict, confidences, emitted, times, done)
+    return _record_block(run, record), done
 
 
-def _weigh(run: SpeculativeRun) -> tuple[torch.Tensor, float]:
-    """The block's weights and the seconds they took; rows due to catch up do so first, so that the
-    weights see the history they owed, and then rows may start or stop resting."""
-    seen = len(run.out) - len(run.pending)  # answer tokens the drafter's batch has seen
-    if run.resting is not None:
-        run.resting.before_block(run.drafter, run.out, seen, run.config)
+def _weigh(run: SpeculativeRun) -> Weighing:
+    """The block's weights (once per block, not at every draft step), with the time the rule took."""
     learned = run.learned  # timed only then: on a GPU every reading of the clock waits for the device
     start = run.clock.now() if learned else 0.0
-    weights = run.weights().to(run.pair.device)  # once per block, not at every draft step
+    weights = run.weights().to(run.pair.device)
     if run.shared and learned:
         weights = share_equally(weights, run.shared)
     seconds = run.clock.now() - start if learned else 0.0
-    run.weight_choice = (weight_choice(run.history, weights, [run.methods[row] for row in run.shared])
-                         if run.config.inspect and learned else None)
-    if run.resting is not None:
-        run.resting.choose(run.drafter, weights, seen)
-    return weights, seconds
+    update = (weight_update(run.history, weights, [run.methods[row] for row in run.shared])
+              if run.config.inspect and learned else None)
+    return Weighing(weights, seconds, update)
 
 
 def _learn(run: SpeculativeRun, draft: DraftChain, verdict: Verdict) -> None:
@@ -374,24 +408,25 @@ def _learn(run: SpeculativeRun, draft: DraftChain, verdict: Verdict) -> None:
         run.history.add(p, q, log_q)
 
 
-def _draft(run: SpeculativeRun, gamma: int, weights: torch.Tensor, first: FirstBlock | None,
-           ) -> DraftChain | DraftTree:
-    """A chain or a tree (`_tree_shape`)."""
+def _draft(run: SpeculativeRun, gamma: int, weights: torch.Tensor, first: FirstBlock | None) -> Drafted:
+    """A chain or a tree (`_tree_shape`), with the verifier that judges it."""
+    shape = _tree_shape(run, first is not None) if gamma > 0 else None
     drafting = DraftContext(run.drafter, run.pending, weights, len(run.methods), run.config, run.generator,
                             run.length, log_probs=run.history is not None and run.history.needs_log_q,
-                            lookup=run.lookup, ends=frozenset(run.pair.eos_token_ids), first=first)
-    shape = _tree_shape(run, first is not None)
-    if shape is None or gamma <= 0:
-        candidate = draft_block(drafting, gamma)
-    else:
+                            lookup=run.lookup, ends=frozenset(run.pair.eos_token_ids), first=first,
+                            banned=first.placeholder if first is not None and shape is not None else None)
+    candidate = None
+    if shape is not None:
         width, policy = shape
-        drafting.banned = first.placeholder if first is not None else None
         candidate = draft_block(drafting, gamma, fork_below=UNSURE) if policy == "unsure" else None
         if candidate is None or candidate.stop == StopReason.FORK:  # unsure: a chain while the ensemble is sure
             candidate = draft_tree(drafting, gamma, width, policy, chain=candidate)
-    if gamma < run.config.gamma and candidate.stop not in (StopReason.UNSURE, StopReason.IMAGE, StopReason.EOS):
-        candidate.stop = StopReason.BUDGET
-    return candidate
+    drafted = (Drafted(candidate, TreeVerifier(run.methods)) if isinstance(candidate, DraftTree)
+               else Drafted(candidate or draft_block(drafting, gamma), ChainVerifier()))
+    if gamma < run.config.gamma and drafted.candidate.stop not in (StopReason.UNSURE, StopReason.IMAGE,
+                                                                   StopReason.EOS):
+        drafted.candidate.stop = StopReason.BUDGET
+    return drafted
 
 
 def _tree_shape(run: SpeculativeRun, first: bool) -> tuple[int, str] | None:
@@ -403,22 +438,6 @@ def _tree_shape(run: SpeculativeRun, first: bool) -> tuple[int, str] | None:
     if first and run.hedges_first:
         return HEDGE_WIDTH, "unsure"
     return None
-
-
-def _verify(run: SpeculativeRun, candidate: DraftChain | DraftTree, first: FirstBlock | None,
-            ) -> tuple[Verdict, DraftChain]:
-    """Verify the drafts and roll both caches to what was kept: the verdict, and the drafts it judged as
-    a chain (a tree's accepted path and the best drafts below it)."""
-    last = run.out[-1] if run.out else None
-    if isinstance(candidate, DraftTree):
-        tree = TreeVerifier(run.methods)
-        verdict = tree.verify(run.session, last, candidate, run.config, run.generator, first)
-        run.pending = tree.commit(run.session, run.drafter, candidate, verdict, run.pending)
-        return verdict, verdict.path
-    chain = ChainVerifier()
-    verdict = chain.verify(run.session, last, candidate, run.config, run.generator, first)
-    run.pending = chain.commit(run.session, run.drafter, candidate, verdict, run.pending)
-    return verdict, candidate
 
 
 def _speculative_metrics(run: SpeculativeRun, walltime: float, caption_s: float) -> Metrics:

@@ -15,6 +15,8 @@ import plotly.graph_objects as go
 
 from ..engine.events import BlockEvent, GenerationResult, Metrics, StopReason, TokenEvent, TreeNode
 from ..engine.speed import TIMED_TOKENS, SpeedModel
+from .reasons import draft_detail
+from .words import END, Words, token_text, token_word
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -23,49 +25,20 @@ if TYPE_CHECKING:
 # The colours users of speculative-decoding visualisers know (see the legend).
 KINDS = {
     "accepted": ("#1a7f37", "draft accepted by the target"),
-    "rejected": ("#cf222e", "draft rejected (not part of the answer)"),
+    "rejected": ("#cf222e", "draft rejected by the target (not part of the answer)"),
+    "discarded": ("#8c959f", "draft after a rejected one: never tested"),
     "corrected": ("#d4760a", "the target's own token at a rejection"),
     "bonus": ("#0969da", "bonus token after a fully accepted block"),
     "plain": ("#24292f", "decoded by the target alone"),
 }
 METHOD_COLOURS = {"M": "#1a7f37", "T": "#8250df", "C": "#d4760a", "P": "#0969da", "N": "#6e7781"}
-CONTEXT = 8  # tokens of left context used to decode one token's text (keeps leading spaces right)
-
-
-def token_text(tokenizer: PreTrainedTokenizerBase, previous: list[int], token: int) -> str:
-    """The text `token` adds after `previous`: the difference of two decodes, so that every
-    tokenizer family (SentencePiece, byte-level BPE) gets its spaces right."""
-    context = previous[-CONTEXT:]
-    before = tokenizer.decode(context, skip_special_tokens=True)
-    after = tokenizer.decode(context + [token], skip_special_tokens=True)
-    if after.startswith(before):
-        return after[len(before):]
-    return tokenizer.decode([token], skip_special_tokens=True)
-
-
-WHITESPACE = {" ": "\u2423", "\n": "\u21b5", "\t": "\u21e5"}  # ␣ ↵ ⇥: a blank token still shows what it is
-END = "\u23ce"  # ⏎: the end of the answer
-PIECE_SPACES = {"\u2581": " ", "\u0120": " ", "\u010a": "\n"}  # SentencePiece's and byte-level BPE's marks
-
-
-def token_word(tokenizer: PreTrainedTokenizerBase, token: int) -> str:
-    """A token on its own, as a table cell or a chart label shows it: ⏎ for the end of the answer (and
-    any other special token with no text), a blank one's spaces and newlines drawn (a lone space is not
-    the end of the answer)."""
-    text = token_text(tokenizer, [], token)
-    if text.strip():
-        return text.strip()
-    piece = tokenizer.convert_ids_to_tokens(token) or ""
-    if not text and (token in tokenizer.all_special_ids and piece.strip() or not piece):
-        return END
-    raw = text or "".join(PIECE_SPACES.get(ch, ch) for ch in piece)
-    return "".join(WHITESPACE.get(ch, ch) for ch in raw) or END
+STRUCK = ("rejected", "discarded")  # drafts that are not part of the answer
 
 
 def legend_html() -> str:
     items = []
     for kind, (colour, meaning) in KINDS.items():
-        style = f"color:{colour};font-weight:600" + (";text-decoration:line-through" if kind == "rejected" else "")
+        style = f"color:{colour};font-weight:600" + (";text-decoration:line-through" if kind in STRUCK else "")
         items.append(f'<span class="tabed-legend-item" style="{style}" title="{html.escape(meaning)}">'
                      f"{kind}</span> {html.escape(meaning)}")
     return '<div class="tabed-legend">' + " &nbsp;·&nbsp; ".join(items) + "</div>"
@@ -74,7 +47,7 @@ def legend_html() -> str:
 def _span(kind: str, text: str, title: str) -> str:
     colour = KINDS[kind][0]
     style = f"color:{colour}"
-    if kind == "rejected":
+    if kind in STRUCK:
         style += ";text-decoration:line-through;opacity:0.75"
     elif kind in ("corrected", "bonus"):
         style += ";font-weight:600"
@@ -89,10 +62,11 @@ class TokenStream:
     tokenizer: object
     ids: list[int] = field(default_factory=list)
     html: str = ""
-    rejected: int = 0  # rejected drafts shown (struck through)
+    rejected: int = 0  # drafts shown struck through, rejected or discarded
 
-    def _add(self, kind: str, token: int, title: str, keep: bool = True) -> None:
-        text = token_text(self.tokenizer, self.ids, token)
+    def _add(self, kind: str, token: int, title: str, keep: bool = True, after: list[int] = ()) -> None:
+        """`after`: the rejected drafts before this one, which it was drafted after (its spaces follow them)."""
+        text = token_text(self.tokenizer, self.ids + list(after), token)
         self.html += _span(kind, text if text or token_word(self.tokenizer, token) == END else " ", title)
         if keep:
             self.ids.append(token)
@@ -101,16 +75,15 @@ class TokenStream:
         self._add(kind, event.token_id, f"token {event.index} · {event.step_s * 1e3:.1f} ms")
 
     def block(self, block: BlockEvent) -> None:
-        kept = len(block.emitted)
+        kept, word = len(block.emitted), Words(self.tokenizer)
         for j, token in enumerate(block.draft):
-            proposers = ", ".join(m for m, guesses in block.drafts.items() if j < len(guesses) and guesses[j] == token)
-            title = (f"block {block.index} · draft {j + 1}/{len(block.draft)} · ensemble p={block.draft_probs[j]:.2f}"
-                     f" · target p={block.target_probs[j]:.2f} · proposed by {proposers or 'the ensemble only'}")
+            title = draft_detail(word, block, j)
             if j < block.accepted:
                 if j < kept:
-                    self._add("accepted", token, title + " · accepted")
+                    self._add("accepted", token, title)
             else:
-                self._add("rejected", token, title + " · rejected", keep=False)
+                kind = "rejected" if j == block.accepted else "discarded"
+                self._add(kind, token, title, keep=False, after=block.draft[block.accepted:j])
                 self.rejected += 1
         if kept > block.accepted:
             kind = "bonus" if block.bonus else "corrected"
@@ -138,7 +111,7 @@ def answer_html(stream: TokenStream) -> str:
     "show rejected drafts" switch: the CSS class `hide-rejected`)."""
     if not stream.rejected:
         return stream.html
-    count = f"{stream.rejected} rejected draft{'s' if stream.rejected > 1 else ''} hidden"
+    count = f"{counted(stream.rejected, 'draft')} not kept, hidden (rejected, or never tested after a rejection)"
     return stream.html + f'<div class="tabed-rejected-count">{count}</div>'
 
 
@@ -162,13 +135,28 @@ def block_rows(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], gro
     return rows
 
 
+def counted(count: int, noun: str) -> str:
+    """A count with its noun, singular or plural: "1 position", "3 positions"."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def below(low: float, high: float) -> tuple[str, str]:
+    """Two numbers shown with as few decimals (two to four) as tell them apart, so that a comparison the
+    page states is one a reader can see: 0.198 < 0.200, never "0.20 < 0.20"."""
+    for digits in (2, 3, 4):
+        shown = f"{low:.{digits}f}", f"{high:.{digits}f}"
+        if shown[0] != shown[1]:
+            return shown
+    return shown
+
+
 def draft_length(block: BlockEvent) -> str:
     """How many tokens the block drafted and why it stopped there, e.g. '3, unsure: 0.21 < 0.30' (the
     estimated chance that every draft is accepted fell below the minimum); a tree's depth and nodes, e.g.
     '6 deep, 11 nodes, cap'."""
     count = f"{tree_depth(block.tree)} deep, {len(block.tree)} nodes" if block.tree else len(block.draft)
     if block.stop == StopReason.UNSURE:
-        return f"{count}, unsure: {block.survival:.2f} < {block.threshold:.2f}"
+        return f"{count}, unsure: {' < '.join(below(block.survival, block.threshold))}"
     return f"{count}, {block.stop}" if block.stop != StopReason.FIXED else str(count)
 
 
@@ -356,6 +344,12 @@ def too_short_to_time(autoregressive: Metrics) -> bool:
     return autoregressive.new_tokens < TIMED_TOKENS
 
 
+BLOCK_EFFICIENCY = "block efficiency: tokens per target pass, the prompt's pass included"
+PER_PASS = "why this speed: tokens per target pass after the prompt's (plain steps it replaces)"
+PREDICTED = "speedup these predict: tokens per pass / (verify + drafting)"
+WHOLE = "with the other time too: tokens per pass / (verify + drafting + other)"
+
+
 def metrics_rows(speculative: Metrics | None, autoregressive: Metrics | None, unreliable: bool = False,
                  missing: str = "…") -> list[list]:
     """Headline numbers, TABED next to plain decoding (the speedup flagged when the timing was unreliable);
@@ -367,12 +361,13 @@ def metrics_rows(speculative: Metrics | None, autoregressive: Metrics | None, un
 
     rows = [
         ["tokens", value(speculative, "new_tokens", "d"), value(autoregressive, "new_tokens", "d")],
-        ["tokens / s", value(speculative, "tokens_per_s", ".1f"), value(autoregressive, "tokens_per_s", ".1f")],
+        ["tokens / s (walltime)", value(speculative, "tokens_per_s", ".1f"),
+         value(autoregressive, "tokens_per_s", ".1f")],
         ["walltime (s)", value(speculative, "walltime_s", ".3f"), value(autoregressive, "walltime_s", ".3f")],
         ["decode time (s)", value(speculative, "decode_s", ".3f"), value(autoregressive, "decode_s", ".3f")],
         ["target forwards", value(speculative, "target_forwards", "d"), value(autoregressive, "target_forwards", "d")],
-        ["block efficiency", value(speculative, "block_efficiency", ".2f"), value(autoregressive, "block_efficiency",
-                                                                                  ".2f")],
+        [BLOCK_EFFICIENCY, value(speculative, "block_efficiency", ".2f"),
+         value(autoregressive, "block_efficiency", ".2f")],
         ["acceptance rate", value(speculative, "acceptance_rate", ".2f"), "—"],
     ]
     if speculative is not None:
@@ -409,14 +404,15 @@ def alone_rows(alone: dict[str, GenerationResult], plain: Metrics | None) -> lis
 def speed_rows(speed: SpeedModel) -> list[list]:
     """Why this speed, as rows of the metrics table: what one target pass of ours replaced and cost, in plain
     decoding's steps, and the speedup that predicts."""
-    return [["why this speed: tokens per target pass (plain steps it replaces)", f"{speed.tokens_per_pass:.2f}", "1"],
+    return [[PER_PASS, f"{speed.tokens_per_pass:.2f}", "1"],
             ["a verify's cost (plain steps)", f"{speed.verify:.2f}", "1"],
             ["drafting per pass (plain steps)", f"{speed.drafting:.2f}", "—"],
             ["one drafted token (plain steps)", f"{speed.draft_token:.3f}", "—"],
             ["drafts made per draft kept", f"{speed.drafts_per_kept:.2f}", "—"],
             ["other per pass: weights, bookkeeping (plain steps)", f"{speed.other:.2f}", "—"],
-            ["speedup these predict: tokens per pass / (verify + drafting)",
-             f"{speed.predicted:.2f}× (measured {speed.measured:.2f}×)", "—"]]
+            [PREDICTED, f"{speed.predicted:.2f}× (measured {speed.measured:.2f}×)", "—"],
+            [WHOLE, f"{speed.tokens_per_pass / (speed.verify + speed.drafting + speed.other):.2f}× (the measured "
+                    "speedup: the other time is the gap)", "—"]]
 
 
 SHOWN_POSITIONS = 8  # draft positions the metrics table lists (the JSON download has every one)

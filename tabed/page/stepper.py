@@ -11,12 +11,9 @@ import math
 from transformers import PreTrainedTokenizerBase
 
 from ..engine.events import BlockEvent
-from .render import draft_length, token_word
-
-SHOWN = 3  # the top tokens of each distribution shown per position
-VERDICTS = {"kept": "\u2713 kept", "rejected": "\u2717 rejected", "corrected": "\u21bb corrected",
-            "bonus": "+ bonus"}
-
+from .reasons import NEVER_TESTED, VERDICTS, why
+from .render import counted, draft_length
+from .words import SHOWN, Words
 
 UNLEARNED = "nothing verified yet to learn from, so every method weighs the same"
 
@@ -46,7 +43,7 @@ def step_html(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], inde
     block = blocks[index]
     word = Words(tokenizer)
     weights = _weights_text(block, resting=True)
-    head = (f"<p><b>Block {index} of {len(blocks) - 1}</b>: drafted {draft_length(block)}, the target kept "
+    head = (f"<p><b>Block {index} of blocks 0–{len(blocks) - 1}</b>: drafted {draft_length(block)}, the target kept "
             f"{block.accepted}. Weights {html.escape(weights)}.</p>")
     if not block.positions and block.draft:
         return f'<div class="tabed-step">{head}<p>This run did not record its blocks (inspect was off).</p></div>'
@@ -54,24 +51,13 @@ def step_html(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], inde
     header = "".join(f"<th>{html.escape(c)}</th>" for c in
                      ["#", "draft", *(f"{m} top-{SHOWN}" for m in methods), "mix", "target", "verdict"])
     rows = [_position_row(word, position, j, methods) for j, position in enumerate(block.positions)]
+    rows += [_discarded_row(word, block.draft[j], j, 2 + len(methods) + 3)
+             for j in range(len(block.positions), len(block.draft)) if j > block.accepted]
     rows.append(_target_row(word, block, 2 + len(methods) + 3))
     table = f'<div class="tabed-step-table"><table><tr>{header}</tr>{"".join(rows)}</table></div>'
     moved = (f"<p>{html.escape(moved_why(block, blocks[index + 1]))}</p>" if index + 1 < len(blocks)
              and blocks[index + 1].weight_update is not None else "")
     return f'<div class="tabed-step">{head}{table}<p>{html.escape(weights_why(block, unlearned))}</p>{moved}</div>'
-
-
-class Words:
-    """Token ids as the words a student reads, quoted."""
-
-    def __init__(self, tokenizer: PreTrainedTokenizerBase) -> None:
-        self.tokenizer = tokenizer
-
-    def __call__(self, token: int) -> str:
-        return f"'{token_word(self.tokenizer, token)}'"
-
-    def top(self, pairs: list[list]) -> str:
-        return " · ".join(f"{self(token)} {prob:.2f}" for token, prob in pairs[:SHOWN])
 
 
 def _position_row(word: Words, position: dict, j: int, methods: list[str]) -> str:
@@ -84,25 +70,11 @@ def _position_row(word: Words, position: dict, j: int, methods: list[str]) -> st
             f'<tr class="tabed-why"><td colspan="{span}">{html.escape(why(word, position))}</td></tr>')
 
 
-def why(word: Words, position: dict) -> str:
-    """Why the draft at a position was kept or rejected, in one line."""
-    test, draft = position["test"], position["draft"]
-    target = dict(map(tuple, position["target"]))
-    if test["kind"] == "greedy":
-        top1 = test["target_top1"]
-        said = f"the target's top-1 is {word(top1)} ({target.get(top1, 0.0):.2f})"
-        if test["kept"]:
-            return f"{said}: the draft is it, kept"
-        under = f"{target[draft]:.2f}" if draft in target else "less"
-        return f"{said}; the draft {word(draft)} had {under} under the target: rejected"
-    tried = test.get("tried") or [{"token": draft, **{k: test[k] for k in ("u", "p", "q", "kept")}}]
-    tests = "; ".join(f"{word(t['token'])}: u = {t['u']:.2f} {'<' if t['kept'] else '≥'} p/q = "
-                      f"{t['p'] / t['q'] if t['q'] else float('inf'):.2f}" + (" kept" if t["kept"] else " rejected")
-                      for t in tried)
-    if test["kept"]:
-        return tests
-    return (f"{tests}; the target's {word(test['residual_token'])} is drawn from what is left of its "
-            "distribution, max(p − q, 0) renormalised")
+def _discarded_row(word: Words, token: int, j: int, span: int) -> str:
+    """A draft after the block's first rejection: shown, and said never tested."""
+    cells = [str(j + 1), word(token), *[""] * (span - 3), VERDICTS["discarded"]]
+    return ("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in cells) + "</tr>"
+            f'<tr class="tabed-why"><td colspan="{span}">{html.escape(NEVER_TESTED)}</td></tr>')
 
 
 def _target_row(word: Words, block: BlockEvent, span: int) -> str:
@@ -120,7 +92,7 @@ def _target_row(word: Words, block: BlockEvent, span: int) -> str:
 
 def moved_why(block: BlockEvent, after: BlockEvent) -> str:
     """How this block moved the weights: the next block's, chosen with this block's verified positions too."""
-    return (f"How this block moved the weights: with its {len(block.positions)} verified positions in the "
+    return (f"How this block moved the weights: with its {counted(len(block.positions), 'verified position')} in the "
             f"history, {_choice(after)}")
 
 
@@ -136,7 +108,7 @@ def weights_why(block: BlockEvent, unlearned: str = UNLEARNED) -> str:
 def _choice(block: BlockEvent) -> str:
     """The rule's choice of a block's weights, from the figures it recorded (`weight_update`)."""
     update, methods, chosen = block.weight_update, list(block.weights), _weights_text(block)
-    seen = f"over the {update['positions']} positions the target had verified"
+    seen = f"over the {counted(update['positions'], 'position')} the target had verified"
     if update.get("shared"):
         chosen += (f" ({' and '.join(update['shared'])} read the same text, with no picture: one row, its weight "
                    "shared equally, since no split of it changes the mix)")
@@ -144,7 +116,7 @@ def _choice(block: BlockEvent) -> str:
         candidates = update["candidates"]
         alone = {m: next(c["matches"] for c in candidates if c["weights"][k] == 1.0) for k, m in enumerate(methods)}
         best = candidates[update["winner"]]
-        matched = ", ".join(f"{m}'s top-1 matched the target's {int(n)} times" for m, n in alone.items())
+        matched = ", ".join(f"{m}'s top-1 matched the target's {counted(int(n), 'time')}" for m, n in alone.items())
         return (f"{seen}, {matched} (w-grid). Of the {len(candidates)} weightings tried, "
                 f"{len(update['most_matches'])} matched most often ({int(best['matches'])}); the one of least KL "
                 f"among them won: {chosen}.")

@@ -7,7 +7,7 @@ CSS = """
 #tabed-answer, #plain-answer { white-space: pre-wrap; font-family: ui-monospace, monospace; line-height: 1.6;
   min-height: 4em; }
 .tabed-legend { font-size: 0.85em; }
-.hide-rejected .tk-rejected { display: none; }
+.hide-rejected .tk-rejected, .hide-rejected .tk-discarded { display: none; }
 .tabed-rejected-count { display: none; color: #cf222e; font-size: 0.85em; margin-top: 0.4em; }
 .hide-rejected .tabed-rejected-count { display: block; }
 .tabed-stopped { color: #b45309; font-weight: 600; margin-top: 0.4em; }

@@ -17,7 +17,7 @@ from ..engine.session import BUSY_SHARE
 from ..engine.settings import Settings, hedges_first
 from ..engine.speed import TIMED_TOKENS, SpeedModel, answer_speed
 from ..models.pair import ModelPair
-from . import render, stepper
+from . import reasons, render, stepper
 from .conversation import Conversation, chat_history
 from .downloads import write_downloads
 from .render import too_short_to_time
@@ -70,6 +70,7 @@ class RunView:
     shared: list[str] = field(default_factory=list)  # methods drafted as one row (`Started.shared`)
     started: bool = False  # the engine took the request (`Started`): until then a refusal changes nothing
     run: int = 1  # the session's run this is (its downloads are named for it; "Done" says it)
+    pictures: bool = False  # the conversation has pictures (what M sees and T does not)
 
     def starved(self) -> float | None:
         """The smallest CPU share of the run's sides that the engine found busy (`Metrics.busy`: they
@@ -199,12 +200,13 @@ class RunView:
         if not self.started:
             return f"\u23f9 Stopped before decoding began · {where}. The page is as it was."
         if stopped == SPECULATIVE:
-            return (f"\u23f9 Stopped after {len(self.blocks)} blocks · {where}. The partial answer stays here and "
-                    "is not added to the conversation.")
+            return (f"\u23f9 Stopped after {render.counted(len(self.blocks), 'block')} · {where}. The partial "
+                    "answer stays here and is not added to the conversation.")
         if stopped == AUTOREGRESSIVE:
             tokens = len(self.results[AUTOREGRESSIVE].token_ids)
-            return (f"\u23f9 Stopped plain decoding after {tokens} tokens · {where}. {self.name}'s answer is complete "
-                    "and joins the conversation; no speedup is shown, since plain decoding did not finish.")
+            return (f"\u23f9 Stopped plain decoding after {render.counted(tokens, 'token')} · {where}. {self.name}'s "
+                    "answer is complete and joins the conversation; no speedup is shown, since plain decoding did "
+                    "not finish.")
         return self._done(where) + "".join(f" Note: {note}" for note in self.notes)
 
     def _progress(self, where: str) -> str:
@@ -226,13 +228,15 @@ class RunView:
         if (speedup := self.speedup()) is not None:
             text += f" Speedup {speedup:.2f}× (decode time)."
             if (speed := self.speed()) is not None:
-                text += f" Why: {speed.sentence()}."
+                cost = speed.verify + speed.drafting + speed.other
+                text += f" {reasons.fast_or_slow(speed.tokens_per_pass, cost, speed.measured)} Why: {speed.sentence()}."
         elif self.too_short():
             text += f" The answer is too short to time (under {TIMED_TOKENS} tokens): no speedup is shown."
         if (share := self.starved()) is not None:
             text += (f" \u26a0\ufe0f Timings unreliable: the machine was busy (the run got {share:.1%} of one "
                      f"core, under the {BUSY_SHARE:.0%} an idle machine gives it); run again when it is idle.")
-        return text + " " + self.lossless()
+        led = reasons.who_led(self.blocks, self.shared, self.pictures, learned=self.settings.spec.tabed)
+        return text + (f" {led}" if led else "") + " " + self.lossless()
 
     def lossless(self) -> str:
         """What the two answers show of speculative decoding being lossless, in a sentence."""

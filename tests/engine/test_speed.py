@@ -21,7 +21,8 @@ def test_the_model_in_numbers_a_student_can_check():
     assert model.drafts_per_kept == 1.25 and model.other == pytest.approx(0.2)
     assert model.predicted == pytest.approx(2.0) and model.measured == pytest.approx(4 / 2.2)
     assert model.sentence() == ("4.0 tokens per target pass; each pass cost 1.50 plain steps and its drafting "
-                                "0.50 more: expected 2.00×, measured 1.82×")
+                                "0.50 more: expected 2.00×; the weights and bookkeeping took 0.20 more a pass: "
+                                "measured 1.82×")
     assert model.why_off() is None  # 10% off: within 15%
     slow = speed_model(40, 10, 25, 20, draft_s=0.5, verify_s=1.5, decode_s=3.0, plain_decode_s=4.0)
     assert slow.error == pytest.approx(0.5) and slow.why_off().startswith("33% of the decode time went neither")

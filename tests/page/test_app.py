@@ -20,7 +20,7 @@ from conftest import serving, workers_alive
 from tabed.engine import resting, session
 from tabed.engine.events import Finished
 from tabed.models.pair import ModelPair
-from tabed.page import worker
+from tabed.page import render, worker
 from tabed.page.view import OUTPUTS, STOPPED_MARK, Frame
 
 SETTINGS = dict(preset="teaching", methods=["M", "T"], mode=app.MODES[0], rule="w-grid", window=0, gamma=5,
@@ -80,8 +80,8 @@ def test_run_streams_coloured_tokens_then_metrics_and_exports(tiny_app, image_pa
     result = last_run(state)["results"]
     assert result["speculative"]["token_ids"] == result["autoregressive"]["token_ids"]
     rows = {row[0]: row for row in metrics}
-    assert "speedup (decode time)" in rows and "block efficiency" in rows
-    assert float(rows["block efficiency"][1]) > 1.0
+    assert "speedup (decode time)" in rows and render.BLOCK_EFFICIENCY in rows
+    assert float(rows[render.BLOCK_EFFICIENCY][1]) > 1.0
     assert {trace.name for trace in figure.data} == {"accepted drafts", "weight of M", "weight of T"}
     assert len(blocks.value["data"]) == result["speculative"]["metrics"]["target_forwards"]
     drafted = [row[blocks.value["headers"].index("drafted (why it stopped)")] for row in blocks.value["data"]]
@@ -426,7 +426,7 @@ def test_stop_during_tabed_shows_stopped_and_keeps_the_partial_answer(tiny_app, 
     assert status.startswith("\u23f9 Stopped after") and "not added to the conversation" in status
     assert "tk-accepted" in tabed_html and tabed_html.endswith(STOPPED_MARK)
     assert "tk-plain" not in plain_html  # plain decoding never started
-    assert "block efficiency" in _metric_names(metrics) and "speedup (decode time)" not in _metric_names(metrics)
+    assert render.BLOCK_EFFICIENCY in _metric_names(metrics) and "speedup (decode time)" not in _metric_names(metrics)
     assert figure is not None and len(blocks.value["data"]) >= 3
     assert chat == [] and state.turns == []  # a half answer is not a finished turn
     assert not tiny_app.STOPS.flags  # nothing left behind
@@ -735,14 +735,14 @@ def test_the_block_stepper_shows_the_last_answers_blocks_one_at_a_time(tiny_app,
     assert len(blocks) > 2 and all(len(b.positions) == min(b.accepted + 1, len(b.draft)) for b in blocks)
     assert last_run(state)["results"]["speculative"]["blocks"][1]["positions"]  # in the download too
     index, page, status = tiny_app.show_step(state, 1)
-    assert index == 1 and f"Block 1 of {len(blocks) - 1}" in page and status == gr.skip()
+    assert index == 1 and f"Block 1 of blocks 0–{len(blocks) - 1}" in page and status == gr.skip()
     last = len(blocks) - 1
     for typed, shown, said in ((999, last, f"block 999 is not one of this answer's blocks (0 to {last}): showing "
                                            f"block {last}"),
                                (-3, 0, f"block -3 is not one of this answer's blocks (0 to {last}): showing block 0"),
                                (2.5, 0, "block must be a whole number, one of this answer's blocks; got 2.5")):
         index, page, status = tiny_app.show_step(state, typed)  # the nearest block, and the status says why
-        assert (index, status) == (shown, f"\u26a0\ufe0f {said}") and f"Block {shown} of {last}" in page
+        assert (index, status) == (shown, f"\u26a0\ufe0f {said}") and f"Block {shown} of blocks 0–{last}" in page
     assert tiny_app.show_step(state, None)[:1] == (0,) and tiny_app.show_step(state, last)[2] == gr.skip()
     assert tiny_app.pick_step(state, SimpleNamespace(index=[2, 4]))[0] == 2  # a tap on the table's third row
     assert "Run a prompt" in tiny_app.show_step(None, 3)[1]
@@ -809,14 +809,17 @@ def test_the_status_and_the_metrics_say_why_this_speed(tiny_app, image_path, mon
     monkeypatch.setattr(session, "BUSY_SHARE", 0.0)
     out = final(list(tiny_app.run(image_path, "w1 w2 w3", None, **settings(max_new_tokens=40))))
     speedup = re.search(r"Speedup ([\d.]+)×", out.status)[1]
-    assert re.search(rf"Why: [\d.]+ tokens per target pass; .* expected [\d.]+×, measured {speedup}×\.",
-                     out.status), out.status
+    assert re.search(rf"Why: [\d.]+ tokens per target pass; .* expected [\d.]+×; the weights and bookkeeping took "
+                     rf"[\d.]+ more a pass: measured {speedup}×\.", out.status), out.status
     rows = {row[0]: row[1] for row in out.metrics}
-    per_pass = float(rows["why this speed: tokens per target pass (plain steps it replaces)"])
+    per_pass = float(rows[render.PER_PASS])
     verify, drafting = float(rows["a verify's cost (plain steps)"]), float(rows["drafting per pass (plain steps)"])
-    predicted = rows["speedup these predict: tokens per pass / (verify + drafting)"]
+    predicted = rows[render.PREDICTED]
     assert float(predicted.split("×")[0]) == pytest.approx(per_pass / (verify + drafting), abs=0.02)
     assert f"(measured {speedup}×)" in predicted
+    other = float(rows["other per pass: weights, bookkeeping (plain steps)"])  # the gap, named: the whole is measured
+    assert float(rows[render.WHOLE].split("×")[0]) == pytest.approx(float(speedup), abs=0.011)
+    assert float(rows[render.WHOLE].split("×")[0]) == pytest.approx(per_pass / (verify + drafting + other), abs=0.03)
     names = [row[0] for row in out.metrics]
     assert names.index("speedup (decode time)") < names.index("a verify's cost (plain steps)") < names.index("tokens")
     short = final(list(tiny_app.run(image_path, "w1 w2", None, **settings(max_new_tokens=3))))

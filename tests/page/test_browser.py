@@ -246,8 +246,8 @@ class TestWithTheTinyPair:
         view = page.locator("#step-view")
         expect(view).to_contain_text("Run a prompt")
         ask(page, chart_png, "w1 w2 w3")
-        expect(view).to_contain_text("Block 0 of")
-        last = int(re.search(r"Block 0 of (\d+)", view.inner_text())[1])
+        expect(view).to_contain_text("Block 0 of blocks 0–")
+        last = int(re.search(r"Block 0 of blocks 0–(\d+)", view.inner_text())[1])
         assert last >= 2
         for width in (1400, 390):
             page.set_viewport_size({"width": width, "height": 1300})
@@ -255,7 +255,7 @@ class TestWithTheTinyPair:
                 page.locator(f'#blocks [data-testid="cell-{row}-0"]').click()
                 expect(view).to_contain_text(f"Block {row} of")
             for index in range(last + 1):
-                expect(view).to_contain_text(f"Block {index} of {last}")
+                expect(view).to_contain_text(f"Block {index} of blocks 0–{last}")
                 cell = page.locator(f'#blocks [data-testid="cell-{index}-2"]')  # its ensemble draft
                 cell.scroll_into_view_if_needed()
                 table_drafts = cell.inner_text().split(" | ")
@@ -270,17 +270,17 @@ class TestWithTheTinyPair:
                 if index < last:
                     page.locator("#step-next").click()
             page.locator("#step-next").click()  # past the last block: it stays there
-            expect(view).to_contain_text(f"Block {last} of {last}")
+            expect(view).to_contain_text(f"Block {last} of blocks 0–{last}")
             point = page.locator("#weights-plot .scatterlayer .trace").first.locator(".point").nth(1)
             point.scroll_into_view_if_needed()
             box = point.bounding_box()
             page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)  # block 1 in the chart
-            expect(view).to_contain_text(f"Block 1 of {last}")
+            expect(view).to_contain_text(f"Block 1 of blocks 0–{last}")
         index = page.locator("#step-index input")
         index.fill("-3")
         index.press("Enter")
         expect(page.locator("#status")).to_contain_text(f"block -3 is not one of this answer's blocks (0 to {last})")
-        expect(view).to_contain_text(f"Block 0 of {last}")
+        expect(view).to_contain_text(f"Block 0 of blocks 0–{last}")
         no_error_badge(page)
 
     def test_the_downloaded_charts_open_with_the_network_off(self, page, chart_png):
@@ -441,11 +441,11 @@ def _chart_legible(page) -> None:
 
 def _rejected_drafts_hide_and_count(page) -> None:
     answer, switch = page.locator("#tabed-answer"), page.locator("#show-rejected input")
-    rejected = answer.locator(".tk-rejected").count()
+    rejected = answer.locator(".tk-rejected, .tk-discarded").count()
     assert rejected > 0
     switch.uncheck()
     expect(answer.locator(".tk-rejected").first).to_be_hidden()
-    hidden = f"{rejected} rejected draft{'s' * (rejected > 1)} hidden"
+    hidden = f"{rejected} draft{'s' * (rejected > 1)} not kept, hidden (rejected, or never tested after a rejection)"
     expect(answer.locator(".tabed-rejected-count")).to_have_text(hidden)
     switch.check()
     expect(answer.locator(".tk-rejected").first).to_be_visible()
@@ -459,7 +459,7 @@ WEIGHTS = """() => document.querySelector('#weights-plot .js-plotly-plot')._full
 
 def _kept_tokens(page, elem_id: str) -> str:
     """An answer as the page shows it, struck-through rejected drafts left out."""
-    return "".join(page.locator(f"#{elem_id} .tk:not(.tk-rejected)").all_inner_texts())
+    return "".join(page.locator(f"#{elem_id} .tk:not(.tk-rejected):not(.tk-discarded)").all_inner_texts())
 
 
 def test_every_example_and_its_follow_up_on_the_bundled_pair_shows_moving_weights(browser):

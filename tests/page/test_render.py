@@ -1,9 +1,12 @@
 """What the page draws from the engine's events: token labels, the block table's target column, and
 every figure equal to the engine's own (the tokens' colours, the weights, the trees, each method's row)."""
 
+import html
 import math
 import re
 from dataclasses import replace
+
+import pytest
 
 from conftest import ending_on_a_draft
 from tabed.engine.config import GenerationConfig
@@ -15,10 +18,13 @@ from tabed.models.chat import Turn
 from tabed.page.render import (
     BAND,
     END,
+    KINDS,
     TokenStream,
     block_columns,
     block_rows,
     block_step,
+    counted,
+    draft_length,
     method_groups,
     metrics_rows,
     node_depths,
@@ -78,21 +84,22 @@ def test_a_side_with_no_numbers_says_why():
 
 
 def test_each_token_is_coloured_by_what_the_target_did_with_it(pair, image):
-    """Drafts before the first rejection are accepted, the rest rejected; the target's own token is a
-    bonus after a fully accepted block and a correction otherwise: worked out from each block's counts."""
-    result = _tiny_run(pair, image)
+    """Drafts before the first rejection are accepted, the first rejected one rejected, those after it
+    discarded (never tested); the target's own token is a bonus after a fully accepted block and a correction
+    otherwise: worked out from each block's counts."""
+    result = _tiny_run(pair, image, adaptive=False)  # 4 drafts a block: some after a rejected one
     stream = TokenStream(pair.tokenizer)
     expected = []
     for block in result.blocks:
         stream.block(block)
         kept = len(block.emitted)
-        expected += ["accepted" if j < block.accepted else "rejected" for j in range(len(block.draft))
-                     if j >= block.accepted or j < kept]
+        expected += ["accepted" if j < block.accepted else "rejected" if j == block.accepted else "discarded"
+                     for j in range(len(block.draft)) if j >= block.accepted or j < kept]
         if kept > block.accepted:
             expected.append("bonus" if block.accepted == len(block.draft) else "corrected")
     shown = re.findall(r'class="tk tk-(\w+)"', stream.html)
     assert shown == expected and stream.ids == result.token_ids
-    assert {"accepted", "rejected", "bonus", "corrected"} <= set(shown)  # every kind is exercised
+    assert {"accepted", "rejected", "discarded", "bonus", "corrected"} <= set(shown)  # every kind is exercised
 
 
 def test_the_weights_chart_draws_each_methods_own_weights_and_each_blocks_accepted_drafts(pair, image):
@@ -187,3 +194,59 @@ def test_a_method_run_alone_shows_its_block_efficiency_and_plain_decodings_time_
     assert rows == [["M alone, really run: block efficiency · speedup (decode time)", "3.00 · 4.00× plain decoding",
                      "—"], ["T alone, really run", "stopped", "—"]]
     assert alone_rows(alone, None)[0][1] == "3.00" == alone_rows(alone, metrics(2.0, tokens=7))[0][1]
+
+
+def test_counts_take_their_plural_and_a_stated_comparison_is_visible():
+    """'1 position', never '1 positions'; an unsure block's survival below its minimum never reads
+    '0.20 < 0.20': as many decimals as tell the two apart."""
+    from tabed.engine.events import BlockEvent, StopReason
+
+    assert [counted(n, "position") for n in (0, 1, 2)] == ["0 positions", "1 position", "2 positions"]
+
+    def unsure(survival: float, threshold: float) -> str:
+        block = BlockEvent(index=1, weights={"M": 1.0}, draft=[5, 6], drafts={}, accepted=1, target_token=7,
+                           bonus=False, emitted=[5, 7], draft_probs=[0.9, 0.5], target_probs=[1.0, 0.0],
+                           target_token_prob=1.0, method_accepted={}, stop=StopReason.UNSURE, survival=survival,
+                           threshold=threshold, draft_s=0.0, verify_s=0.0, weights_s=0.0, elapsed_s=0.0)
+        return draft_length(block)
+
+    assert unsure(0.2049, 0.21) == "2, unsure: 0.20 < 0.21"
+    assert unsure(0.198, 0.2) == "2, unsure: 0.198 < 0.200"
+    assert unsure(0.1996, 0.2) == "2, unsure: 0.1996 < 0.2000"
+
+
+def test_rejected_drafts_keep_the_spaces_they_were_drafted_with(tokenizer):
+    """Each rejected draft is written after the drafts before it, as it was drafted: at the start of an answer
+    'w1 w2 w3' struck through, never 'w1w2w3'; the target's own token follows the kept answer."""
+    from tabed.engine.events import BlockEvent, StopReason
+
+    ids = tokenizer.convert_tokens_to_ids(["w1", "w2", "w3", "w4"])
+    block = BlockEvent(index=0, weights={"M": 1.0}, draft=ids[:3], drafts={}, accepted=0, target_token=ids[3],
+                       bonus=False, emitted=[ids[3]], draft_probs=[0.9] * 3, target_probs=[0.0] * 3,
+                       target_token_prob=1.0, method_accepted={}, stop=StopReason.FIXED, survival=None,
+                       threshold=None, draft_s=0.0, verify_s=0.0, weights_s=0.0, elapsed_s=0.0)
+    stream = TokenStream(tokenizer)
+    stream.block(block)
+    struck = re.findall(r'tk-(?:rejected|discarded)"[^>]*>([^<]*)<', stream.html)
+    assert "".join(struck) == "w1 w2 w3"
+    assert re.findall(r'tk-corrected"[^>]*>([^<]*)<', stream.html) == ["w4"]
+
+
+@pytest.mark.parametrize("sampling", [False, True], ids=["greedy", "sampling"])
+def test_a_tokens_detail_says_why_it_was_kept_rejected_or_never_tested(pair, image, sampling):
+    """A tested draft's detail gives the target's own top-3, the draft's probability under the target and
+    under the drafters' mix, and the test it met (greedy: the target's top-1; sampling: u against p/q, with
+    the numbers); a draft after the block's first rejection is said discarded, never tested."""
+    config = {"temperature": 1.0, "seed": 2} if sampling else {}
+    result = _tiny_run(pair, image, inspect=True, adaptive=False, **config)
+    stream = TokenStream(pair.tokenizer)
+    for block in result.blocks:
+        stream.block(block)
+    spans = re.findall(r'class="tk tk-(\w+)"[^>]*title="([^"]*)"', stream.html)
+    details = {kind: [html.unescape(title) for k, title in spans if k == kind] for kind in KINDS}
+    assert details["rejected"] and details["discarded"] and details["accepted"]
+    test = "u = " if sampling else "the target's top-1 is "
+    for title in details["rejected"] + details["accepted"]:
+        assert "the target's top-3: '" in title and test in title and "target p=" in title and "mix q=" in title
+    assert all(": rejected" in title or "rejected" in title.split(" · ")[3] for title in details["rejected"])
+    assert all("discarded, never tested" in title and "top-3" not in title for title in details["discarded"])

@@ -13,7 +13,7 @@ from tabed.engine.config import GenerationConfig
 from tabed.engine.loop import collect, speculative_generate
 from tabed.engine.spec import parse_spec
 from tabed.models.chat import Turn
-from tabed.page.render import TokenStream, token_word
+from tabed.page.render import TokenStream, counted, token_word
 from tabed.page.stepper import Words, step_html, weights_why, why
 
 
@@ -32,7 +32,7 @@ def test_every_block_steps_with_the_verdicts_the_answer_is_coloured_by(pair, ima
     result = run(pair, image, **settings)
     for index, block in enumerate(result.blocks):
         page = step_html(pair.tokenizer, result.blocks, index)
-        assert f"Block {index} of {len(result.blocks) - 1}" in page
+        assert f"Block {index} of blocks 0–{len(result.blocks) - 1}" in page
         stream = TokenStream(pair.tokenizer)
         stream.block(block)  # the answer's colours of this block
         kept = stream.html.count("tk-accepted")
@@ -49,8 +49,8 @@ def test_every_block_steps_with_the_verdicts_the_answer_is_coloured_by(pair, ima
 def test_the_stepper_clamps_its_block_and_says_what_it_cannot_show(pair, image):
     result = run(pair, image)
     last = len(result.blocks) - 1
-    assert f"Block {last} of {last}" in step_html(pair.tokenizer, result.blocks, 99)
-    assert "Block 0 of" in step_html(pair.tokenizer, result.blocks, -3)
+    assert f"Block {last} of blocks 0–{last}" in step_html(pair.tokenizer, result.blocks, 99)
+    assert f"Block 0 of blocks 0–{last}" in step_html(pair.tokenizer, result.blocks, -3)
     assert "Run a prompt" in step_html(pair.tokenizer, [], 0)
     plain = [replace(block, positions=[]) for block in result.blocks]
     assert "inspect was off" in step_html(pair.tokenizer, plain, 1)
@@ -81,13 +81,14 @@ def test_the_weights_are_explained_by_the_rules_own_figures(pair, image):
             for k, m in enumerate(block.weights)}
     text = weights_why(block)
     for method, matches in pure.items():
-        assert f"{method}'s top-1 matched the target's {matches} times" in text
-    assert f"over the {update['positions']} positions" in text
+        assert f"{method}'s top-1 matched the target's {counted(matches, 'time')}" in text
+    assert f"over the {counted(update['positions'], 'position')} the target" in text
     assert " · ".join(f"{m} {w:.2f}" for m, w in block.weights.items()) in text
     assert "every method weighs the same" in weights_why(result.blocks[0])
     index = result.blocks.index(block) - 1  # the block before: it moved the weights to this block's
     page = html.unescape(step_html(pair.tokenizer, result.blocks, index))
-    assert f"How this block moved the weights: with its {len(result.blocks[index].positions)} verified" in page
+    moved = counted(len(result.blocks[index].positions), "verified position")
+    assert f"How this block moved the weights: with its {moved} in the history" in page
     assert f"won: {' · '.join(f'{m} {w:.2f}' for m, w in block.weights.items())}." in page
     for rule, figure in (("kld", "summed divergence"), ("hedge", "summed log-loss")):
         other = run(pair, image, rule=rule)

@@ -1,0 +1,113 @@
+"""Why, in words: why a draft was kept, rejected or never tested, as the stepper's lines and a token's
+detail (hover, click or tap) say it. Made from what an inspected block recorded (`engine/inspection.py`)."""
+
+from __future__ import annotations
+
+from ..engine.events import BlockEvent
+from .words import Words
+
+VERDICTS = {"kept": "\u2713 kept", "rejected": "\u2717 rejected", "discarded": "\u2013 discarded",
+            "corrected": "\u21bb corrected", "bonus": "+ bonus"}
+NEVER_TESTED = ("discarded, never tested: a draft is tested only when every draft before it was kept, and an "
+                "earlier one of this block was rejected")
+
+
+def why(word: Words, position: dict) -> str:
+    """Why the draft at a position was kept or rejected, in one line."""
+    test, draft = position["test"], position["draft"]
+    target = dict(map(tuple, position["target"]))
+    if test["kind"] == "greedy":
+        top1 = test["target_top1"]
+        said = f"the target's top-1 is {word(top1)} ({target.get(top1, 0.0):.2f})"
+        if test["kept"]:
+            return f"{said}: the draft is it, kept"
+        under = f"{target[draft]:.2f}" if draft in target else "less"
+        return f"{said}; the draft {word(draft)} had {under} under the target: rejected"
+    tried = test.get("tried") or [{"token": draft, **{k: test[k] for k in ("u", "p", "q", "kept")}}]
+    tests = "; ".join(f"{word(t['token'])}: u = {t['u']:.2f} {'<' if t['kept'] else '≥'} p/q = "
+                      f"{t['p'] / t['q'] if t['q'] else float('inf'):.2f}" + (" kept" if t["kept"] else " rejected")
+                      for t in tried)
+    if test["kept"]:
+        return tests
+    return (f"{tests}; the target's {word(test['residual_token'])} is drawn from what is left of its "
+            "distribution, max(p − q, 0) renormalised")
+
+
+def draft_detail(word: Words, block: BlockEvent, j: int) -> str:
+    """Draft `j` of a block, as a token's detail says it: kept or rejected and why (the target's own top
+    tokens, the draft's probability under the target and under the drafters' mix, the test it met), or
+    discarded, never tested; who proposed it."""
+    token = block.draft[j]
+    proposers = ", ".join(m for m, guesses in block.drafts.items() if j < len(guesses) and guesses[j] == token)
+    head = f"block {block.index} · draft {j + 1} of {len(block.draft)} · proposed by {proposers or 'the mix only'}"
+    if j > block.accepted:
+        return f"{head} · {NEVER_TESTED}"
+    verdict = "kept" if j < block.accepted else "rejected"
+    if j >= len(block.positions):  # not inspected: the probabilities alone
+        return (f"{head} · {verdict} · drafters' mix p={block.draft_probs[j]:.2f} · "
+                f"target p={block.target_probs[j]:.2f}")
+    position = block.positions[j]
+    return (f"{head} · {verdict}: {why(word, position)} · the target's top-3: {word.top(position['target'])} · "
+            f"this draft: target p={block.target_probs[j]:.2f}, drafters' mix q={block.draft_probs[j]:.2f}")
+
+
+def guesses_matched(blocks: list[BlockEvent]) -> dict[str, tuple[int, int]]:
+    """Per method, (positions where its own top-1 guess was the target's token, positions it guessed at):
+    over the positions the target verified (the kept drafts, then the first rejected one), in the blocks
+    where the method drafted (a resting method guesses at none)."""
+    counts: dict[str, list[int]] = {}
+    for block in blocks:
+        if block.target_token is None and block.accepted == 0:
+            continue
+        truth = block.draft[:block.accepted] + [block.target_token]
+        verified = min(len(truth), len(block.draft))
+        for method, guesses in block.drafts.items():
+            seen = counts.setdefault(method, [0, 0])
+            seen[0] += sum(g == t for g, t in zip(guesses[:verified], truth[:verified], strict=False))
+            seen[1] += min(verified, len(guesses))
+    return {method: (hit, total) for method, (hit, total) in counts.items()}
+
+
+def who_led(blocks: list[BlockEvent], shared: list[str], pictures: bool, learned: bool) -> str | None:
+    """Which method's guesses the target agreed with most, by how much, and the likely cause, in words;
+    None when no draft was verified. `shared`: methods drafted as one row (no picture); `learned`: the
+    weights were learned (TABED), so they followed the leader."""
+    matched = {m: hits for m, hits in guesses_matched(blocks).items() if hits[1]}
+    if not matched:
+        return None
+    rate = {m: hit / total for m, (hit, total) in matched.items()}
+    said = ", ".join(f"{m}'s at {hit} of {counted_positions(total)}" for m, (hit, total) in
+                     sorted(matched.items(), key=lambda item: -rate[item[0]]))
+    text = f"The target agreed with the drafts' own guesses: {said}."
+    if shared:
+        return text + (f" With no picture {' and '.join(shared)} read the same text: one row, one guess, so nothing "
+                       "told them apart.")
+    leader = max(rate, key=rate.get)
+    if len(rate) > 1:
+        behind = min(rate, key=rate.get)
+        if rate[leader] - rate[behind] >= 0.2:
+            text += f" {leader} led by {rate[leader] - rate[behind]:.0%} of positions"
+            text += " and the weights followed it." if learned else "."
+            if behind == "M" and pictures:
+                text += (" M sees the picture, so where M misses, the drafter reads this picture differently "
+                         "from the target (a kind of picture it never saw, or a detail it cannot make out).")
+            elif leader == "M" and pictures:
+                text += " The answer is about what the picture shows, which only M sees."
+    if max(rate.values()) < 0.5:
+        text += (" Every method missed at most positions: the target is saying what the drafter does not "
+                 "know (a fact it was never taught, a made-up name), so most tokens are the target's own.")
+    return text
+
+
+def counted_positions(total: int) -> str:
+    return f"{total} position" if total == 1 else f"{total} positions"
+
+
+def fast_or_slow(tokens_per_pass: float, cost: float, measured: float) -> str:
+    """Why an answer was fast or slow, in one plain sentence: a target pass's tokens against what the pass
+    and its drafting cost, in plain decoding's steps (`engine/speed.py`)."""
+    if measured >= 1.0:
+        return (f"Fast because each target pass kept {tokens_per_pass:.1f} tokens where a plain step makes one, "
+                f"and a pass with its drafting cost {cost:.2f} plain steps.")
+    return (f"Slower than plain decoding: each target pass kept only {tokens_per_pass:.1f} tokens, and a pass "
+            f"with its drafting cost {cost:.2f} plain steps: the drafts missed too often to pay for themselves.")

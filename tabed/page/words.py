@@ -1,0 +1,54 @@
+"""Token ids as the words a student reads: the text a token adds to an answer (its spaces right for every
+tokenizer family), a token on its own as a table cell shows it, and quoted with its probability."""
+
+from __future__ import annotations
+
+from transformers import PreTrainedTokenizerBase
+
+CONTEXT = 8  # tokens of left context used to decode one token's text (keeps leading spaces right)
+
+
+def token_text(tokenizer: PreTrainedTokenizerBase, previous: list[int], token: int) -> str:
+    """The text `token` adds after `previous`: the difference of two decodes, so that every
+    tokenizer family (SentencePiece, byte-level BPE) gets its spaces right."""
+    context = previous[-CONTEXT:]
+    before = tokenizer.decode(context, skip_special_tokens=True)
+    after = tokenizer.decode(context + [token], skip_special_tokens=True)
+    if after.startswith(before):
+        return after[len(before):]
+    return tokenizer.decode([token], skip_special_tokens=True)
+
+
+WHITESPACE = {" ": "\u2423", "\n": "\u21b5", "\t": "\u21e5"}  # ␣ ↵ ⇥: a blank token still shows what it is
+END = "\u23ce"  # ⏎: the end of the answer
+PIECE_SPACES = {"\u2581": " ", "\u0120": " ", "\u010a": "\n"}  # SentencePiece's and byte-level BPE's marks
+
+
+def token_word(tokenizer: PreTrainedTokenizerBase, token: int) -> str:
+    """A token on its own, as a table cell or a chart label shows it: ⏎ for the end of the answer (and
+    any other special token with no text), a blank one's spaces and newlines drawn (a lone space is not
+    the end of the answer)."""
+    text = token_text(tokenizer, [], token)
+    if text.strip():
+        return text.strip()
+    piece = tokenizer.convert_ids_to_tokens(token) or ""
+    if not text and (token in tokenizer.all_special_ids and piece.strip() or not piece):
+        return END
+    raw = text or "".join(PIECE_SPACES.get(ch, ch) for ch in piece)
+    return "".join(WHITESPACE.get(ch, ch) for ch in raw) or END
+
+
+SHOWN = 3  # the top tokens of a distribution a reason or a step shows
+
+
+class Words:
+    """Token ids as the words a student reads, quoted."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase) -> None:
+        self.tokenizer = tokenizer
+
+    def __call__(self, token: int) -> str:
+        return f"'{token_word(self.tokenizer, token)}'"
+
+    def top(self, pairs: list[list]) -> str:
+        return " · ".join(f"{self(token)} {prob:.2f}" for token, prob in pairs[:SHOWN])

@@ -1,0 +1,48 @@
+"""Why, in words: the page's reasons are made from what the run measured, and say what a student can repeat."""
+
+from tabed.engine.events import BlockEvent, StopReason
+from tabed.page.reasons import fast_or_slow, guesses_matched, who_led
+
+
+def block(draft: list[int], accepted: int, target: int, drafts: dict[str, list[int]]) -> BlockEvent:
+    return BlockEvent(index=0, weights={m: 1 / len(drafts) for m in drafts}, draft=draft, drafts=drafts,
+                      accepted=accepted, target_token=target, bonus=accepted == len(draft),
+                      emitted=draft[:accepted] + [target], draft_probs=[0.5] * len(draft),
+                      target_probs=[0.5] * len(draft), target_token_prob=0.5, method_accepted={},
+                      stop=StopReason.FIXED, threshold=None, survival=None, draft_s=0.0, verify_s=0.0,
+                      weights_s=0.0, elapsed_s=0.0)
+
+
+# T guesses the answer 1 2 3 4 5 6; M guesses 9s; the mix followed T and kept its drafts.
+T_LED = [block([1, 2], 2, 3, {"M": [9, 9], "T": [1, 2]}), block([4, 5, 6], 1, 7, {"M": [9, 9, 9], "T": [4, 8, 8]})]
+
+
+def test_each_methods_guesses_are_counted_at_the_positions_the_target_verified():
+    """Block 1 verified positions 1-2 and the bonus is no draft; block 2 verified its first draft (kept) and
+    its second (rejected: the target said 7); the third was never tested and counts for no one."""
+    assert guesses_matched(T_LED) == {"M": (0, 4), "T": (3, 4)}
+
+
+def test_the_leader_the_margin_and_why_the_other_missed():
+    text = who_led(T_LED, shared=[], pictures=True, learned=True)
+    assert "T's at 3 of 4 positions, M's at 0 of 4 positions" in text
+    assert "T led by 75% of positions and the weights followed it" in text
+    assert "the drafter reads this picture differently from the target" in text
+    static = who_led(T_LED, shared=[], pictures=True, learned=False)
+    assert "T led by 75% of positions." in static and "weights followed" not in static
+
+
+def test_a_made_up_fact_every_method_misses_and_only_the_target_knows():
+    missed = [block([1, 2], 0, 3, {"M": [1, 2], "T": [1, 2]}), block([4], 0, 5, {"M": [4], "T": [4]})]
+    text = who_led(missed, shared=[], pictures=True, learned=True)
+    assert "M's at 0 of 2 positions" in text and "the drafter does not know" in text and " led by" not in text
+
+
+def test_without_a_picture_the_rows_are_one_and_nothing_tells_them_apart():
+    one = [block([1, 2], 2, 3, {"M": [1, 2], "T": [1, 2]})]
+    assert "With no picture M and T read the same text: one row" in who_led(one, ["M", "T"], False, True)
+
+
+def test_fast_or_slow_in_one_sentence():
+    assert fast_or_slow(3.2, 2.1, 1.52).startswith("Fast because each target pass kept 3.2 tokens")
+    assert fast_or_slow(1.1, 1.6, 0.69).startswith("Slower than plain decoding: each target pass kept only 1.1")
