@@ -353,11 +353,11 @@ MUTANTS = (
     Mutant("speed-model-counts-the-prompts-pass", "tabed/engine/speed.py",
            "ours.target_forwards - 1, ours.drafted", "ours.target_forwards, ours.drafted",
            ("tests/engine/test_speed.py::test_on_a_real_run_the_parts_add_up_to_the_measured_speedup",)),
-    Mutant("stepper-greedy-verdict-inverted", "tabed/page/stepper.py",
+    Mutant("stepper-greedy-verdict-inverted", "tabed/page/reasons.py",
            '        if test["kept"]:\n            return f"{said}: the draft is it, kept"',
            '        if not test["kept"]:\n            return f"{said}: the draft is it, kept"',
            ("tests/page/test_stepper.py::test_each_verdict_says_why_in_one_line",)),
-    Mutant("stepper-sampling-comparison-inverted", "tabed/page/stepper.py",
+    Mutant("stepper-sampling-comparison-inverted", "tabed/page/reasons.py",
            "{'<' if t['kept'] else '≥'}", "{'≥' if t['kept'] else '<'}",
            ("tests/page/test_stepper.py::test_each_verdict_says_why_in_one_line",)),
     Mutant("stepper-bonus-called-corrected", "tabed/page/stepper.py", "    elif block.bonus:",
@@ -373,6 +373,26 @@ MUTANTS = (
            '"met": whole["speedup_vs_peer"] >= 1.0}', (BENCH,)),
     Mutant("identical-answers-never-said", "tabed/page/view.py", "        if ours == plain:\n", "        if False:\n",
            (f"{APP}::test_the_status_shows_lossless_and_names_what_decoded",)),
+    Mutant("discarded-drafts-said-rejected", "tabed/page/render.py",
+           'kind = "rejected" if j == block.accepted else "discarded"', 'kind = "rejected"',
+           (f"{RENDER}::test_each_token_is_coloured_by_what_the_target_did_with_it",)),
+    Mutant("rejected-drafts-lose-their-spaces", "tabed/page/render.py", "after=block.draft[block.accepted:j])",
+           "after=())", (f"{RENDER}::test_rejected_drafts_keep_the_spaces_they_were_drafted_with",)),
+    Mutant("token-detail-tests-the-discarded", "tabed/page/reasons.py", "    if j > block.accepted:\n",
+           "    if j > block.accepted + 1:\n",
+           (f"{RENDER}::test_a_tokens_detail_says_why_it_was_kept_rejected_or_never_tested",)),
+    Mutant("guesses-counted-past-the-first-rejection", "tabed/page/reasons.py",
+           "verified = min(len(truth), len(block.draft))", "verified = len(block.draft)",
+           ("tests/page/test_reasons.py::test_each_methods_guesses_are_counted_at_the_positions_the_target_verified",)),
+    Mutant("a-comparison-rounded-to-equals", "tabed/page/render.py", "for digits in (2, 3, 4):",
+           "for digits in (2,):", (f"{RENDER}::test_counts_take_their_plural_and_a_stated_comparison_is_visible",)),
+    Mutant("cli-option-never-reaches-the-config", "tabed/cli.py", 'if f.name not in ("gamma", "adaptive")',
+           'if f.name not in ("gamma", "adaptive", "window")',
+           ("tests/test_cli.py::test_every_option_reaches_the_config_by_its_name",)),
+    Mutant("whole-speed-leaves-out-the-other-time", "tabed/page/render.py",
+           "speed.tokens_per_pass / (speed.verify + speed.drafting + speed.other)",
+           "speed.tokens_per_pass / (speed.verify + speed.drafting)",
+           (f"{APP}::test_the_status_and_the_metrics_say_why_this_speed",)),
 )
 
 
@@ -403,7 +423,7 @@ def pytest_run(root: Path, tests: tuple[str, ...]) -> tuple[int, dict[str, int],
     and the tail of its output. No bytecode is written: a source edited after a run is read afresh."""
     with tempfile.TemporaryDirectory(prefix="tabed-mutant-report-") as reports:
         junit = Path(reports) / "junit.xml"
-        done = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+        done = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-n", "0", "-p", "no:cacheprovider",
                                f"--junitxml={junit}", *tests], cwd=root, capture_output=True, text=True,
                               env=os.environ | {"HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"})
         counts = {"tests": 0, "skipped": 0, "failures": 0, "errors": 0}
