@@ -31,11 +31,17 @@ from tabed.models.factory import SPECIAL_TOKENS, LlavaSize, llava_processor, ran
 from tabed.models.pair import ModelPair  # noqa: E402
 from tabed.page.worker import WORKER_THREAD  # noqa: E402
 
-if os.environ.get("PYTEST_XDIST_WORKER"):  # the suite runs in two processes (pyproject.toml): one core each, since
-    torch.set_num_threads(1)  # a second torch thread would only spin against the other process for these tiny models
+if os.environ.get("PYTEST_XDIST_WORKER"):  # the suite runs in several processes (pyproject.toml): one thread each,
+    torch.set_num_threads(1)  # since a second torch thread would only spin against the others for these tiny models
 
 WORDS = [f"w{i}" for i in range(40)]
 SIZE = LlavaSize()
+
+
+def pytest_collection_modifyitems(items):
+    """The slow tests first (stably: each module's in its order): the processes take tests one at a time as they
+    finish, so the long ones start early instead of ending the run last."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -198,6 +198,7 @@ def test_only_target_is_an_error(capsys, pair_dirs):
     assert code == 2 and "--drafter" in err
 
 
+@pytest.mark.slow
 def test_module_entry_point(pair_dirs, tmp_path):
     broken = tmp_path / "broken.jpg"
     broken.write_bytes(b"nope")
@@ -252,6 +253,7 @@ def test_the_ends_of_max_new_tokens_on_the_bundled_pair(capsys, tokens):
     assert 1 <= len(report["token_ids"]) <= tokens and report["same_output"] is True
 
 
+@pytest.mark.slow
 def test_the_entry_points_turn_cudnn_attention_off_and_loading_does_not(pair_dirs):
     """A process-wide choice is the entry point's (the CLI here, app.py alike), never a side effect of loading
     a pair: the flag is still on after `load_pair` and off once the CLI has run."""

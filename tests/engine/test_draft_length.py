@@ -134,6 +134,7 @@ def teaching_answers(teaching_pair):
 
 
 @pytest.mark.parametrize("gamma, adaptive, width", [(20, True, 1), (20, False, 1), (20, True, 2)])
+@pytest.mark.slow
 def test_drafting_ends_at_a_drafted_end_token(teaching_answers, gamma, adaptive, width):
     """Nothing after an end token can be emitted: the chain stops there (a fixed-length one is cut
     there), a tree grows nothing under it; answers are still the target's own."""

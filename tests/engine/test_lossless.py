@@ -131,7 +131,7 @@ def _exact_marginals(model, processor, turns, steps, temperature):
     return marginals
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # the session's: a process may run these tests apart, between others
 def sampling_world(tokenizer, processor, image):
     """A drafter unlike its target, a prompt, and the target's exact marginals of 4 answer tokens at temperature 1:
     the same for every sampling test below, enumerated once."""
@@ -148,6 +148,7 @@ def sampling_world(tokenizer, processor, image):
     ("auto:2", 4, "tabed-MTN", (1, "ensemble")), ("auto:2", 4, "tabed-MT", (2, "ensemble")),
     ("2", 4, "tabed-MT", (3, "methods")), ("auto:2", 4, "tabed-MT", (2, "unsure", "first", False))],
     ids=["fixed-chains", "adaptive-hedged", "N-hedged", "tree2", "tree3-methods", "tree2-unsure-first"])
+@pytest.mark.slow
 def test_speculative_sampling_is_lossless_end_to_end(sampling_world, gamma, new_tokens, spec, tree):
     """SD with a drafter unlike the target samples answer tokens with the target's exact marginals; with
     adaptive drafting too, whose draft length depends on the tokens drawn; with token trees too, whose

@@ -59,6 +59,7 @@ def odd_pictures(teaching_pair):
 
 
 @pytest.mark.parametrize("width, temperature", [(1, 0.0), (2, 0.0), (1, 1.0)])
+@pytest.mark.slow
 def test_resting_rows_change_no_draft_and_no_weight_when_they_catch_up_every_block(odd_pictures, monkeypatch, width,
                                                                                    temperature):
     """Catching up before every block, the history is complete whenever weights are computed: every
@@ -96,6 +97,7 @@ def every_scenario(teaching_pair):
     return teaching_pair, [case_turns(case, suite.parent) for case in limit_cases(load_suite(suite), 3)]
 
 
+@pytest.mark.slow
 def test_a_resting_row_catches_up_and_rejoins_when_it_earns_again(every_scenario):
     """With the defaults, a row rests after two blocks at 0 and the weights are recomputed with it after
     three blocks (then six, twelve...): when it wakes they equal the weights of a run without resting, where

@@ -233,6 +233,7 @@ def test_first_block_trees_equal_plain_decoding_and_later_blocks_are_chains(loos
 
 
 @pytest.mark.parametrize("source", ["twin-pair", "teaching-pair"])
+@pytest.mark.slow
 def test_the_default_hedges_the_first_block_where_the_unweighted_methods_disagree(request, image, source):
     """A picture question where, with uniform weights, the first block follows the wrong method at a token
     the methods disagree on (the twin drafter's M row is right, its image-blind T row not), and keeps

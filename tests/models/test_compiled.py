@@ -2,6 +2,7 @@
 cache's length through steps and roll-backs, and falls back to running as it is when it cannot be compiled,
 having run nothing twice."""
 
+import pytest
 import torch
 
 from conftest import make_pair
@@ -24,6 +25,7 @@ def _steps(backend: StaticBackend) -> list[torch.Tensor]:
     return logits
 
 
+@pytest.mark.slow
 def test_a_compiled_forward_gives_the_uncompiled_logits(pair, monkeypatch):
     calls = []
     compiled_call = CompiledForward.__call__

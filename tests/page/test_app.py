@@ -538,6 +538,7 @@ def _with_stand_in_spaces(tmp_path, script: str, extra_env: dict | None = None) 
     return out.stdout
 
 
+@pytest.mark.slow
 def test_on_zerogpu_the_handler_is_wrapped_by_spaces_gpu(tmp_path):
     """The app imports `spaces` first and decorates its generator handler with `spaces.GPU`, the duration
     growing with max new tokens."""
@@ -550,6 +551,7 @@ def test_on_zerogpu_the_handler_is_wrapped_by_spaces_gpu(tmp_path):
     assert _with_stand_in_spaces(tmp_path, script).split() == ["respond", "True", "78", "286", "None"]
 
 
+@pytest.mark.slow
 def test_on_zerogpu_the_default_pair_is_loaded_at_import_and_runs_eager(tmp_path):
     """On ZeroGPU the default pair is loaded when the app is imported (so `spaces` packs its weights once),
     with dynamic caches (CUDA graphs cannot outlive a request there), and the page says so."""
@@ -593,6 +595,7 @@ def test_each_run_replaces_the_last_runs_downloads_named_and_titled_for_it(tiny_
     assert last_run(state)["title"].endswith("“w4 <b>”")
 
 
+@pytest.mark.slow
 def test_a_run_on_a_busy_machine_says_its_timings_are_unreliable(tiny_app, pair, image_path):
     """Other processes hogging every core: the run gets a fraction of one core, and the page says the
     speedup means nothing instead of presenting it, naming the share it got. (How a run the machine left

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from gradio_client import Client, handle_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,6 +44,7 @@ def _connect(port: int, server: subprocess.Popen) -> Client:
             time.sleep(0.5)
 
 
+@pytest.mark.slow
 def test_sixty_runs_leave_one_runs_files_and_a_flat_memory(tmp_path):
     """The app in its own process, on the bundled pair, driven through the API as a user's script would
     (one session, a picture each run: the hedged first block adds its tree to the chart page); stopped with

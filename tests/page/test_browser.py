@@ -462,6 +462,7 @@ def _kept_tokens(page, elem_id: str) -> str:
     return "".join(page.locator(f"#{elem_id} .tk:not(.tk-rejected):not(.tk-discarded)").all_inner_texts())
 
 
+@pytest.mark.slow
 def test_every_example_and_its_follow_up_on_the_bundled_pair_shows_moving_weights(browser):
     """No stand-in: the app loads the teaching pair itself, as on a fresh laptop. Each example, then its
     follow-up, as a person runs them: the page's weights chart has a point per block, at least five, and
@@ -569,6 +570,7 @@ def long_winded_pair():
     return pair
 
 
+@pytest.mark.slow
 def test_ten_stops_in_a_row_each_shown_on_the_page(browser, long_winded_pair):
     """Long sampled answers, Stop at random moments: before the first block, during TABED, during plain
     decoding and during the replay race; then Run and Follow-up still work."""

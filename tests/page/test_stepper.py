@@ -110,6 +110,7 @@ def steps_as_coloured(tokenizer, result, plain: list[int]) -> int:
     return len(result.blocks)
 
 
+@pytest.mark.slow
 def test_every_block_of_every_app_example_and_follow_up_steps_as_the_answer_is_coloured(teaching_pair):
     """The page's settings on each example and its follow-up (the bundled pair, as the page runs them): every
     block can be stepped through, its kept drafts are the ones coloured kept, and the kept drafts with the

@@ -101,6 +101,7 @@ def test_a_changed_recipe_does_not_resume_silently(world_processor, tmp_path):
         train.train("drafter", world_processor, train.Sitting(tmp_path), other)
 
 
+@pytest.mark.slow
 def test_train_command_writes_a_pair_the_loader_loads(tmp_path, capsys):
     out = tmp_path / "models"
     assert cli.main(["train", "--micro", "--work", str(tmp_path / "work"), "--out", str(out)]) == 0
@@ -267,6 +268,7 @@ def test_suite_command_writes_every_picture_of_a_case(tmp_path):
     assert all((tmp_path / image).exists() for c in cases for image in c.images)
 
 
+@pytest.mark.slow
 def test_fine_tuning_starts_from_the_saved_pair_and_keeps_its_tokenizer(tmp_path, capsys):
     """`train --init DIR`: the shipped pair (here a micro one) as the starting point, its tokenizer kept and
     no vision pretraining; a recipe of another size is refused."""
@@ -287,6 +289,7 @@ def test_fine_tuning_starts_from_the_saved_pair_and_keeps_its_tokenizer(tmp_path
     assert PreTrainedTokenizerFast.from_pretrained(tmp_path / "tuned" / "drafter").get_vocab() == tokenizer.get_vocab()
 
 
+@pytest.mark.slow
 def test_fine_tuning_with_smaller_patches_keeps_what_fits_and_pretrains_the_new_tower(tmp_path, capsys):
     """A fine-tune that cuts pictures into smaller patches (more image tokens) starts from every saved weight
     whose shape fits, gives the tower fresh patch and position embeddings, and pretrains the tower again

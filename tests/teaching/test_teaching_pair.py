@@ -86,6 +86,7 @@ def test_eval_counts_the_drafters_misses_and_none_of_a_drafter_that_is_the_targe
     assert profile["near_tie_share"] == sum(c.near_tie_misses for c in counts) / misses
 
 
+@pytest.mark.slow
 def test_held_out_image_questions_target_right_drafter_weaker(teaching_pair):
     """Checked with each shape bound to its colour, corner and neighbours and each bar to its colour and
     value, the target states 93% true facts on image questions (the card; 93% on these 20 too) and the
@@ -99,6 +100,7 @@ def test_held_out_image_questions_target_right_drafter_weaker(teaching_pair):
     assert 0.5 <= shares["drafter"] <= shares["target"] - 0.05, shares  # it reads pictures, less well
 
 
+@pytest.mark.slow
 def test_on_odd_pictures_the_target_says_what_each_is_and_the_m_row_misses_more(teaching_pair):
     """The first held-out odd cases (one to four pictures the drafter never saw): the target says what each
     picture is (the world's checker), and drafting from the pictures takes more target forwards than
