@@ -596,6 +596,8 @@ def test_ten_stops_in_a_row_each_shown_on_the_page(browser, long_winded_pair):
         expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
         for _ in range(2):
             page.locator("#race").click()
+            # the new race's own frames (the last one's "Stopped" gone): a Stop before it began would stop nothing
+            expect(page.locator("#race-view")).not_to_contain_text("Stopped", timeout=30_000)
             expect(page.locator("#race-view")).to_contain_text("TABED", timeout=30_000)
             time.sleep(rng.uniform(0.1, 0.5))
             _stop_and_check(page, "race", moments)
