@@ -240,10 +240,11 @@ def _settings(default: str) -> dict[str, gr.components.Component]:
 def _question_column(default: str) -> SimpleNamespace:
     """Pictures, prompt, the buttons, the conversation, the settings and the examples."""
     ui = SimpleNamespace()
-    ui.image = gr.Gallery(label="Pictures (optional; several are shown together)", type="filepath", interactive=True,
+    ui.image = gr.Gallery(label=LABELS["pictures"], type="filepath", interactive=True,
                           sources=["upload", "clipboard"], file_types=["image"], elem_id="image", height=280,
                           columns=2, fit_columns=False, object_fit="contain")
-    ui.prompt = gr.Textbox(label="Prompt", placeholder="Ask about the image, or anything else", elem_id="prompt",
+    ui.prompt = gr.Textbox(label=LABELS["prompt"], placeholder="Ask about the pictures (several are seen together), "
+                           "or anything else", elem_id="prompt",
                            lines=2)
     with gr.Row():
         ui.run = gr.Button("Run", variant="primary", elem_id="run")
@@ -272,10 +273,10 @@ def _answer_column() -> SimpleNamespace:
     ui.plain = gr.HTML(label="Plain decoding", elem_id="plain-answer", container=True, show_label=True)
     gr.HTML(texts.TOKEN_DETAIL, elem_id="token-detail")
     ui.metrics = gr.Dataframe(headers=["", "TABED", "plain"], label="Speed and acceptance", elem_id="metrics",
-                              wrap=True, column_widths=["50%", "25%", "25%"], interactive=False)
-    gr.Markdown(texts.TIMING)
-    ui.plot = gr.Plot(label="Ensemble weights", elem_id="weights-plot")
-    gr.Markdown(texts.WEIGHTS_NOTE, elem_id="weights-note")
+                              wrap=True, column_widths=["50%", "25%", "25%"], interactive=False, max_height=4000)
+    ui.timing = gr.Markdown(texts.TIMING, elem_id="timing-note")
+    ui.plot = gr.Plot(label="Weights of the drafting methods, block by block", elem_id="weights-plot")
+    ui.weights_note = gr.Markdown(texts.WEIGHTS_NOTE, elem_id="weights-note")
     groups = render.method_groups(list(PAGE.methods))
     ui.blocks = gr.Dataframe(headers=render.block_columns(groups), column_widths=render.block_widths(groups),
                              wrap=True, label="Block by block", elem_id="blocks", interactive=False, max_height=320)
@@ -359,8 +360,10 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
     new_event = ask.new.click(new_conversation, [state], [*outputs, show.race], api_name=False)
     step = show.stepper
     stepped = [step.index, step.view, show.status]
+    notes = [show.timing, show.weights_note]  # in the words of what decoded the answer (`texts.notes_for`)
     for event in (run_event, follow_event, submit_event, new_event):  # a new answer: its first block
-        event.then(lambda c: show_step(c, 0)[:2], [state], stepped[:2], api_name=False)
+        event.then(lambda c: (*show_step(c, 0)[:2], *texts.notes_for(session_state(c).label)), [state],
+                   stepped[:2] + notes, api_name=False)
     step.index.input(show_step, [state, step.index], stepped, api_name=False, preprocess=False)
     step.previous.click(lambda c, i: show_step(c, (i or 0) - 1), [state, step.index], stepped, api_name=False)
     step.next.click(lambda c, i: show_step(c, (i or 0) + 1), [state, step.index], stepped, api_name=False)

@@ -102,45 +102,44 @@ def autoregressive_generate(
     logits = session.prefill(prompt)[-1]
     tokens: list[TokenEvent] = []
     out: list[int] = []
-    prefill_s = 0.0
-    last = clock.start
-    stopped = False
+    last, stopped = clock.start, False
     while True:
         token = choose_token(logits, logits_to_probs(logits, config.temperature, config.top_p),
                              config.temperature, generator)
         out.append(token)
         now = clock.now()
-        if not tokens:
-            prefill_s = now - clock.start
-        event = TokenEvent(index=len(out) - 1, token_id=token, step_s=now - last, elapsed_s=now - clock.start)
+        tokens.append(TokenEvent(index=len(out) - 1, token_id=token, step_s=now - last, elapsed_s=now - clock.start))
         last = now
-        tokens.append(event)
-        yield event
+        yield tokens[-1]
         if token in pair.eos_token_ids or len(out) >= config.max_new_tokens:
             break
         if cancel is not None and cancel.is_set():
             stopped = True
             break
         logits = session.forward([token])[-1]
+    result = GenerationResult(mode="autoregressive", spec=None, token_ids=out, text=_text(pair, out),
+                              metrics=_plain_metrics(clock, tokens), tokens=tokens, stopped=stopped)
+    yield Finished(result)
+
+
+def _plain_metrics(clock: Clock, tokens: list[TokenEvent]) -> Metrics:
+    """Plain decoding's figures: its prefill is the prompt's pass, which also gave the first token; one
+    target forward per token."""
     walltime = clock.elapsed()
-    decode_s = walltime - prefill_s
-    forwards = len(out)
+    prefill_s = tokens[0].elapsed_s if tokens else 0.0
     share = clock.cpu_share()
-    metrics = Metrics(
+    return Metrics(
         cpu_share=share,
         busy=clock.busy(share),
-        new_tokens=len(out),
+        new_tokens=len(tokens),
         prefill_s=prefill_s,
-        decode_s=decode_s,
+        decode_s=walltime - prefill_s,
         walltime_s=walltime,
-        tokens_per_s=len(out) / walltime if walltime > 0 else 0.0,
-        target_forwards=forwards,
-        block_efficiency=1.0 if forwards else 0.0,
+        tokens_per_s=len(tokens) / walltime if walltime > 0 else 0.0,
+        target_forwards=len(tokens),
+        block_efficiency=1.0 if tokens else 0.0,
         verify_s=walltime,
     )
-    result = GenerationResult(mode="autoregressive", spec=None, token_ids=out, text=_text(pair, out),
-                              metrics=metrics, tokens=tokens, stopped=stopped)
-    yield Finished(result)
 
 
 def _leading_matches(guesses: list[int], truth: list[int]) -> int:

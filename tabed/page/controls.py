@@ -91,7 +91,7 @@ FLAGS = {"compare_ar": Field("compare with plain decoding (the target alone)", b
 
 # Every control's words, as the page shows them and its status lines name them: a rename in the code cannot
 # reach the page.
-LABELS = {"pictures": "Pictures", "prompt": "Prompt", "preset": "Model pair", "methods": "Drafting methods",
+LABELS = {"pictures": "Pictures (optional)", "prompt": "Prompt", "preset": "Model pair", "methods": "Drafting methods",
           "mode": "Ensemble", **{name: f.label for name, f in {**FIELDS, **FLAGS}.items()}}
 
 

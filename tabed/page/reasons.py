@@ -76,8 +76,10 @@ def who_led(blocks: list[BlockEvent], shared: list[str], pictures: bool, learned
     if not matched:
         return None
     rate = {m: hit / total for m, (hit, total) in matched.items()}
-    said = ", ".join(f"{m}'s at {hit} of {counted_positions(total)}" for m, (hit, total) in
-                     sorted(matched.items(), key=lambda item: -rate[item[0]]))
+    most = max(total for _, total in matched.values())
+    said = ", ".join(f"{m}'s at {hit} of {counted_positions(total)}" + (" (it rested in the other blocks)"
+                                                                        if total < most else "")
+                     for m, (hit, total) in sorted(matched.items(), key=lambda item: -rate[item[0]]))
     text = f"The target agreed with the drafts' own guesses: {said}."
     if shared:
         return text + (f" With no picture {' and '.join(shared)} read the same text: one row, one guess, so nothing "
@@ -111,3 +113,15 @@ def fast_or_slow(tokens_per_pass: float, cost: float, measured: float) -> str:
                 f"and a pass with its drafting cost {cost:.2f} plain steps.")
     return (f"Slower than plain decoding: each target pass kept only {tokens_per_pass:.1f} tokens, and a pass "
             f"with its drafting cost {cost:.2f} plain steps: the drafts missed too often to pay for themselves.")
+
+
+def alone_sentence(name: str, ours: float, alone: dict[str, float]) -> str:
+    """Each method run alone for comparison, in a sentence, and why a single method beat the ensemble when
+    one did: it drafts one row where the ensemble drafts several, and had nothing to learn first."""
+    said = ", ".join(f"{m} {speedup:.2f}×" for m, speedup in sorted(alone.items(), key=lambda item: -item[1]))
+    text = f"Each method alone (the last rows of the metrics): {said} plain decoding, against {name}'s {ours:.2f}×."
+    best = max(alone, key=alone.get)
+    if alone[best] > ours:
+        text += (f" {best} alone beat {name}: it drafts one row where the ensemble drafts one per method, and it "
+                 "never had to learn which method leads (the ensemble's first blocks weigh every method the same).")
+    return text

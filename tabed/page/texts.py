@@ -142,9 +142,26 @@ PAIR_NOTES = {
 }
 
 
-TIMING = """**How the speed is measured.** TABED runs first, then (if ticked) the target alone, one after the
+STATIC_WEIGHTS_NOTE = """**How the weights move.** They do not: a static ensemble weighs every method the same in every
+block, learning nothing from the target. Choose *TABED* under Settings → Ensemble to see them learn."""
+
+SINGLE_WEIGHTS_NOTE = """**Weights.** One method drafted every block alone: there was no ensemble, so there is no
+weight to learn (its line stays at 1). Tick two methods and choose *TABED* under Settings → Ensemble to see
+weights move."""
+
+
+def notes_for(label: str) -> tuple[str, str]:
+    """The timing note and the weights note in the words of what decoded the last answer (`RunView.label`:
+    "TABED", "static ensemble MT", "M alone"), so that a single-method run never reads as an ensemble."""
+    weights = (SINGLE_WEIGHTS_NOTE if label.endswith(" alone") else
+               STATIC_WEIGHTS_NOTE if label.startswith("static") else WEIGHTS_NOTE)
+    return TIMING_OF.format(name=label), weights
+
+
+TIMING_OF = """**How the speed is measured.** {name} runs first, then (if ticked) the target alone, one after the
 other on the same device — never at the same time. Each model did one warm-up forward when the pair was
 loaded. Speedup is the ratio of decode times: everything after the target's pass over the prompt, which both
-make (TABED's also checks its first drafts, as transformers' assisted generation does); walltime includes it.
-*Replay race* plays both answers back side by side at the measured pace. Hover a token of an answer for its
-block, its probabilities and the methods that proposed it; the block table scrolls."""
+make ({name}'s also checks its first drafts, as transformers' assisted generation does); walltime includes it.
+*Replay race* plays both answers back side by side at the measured pace. Hover, click or tap a token of an
+answer for why it was kept, rejected or never tested; the block table scrolls."""
+TIMING = TIMING_OF.format(name="TABED")

@@ -24,6 +24,7 @@ from .render import too_short_to_time
 from .worker import ALONE, AUTOREGRESSIVE, SPECULATIVE, ComparisonWorker, Done, Failure, PhaseEvent
 
 HTML_EVERY_S = 0.1  # token stream and status
+RACE_CLOCK_S = 0.5  # the replayed race's clock is resent at least this often when no token comes
 PLOT_EVERY_S = 0.75  # plotly figures and tables are resent whole: keep them rare (Stop stays responsive)
 NO_RACE = "Run a prompt with 'compare with plain decoding' ticked first."
 STOPPED_MARK = '<div class="tabed-stopped">\u23f9 stopped here</div>'
@@ -236,7 +237,18 @@ class RunView:
             text += (f" \u26a0\ufe0f Timings unreliable: the machine was busy (the run got {share:.1%} of one "
                      f"core, under the {BUSY_SHARE:.0%} an idle machine gives it); run again when it is idle.")
         led = reasons.who_led(self.blocks, self.shared, self.pictures, learned=self.settings.spec.tabed)
+        if (alone := self.alone_speedups()) and (speedup := self.speedup()) is not None:
+            led = (led or "") + " " + reasons.alone_sentence(self.label, speedup, alone)
         return text + (f" {led}" if led else "") + " " + self.lossless()
+
+    def alone_speedups(self) -> dict[str, float]:
+        """Each method run alone for comparison: plain decoding's decode time over its own (timed runs only)."""
+        plain = self.results.get(AUTOREGRESSIVE)
+        if plain is None or too_short_to_time(plain.metrics):
+            return {}
+        return {phase.removeprefix(ALONE): plain.metrics.decode_s / result.metrics.decode_s
+                for phase, result in self.results.items()
+                if phase.startswith(ALONE) and not result.stopped and result.metrics.decode_s > 0}
 
     def lossless(self) -> str:
         """What the two answers show of speculative decoding being lossless, in a sentence."""
@@ -359,6 +371,7 @@ def race_frames(conversation: Conversation, stop: threading.Event) -> Iterator[s
     scale = max(1.0, end / 20.0)  # replays longer than 20 s are sped up, and say so
     start = time.monotonic()
     shown = {SPECULATIVE: 0, AUTOREGRESSIVE: 0}
+    sent, last = None, 0.0  # what the last frame showed, and when: a frame goes only when it shows more
     while True:
         clock = (time.monotonic() - start) * scale
         for phase, sequence in frames.items():
@@ -374,8 +387,11 @@ def race_frames(conversation: Conversation, stop: threading.Event) -> Iterator[s
         stopped = stop.is_set()
         if stopped:
             note += " \u23f9 Stopped"
-        yield (f'<div class="tabed-race"><div>{side(SPECULATIVE, conversation.label)}</div>'
-               f'<div>{side(AUTOREGRESSIVE, "plain decoding")}</div></div><small>{clock:.2f} s{note}</small>')
-        if stopped or all(shown[p] == len(frames[p]) for p in frames):
+        done = stopped or all(shown[p] == len(frames[p]) for p in frames)
+        if done or dict(shown) != sent or time.monotonic() - last >= RACE_CLOCK_S:  # a slow browser keeps up
+            yield (f'<div class="tabed-race"><div>{side(SPECULATIVE, conversation.label)}</div>'
+                   f'<div>{side(AUTOREGRESSIVE, "plain decoding")}</div></div><small>{clock:.2f} s{note}</small>')
+            sent, last = dict(shown), time.monotonic()
+        if done:
             return
         time.sleep(0.05)

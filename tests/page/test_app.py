@@ -895,3 +895,25 @@ def test_the_settings_controls_are_the_requests_inputs_in_the_pages_words():
     for handler in (app.run, app.ask_follow_up):
         assert list(inspect.signature(handler).parameters) == [*INPUTS, "request"]
         assert all(f"    {name}: " in handler.__doc__ for name in INPUTS)
+
+
+@pytest.mark.slow
+def test_the_page_says_why_on_the_bundled_examples(teaching_pair, monkeypatch):
+    """What a student must answer from the page, on the bundled pair: on the odd pictures T led and M missed
+    because the drafter reads these pictures differently; on a made-up country how often each method's guesses
+    were the target's; with no picture the rows were one; each answer says why it was fast or slow."""
+    monkeypatch.setattr(session, "BUSY_SHARE", 0.0)  # the reasons, whatever else the machine runs
+    odd = [str(app.EXAMPLES / name) for name in ("noise.png", "inverted.png", "texture.png")]
+    with serving(teaching_pair) as served:
+        def status(pictures, prompt: str) -> str:
+            return final(list(served.run(pictures, prompt, None, **settings(max_new_tokens=96)))).status
+
+        said = status(odd, "Describe the image in detail.")
+        assert re.search(r"T led by \d+% of positions and the weights followed it", said), said
+        assert "the drafter reads this picture differently from the target" in said
+        made_up = status([str(app.EXAMPLES / "shapes.png")], "Tell me about Moravia.")  # the drafter knows the
+        assert re.search(r"M's at \d+ of \d+ positions", made_up), made_up  # grammar: it says what it observed
+        plain = status(None, "What is 47 plus 38?")
+        assert "With no picture M and T read the same text: one row" in plain
+        for text in (said, made_up, plain):
+            assert re.search(r"(Fast because|Slower than plain decoding:) each target pass kept", text), text

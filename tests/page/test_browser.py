@@ -378,6 +378,9 @@ class TestWithTheTinyPair:
         expect(page.locator("#metrics")).to_contain_text("M alone")
         expect(page.locator("#metrics")).not_to_contain_text("TABED")
         expect(page.locator("#status")).not_to_contain_text("TABED")
+        expect(page.locator("#timing-note")).to_contain_text("M alone runs first")  # the notes follow the mode
+        expect(page.locator("#timing-note")).not_to_contain_text("TABED")
+        expect(page.locator("#weights-note")).to_contain_text("there was no ensemble, so there is no")
 
     def test_token_trees_are_drawn_block_by_block(self, page, chart_png):
         expect(page.locator("#trees-plot")).to_be_visible()  # the default hedges the first block

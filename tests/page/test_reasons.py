@@ -1,7 +1,8 @@
 """Why, in words: the page's reasons are made from what the run measured, and say what a student can repeat."""
 
 from tabed.engine.events import BlockEvent, StopReason
-from tabed.page.reasons import fast_or_slow, guesses_matched, who_led
+from tabed.page.reasons import alone_sentence, fast_or_slow, guesses_matched, who_led
+from tabed.page.texts import TIMING, WEIGHTS_NOTE, notes_for
 
 
 def block(draft: list[int], accepted: int, target: int, drafts: dict[str, list[int]]) -> BlockEvent:
@@ -46,3 +47,18 @@ def test_without_a_picture_the_rows_are_one_and_nothing_tells_them_apart():
 def test_fast_or_slow_in_one_sentence():
     assert fast_or_slow(3.2, 2.1, 1.52).startswith("Fast because each target pass kept 3.2 tokens")
     assert fast_or_slow(1.1, 1.6, 0.69).startswith("Slower than plain decoding: each target pass kept only 1.1")
+
+
+def test_a_method_alone_that_beat_the_ensemble_is_said_and_why():
+    text = alone_sentence("TABED", 1.82, {"M": 0.9, "T": 4.04})
+    assert text.startswith("Each method alone (the last rows of the metrics): T 4.04×, M 0.90× plain decoding")
+    assert "T alone beat TABED: it drafts one row" in text
+    assert "beat" not in alone_sentence("TABED", 2.0, {"M": 1.5, "T": 1.9})
+
+
+def test_the_notes_are_worded_for_what_decoded():
+    """A single method is no ensemble, a static ensemble learns nothing, and each runs first under its name."""
+    timing, weights = notes_for("M alone")
+    assert "M alone runs first" in timing and "TABED" not in timing and "no ensemble" in weights
+    assert "They do not" in notes_for("static ensemble MT")[1]
+    assert notes_for("TABED") == (TIMING, WEIGHTS_NOTE)
