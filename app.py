@@ -275,7 +275,7 @@ def _answer_column() -> SimpleNamespace:
     ui.metrics = gr.Dataframe(headers=["", "TABED", "plain"], label="Speed and acceptance", elem_id="metrics",
                               wrap=True, column_widths=["50%", "25%", "25%"], interactive=False, max_height=4000)
     ui.timing = gr.Markdown(texts.TIMING, elem_id="timing-note")
-    ui.plot = gr.Plot(label="Weights of the drafting methods, block by block", elem_id="weights-plot")
+    ui.plot = gr.Plot(label="Ensemble weights", elem_id="weights-plot")
     ui.weights_note = gr.Markdown(texts.WEIGHTS_NOTE, elem_id="weights-note")
     groups = render.method_groups(list(PAGE.methods))
     ui.blocks = gr.Dataframe(headers=render.block_columns(groups), column_widths=render.block_widths(groups),
