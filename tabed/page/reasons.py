@@ -4,7 +4,7 @@ detail (hover, click or tap) say it. Made from what an inspected block recorded 
 from __future__ import annotations
 
 from ..engine.events import BlockEvent
-from .words import Words
+from .words import Words, counted
 
 VERDICTS = {"kept": "\u2713 kept", "rejected": "\u2717 rejected", "discarded": "\u2013 discarded",
             "corrected": "\u21bb corrected", "bonus": "+ bonus"}
@@ -77,7 +77,7 @@ def who_led(blocks: list[BlockEvent], shared: list[str], pictures: bool, learned
         return None
     rate = {m: hit / total for m, (hit, total) in matched.items()}
     most = max(total for _, total in matched.values())
-    said = ", ".join(f"{m}'s at {hit} of {counted_positions(total)}" + (" (it rested in the other blocks)"
+    said = ", ".join(f"{m}'s at {hit} of {counted(total, 'position')}" + (" (it rested in the other blocks)"
                                                                         if total < most else "")
                      for m, (hit, total) in sorted(matched.items(), key=lambda item: -rate[item[0]]))
     text = f"The target agreed with the drafts' own guesses: {said}."
@@ -99,10 +99,6 @@ def who_led(blocks: list[BlockEvent], shared: list[str], pictures: bool, learned
         text += (" Every method missed at most positions: the target is saying what the drafter does not "
                  "know (a fact it was never taught, a made-up name), so most tokens are the target's own.")
     return text
-
-
-def counted_positions(total: int) -> str:
-    return f"{total} position" if total == 1 else f"{total} positions"
 
 
 def fast_or_slow(tokens_per_pass: float, cost: float, measured: float) -> str:

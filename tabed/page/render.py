@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from ..engine.events import BlockEvent, GenerationResult, Metrics, StopReason, TokenEvent, TreeNode
 from ..engine.speed import TIMED_TOKENS, SpeedModel
 from .reasons import draft_detail
-from .words import END, Words, token_text, token_word
+from .words import END, Words, counted, token_text, token_word
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -133,11 +133,6 @@ def block_rows(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], gro
                        for name, members in groups]
                     + [round(block.draft_s * 1e3, 1), round(block.verify_s * 1e3, 1)])
     return rows
-
-
-def counted(count: int, noun: str) -> str:
-    """A count with its noun, singular or plural: "1 position", "3 positions"."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def below(low: float, high: float) -> tuple[str, str]:

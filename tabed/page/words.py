@@ -38,6 +38,11 @@ def token_word(tokenizer: PreTrainedTokenizerBase, token: int) -> str:
     return "".join(WHITESPACE.get(ch, ch) for ch in raw) or END
 
 
+def counted(count: int, noun: str) -> str:
+    """A count with its noun, singular or plural: "1 position", "3 positions"."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 SHOWN = 3  # the top tokens of a distribution a reason or a step shows
 
 
