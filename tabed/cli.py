@@ -68,7 +68,7 @@ def _add_shared_arguments(p) -> None:
     p.add_argument("--no-hedge-first", dest="hedge_first", action="store_false",
                    help="draft TABED's first block as a plain chain; by default, with a picture and a tree width of "
                         "1, it forks (a width-2 tree) where the methods leave the ensemble unsure")
-    p.add_argument("--no-resting", dest="resting", action="store_false",
+    p.add_argument("--no-resting", dest="may_rest", action="store_false",
                    help="keep every method's drafter row in every draft step, even at weight 0")
     p.add_argument("--inspect", action="store_true",
                    help="record what each block decided and why: per verified position the methods', the "

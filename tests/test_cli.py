@@ -282,7 +282,7 @@ def test_every_option_reaches_the_config_by_its_name():
          "methods", "--tree-blocks", "first", "--no-hedge-first", "--no-resting", "--inspect"])
     expected = GenerationConfig(max_new_tokens=11, temperature=0.7, top_p=0.5, seed=3, gamma=7, adaptive=True,
                                 rule="kld", window=9, tree_width=2, tree_policy="methods", tree_blocks="first",
-                                hedge_first=False, resting=False, inspect=True)
+                                hedge_first=False, may_rest=False, inspect=True)
     assert Settings.parse(args.drafting, args.gamma, **_config(args)).config == expected
     bench = build_parser().parse_args(["bench", "--out", "x", "--seed", "5", "--no-resting"])
-    assert Settings.parse(gamma=bench.gamma, **_config(bench)).config == GenerationConfig(seed=5, resting=False)
+    assert Settings.parse(gamma=bench.gamma, **_config(bench)).config == GenerationConfig(seed=5, may_rest=False)

@@ -94,3 +94,16 @@ def test_the_docs_stay_short():
     """What a change adds to a README it takes out as much: history stays in git."""
     assert len((ROOT / "README.md").read_text().splitlines()) <= 300
     assert len((ROOT / "assets" / "bench" / "README.md").read_text().splitlines()) <= 400
+
+
+def test_no_step_of_a_block_asks_whether_it_is_the_first():
+    """What sets the first block apart (`drafts.AfterPrompt`) is a behaviour the steps call, not a flag
+    they test: no engine module compares a first block with None or carries an `after_prompt` flag."""
+    for path in sorted((ROOT / "tabed" / "engine").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare) and isinstance(node.left, ast.Name | ast.Attribute):
+                name = node.left.id if isinstance(node.left, ast.Name) else node.left.attr
+                assert "first" not in name or not any(isinstance(c, ast.Constant) and c.value is None
+                                                      for c in node.comparators), f"{path.name}:{node.lineno}"
+            assert not isinstance(node, ast.arg | ast.keyword) or node.arg != "after_prompt", path.name

@@ -8,7 +8,7 @@ import torch
 
 from .config import GenerationConfig
 from .drafter import BatchedDrafter
-from .drafts import DraftChain, DraftContext, FirstBlock, Verdict, unseen_after
+from .drafts import BlockStart, DraftChain, DraftContext, Verdict, unseen_after
 from .events import StopReason
 from .sampling import is_greedy, logits_to_probs, verify_greedy, verify_sampling
 from .session import TargetSession
@@ -20,21 +20,20 @@ def draft_block(drafting: DraftContext, gamma: int, fork_below: float | None = N
     Each token stays on the device and feeds the next step directly. With a fixed length the steps are
     queued without waiting for one another and the tokens are read back once, at the end; adaptive
     drafting reads each token's confidence to decide whether to go on. The first block drafts from the
-    drafter's prefill (`FirstBlock.start`), having nothing to feed, and ends before an image placeholder.
+    drafter's prefill, having nothing to feed, and ends before an image placeholder (`drafts.AfterPrompt`).
     A drafted end token ends the draft: nothing after it could be emitted. `fork_below`: stop before a
     position where the ensemble's top token has less than this probability, with every draft fed to the
     drafter, for a token tree to branch there (`tree.py`): the chain is the cheap way to grow a tree
     while it is sure."""
     adaptive, length, config = drafting.adaptive, drafting.length, drafting.config
     draft = DraftChain([], [], [], stop=StopReason.CAP if adaptive else StopReason.FIXED)
-    if adaptive:
-        length.start_block(after_prompt=drafting.first is not None)
+    drafting.start_length()
     if gamma <= 0:  # nothing to draft (one token left to emit): there may be no drafter at all
         return draft
     tokens, drafted = [], []
     distributions = drafting.distributions()
     for _ in range(gamma):
-        logits = drafting.drafter.step(tokens[-1]) if tokens else drafting.first_logits()
+        logits = drafting.drafter.step(tokens[-1]) if tokens else drafting.opening_logits()
         q_rows, q, log_q = distributions(logits, drafted)
         if fork_below is not None and float(q.max()) < fork_below:
             draft.stop, draft.fork_logits = StopReason.FORK, logits
@@ -56,8 +55,7 @@ def draft_block(drafting: DraftContext, gamma: int, fork_below: float | None = N
             break
     draft.tokens = torch.cat(tokens).tolist() if tokens else []
     _end_at_eos(drafting.drafter, draft, drafting.ends)
-    if drafting.first is not None:
-        end_before_placeholder(drafting.drafter, draft, drafting.first.placeholder)
+    end_before(drafting.drafter, draft, drafting.start.banned)
     return draft
 
 
@@ -68,12 +66,12 @@ def _end_at_eos(drafter: BatchedDrafter, draft: DraftChain, ends: frozenset[int]
         cut_draft(drafter, draft, end + 1, StopReason.EOS)
 
 
-def end_before_placeholder(drafter: BatchedDrafter, draft: DraftChain, placeholder: int) -> None:
+def end_before(drafter: BatchedDrafter, draft: DraftChain, banned: int | None) -> None:
     """The first block's drafts ride on the prompt's pass, where the target counts image placeholders
-    against its image features: a drafted placeholder (a random model's, never a trained one's) ends the
-    draft before it."""
-    if placeholder in draft.tokens:
-        cut_draft(drafter, draft, draft.tokens.index(placeholder), StopReason.IMAGE)
+    against its image features: a drafted placeholder (`banned`; a random model's, never a trained one's)
+    ends the draft before it."""
+    if banned in draft.tokens:
+        cut_draft(drafter, draft, draft.tokens.index(banned), StopReason.IMAGE)
 
 
 def cut_draft(drafter: BatchedDrafter, draft: DraftChain, keep: int, why: StopReason) -> None:
@@ -86,14 +84,14 @@ def cut_draft(drafter: BatchedDrafter, draft: DraftChain, keep: int, why: StopRe
 class ChainVerifier:
     """Verifies one chain of drafts in one target forward and rolls both caches back to what was kept."""
 
-    def verify(self, session: TargetSession, last: int | None, draft: DraftChain, config: GenerationConfig,
-               generator: torch.Generator, first: FirstBlock | None = None) -> Verdict:
-        """One target forward over the last committed token and the drafts; for the `first` block, the
-        prompt's own pass."""
-        if first is not None:
-            target_logits = session.prefill(first.prompt, draft.tokens)
-        else:
-            target_logits = session.forward([last] + draft.tokens)
+    def __init__(self, start: BlockStart) -> None:
+        self.start = start
+
+    def verify(self, session: TargetSession, draft: DraftChain, config: GenerationConfig,
+               generator: torch.Generator) -> Verdict:
+        """One target forward over the last committed token and the drafts; for the first block, the
+        prompt's own pass (`BlockStart.score`)."""
+        target_logits = self.start.score(session, draft.tokens)
         target_probs = logits_to_probs(target_logits, config.temperature, config.top_p)
         tokens = torch.tensor(draft.tokens, dtype=torch.long, device=target_logits.device)
         if is_greedy(config.temperature):

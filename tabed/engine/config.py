@@ -43,7 +43,7 @@ class GenerationConfig:
     tree_policy: str = "ensemble"  # how a tree node's children are chosen: "ensemble", "methods" or "unsure"
     tree_blocks: str = "all"  # which blocks draft trees: "all", or "first" (the one drafted with no weights learned)
     hedge_first: bool = True  # with chains: TABED's first block forks where it is unsure (`settings.hedges_first`)
-    resting: bool = True  # a method at weight 0 for a while leaves the draft steps (see resting.py)
+    may_rest: bool = True  # a method at weight 0 for a while leaves the draft steps (see resting.py)
     inspect: bool = False  # record what each block decided and why (see inspection.py): the page's stepper
 
     def __post_init__(self) -> None:

@@ -69,10 +69,11 @@ class DraftLength:
         b = bisect.bisect_right(BIN_EDGES, confidence)
         return (self.accepted[b] + PRIOR * confidence) / (self.judged[b] + PRIOR)
 
-    def start_block(self, after_prompt: bool = False) -> None:
-        """A new block; `after_prompt`: the first, verified by the prompt's own pass."""
+    def start_block(self, minimum: float) -> None:
+        """A new block, drafted while its chance of surviving whole is at least `minimum` (`min_survival`,
+        or `first_min_survival` for the first block: `drafts.AfterPrompt`)."""
         self.survival = 1.0
-        self.threshold = self.first_min_survival if after_prompt else self.min_survival
+        self.threshold = minimum
 
     def keep_drafting(self, confidence: float) -> bool:
         """After a draft of this confidence: whether drafting the next token is worth it."""

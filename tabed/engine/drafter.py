@@ -170,7 +170,7 @@ class BatchedDrafter:
         self.device = model.device
         self.backend = backend
         self.active = list(range(len(rows)))  # the rows in the batch, in batch order
-        self.resting: DynamicBackend | None = None  # the other rows, with their caches as they left
+        self.rest_backend: DynamicBackend | None = None  # the other rows, with their caches as they left
         self.resting_rows: list[int] = []
 
     @property
@@ -181,11 +181,11 @@ class BatchedDrafter:
     @property
     def batch_rows(self) -> list[int] | None:
         """The rows each batch row is, while some rest; None when every row runs."""
-        return self.active if self.resting is not None else None
+        return self.active if self.rest_backend is not None else None
 
     def rest(self, rows: list[int]) -> None:
         """Take these rows out of the draft steps; their caches stay as they are now."""
-        self.resting = self.backend.split([self.active.index(row) for row in rows])
+        self.rest_backend = self.backend.split([self.active.index(row) for row in rows])
         self.resting_rows = list(rows)
         self.active = [row for row in self.active if row not in rows]
 
@@ -193,13 +193,13 @@ class BatchedDrafter:
         """Feed the resting rows the committed tokens they missed, in one forward; their logits after
         each token (R, n, V)."""
         ids = torch.tensor([tokens], dtype=torch.long, device=self.device)
-        return self.resting.forward(ids.expand(len(self.resting_rows), -1))
+        return self.rest_backend.forward(ids.expand(len(self.resting_rows), -1))
 
     def wake(self) -> None:
         """The resting rows, caught up, rejoin the batch."""
         batch = self.active + self.resting_rows
-        self.backend.join(self.resting, [batch.index(row) for row in sorted(batch)])
-        self.active, self.resting, self.resting_rows = sorted(batch), None, []
+        self.backend.join(self.rest_backend, [batch.index(row) for row in sorted(batch)])
+        self.active, self.rest_backend, self.resting_rows = sorted(batch), None, []
 
     def _embed(self, row: DrafterRow) -> torch.Tensor:
         ids = row.input_ids.to(self.device)

@@ -1,9 +1,10 @@
-"""What a block drafts with and what it drafts: the drafting context (and what sets the first block
-apart), every method's distribution and the ensemble's at a position, the drafts, and the target's
-verdict on them. Chains (`chain.py`) and trees (`tree.py`) share these."""
+"""What a block drafts with and what it drafts: how it begins (the first block after the prompt, every
+other after a token), the drafting context, every method's distribution and the ensemble's at a
+position, the drafts, and the target's verdict on them. Chains (`chain.py`) and trees (`tree.py`) share these."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -16,6 +17,7 @@ from .ensemble import ensemble
 from .events import StopReason, TreeNode
 from .lookup import NgramLookup
 from .sampling import logits_to_log_probs, logits_to_probs
+from .session import TargetSession
 
 
 @dataclass
@@ -59,39 +61,98 @@ class Verdict:
     residual: torch.Tensor | None = None
 
 
+HEDGE_WIDTH = 2  # the hedged first block's tree width (`settings.hedges_first`)
+ROOT = -1  # a tree's root: the last committed token, which every tree hangs from
+
+
 @dataclass(frozen=True)
-class FirstBlock:
-    """What sets a run's first block apart, in one place. Its drafts ride on the target's pass over the
-    prompt (as transformers' assisted generation does), which verifies them and gives the answer's first
-    token without a forward of its own. So the first block
-    - drafts from the drafter's prefill logits (`start`): there are no pending tokens to feed;
-    - drafts no image placeholder (`placeholder`), which the prompt's pass would count against its image
+class AfterPrompt:
+    """How the first block begins, verifies and ends, in one place. Its drafts ride on the target's pass
+    over the prompt (as transformers' assisted generation does), which verifies them and gives the
+    answer's first token without a forward of its own. So the first block
+    - drafts from the drafter's `prefill_logits`: there are no pending tokens to feed;
+    - drafts no image placeholder (`banned`), which the prompt's pass would count against its image
       features: a chain ends before one (`StopReason.IMAGE`), a tree's distributions ban it;
     - goes on to a lower minimum survival (`draft_length.FIRST_MIN_SURVIVAL`): it is verified at no cost;
     - is verified by the pass over `prompt`: a tree hangs under the prompt's last token, in both caches;
-    - is drafted before any weight is learned, so TABED hedges it where `settings.hedges_first` says."""
+    - is drafted before any weight is learned, so TABED hedges it where `settings.hedges_first` says, and
+      it is a tree whenever trees are configured, even for the first block only."""
 
     prompt: EncodedPrompt  # the target's
-    start: torch.Tensor | None  # the drafter rows' logits after the prompt (None: no drafter, nothing to draft)
-    placeholder: int  # the image placeholder token
+    prefill_logits: torch.Tensor | None  # the drafter rows' after the prompt (None: no drafter, nothing to draft)
+    banned: int  # the image placeholder token
+
+    def draft_logits(self, drafter: BatchedDrafter, pending: list[int]) -> torch.Tensor:
+        return self.prefill_logits
+
+    def min_survival(self, length: DraftLength) -> float:
+        return length.first_min_survival
+
+    def tree_shape(self, config: GenerationConfig, hedges: bool) -> tuple[int, str] | None:
+        if config.tree_width > 1:
+            return config.tree_width, config.tree_policy
+        return (HEDGE_WIDTH, "unsure") if hedges else None
+
+    def score(self, session: TargetSession, tokens: list[int], layout: Callable | None = None) -> torch.Tensor:
+        """The target's logits (len(tokens) + 1, V) from the prompt's pass with the drafts after it;
+        `layout(queries, entries, shift)` lays out a tree (`DraftTree.layout`), which hangs under the
+        prompt's last token."""
+        nodes = list(range(len(tokens)))
+        return session.prefill(self.prompt, tokens, layout(nodes, nodes, -1) if layout else None)
+
+    def keep(self, session: TargetSession, count: int, kept: list[int]) -> None:
+        """Of the `count` drafts the pass scored after the prompt, the target's cache keeps `kept`."""
+        session.keep(count, kept)
+
+
+@dataclass(frozen=True)
+class AfterToken:
+    """How every later block begins, verifies and ends: it drafts after the tokens the drafter has not
+    seen, and one target forward over the last committed token (`last`) and the drafts verifies it."""
+
+    last: int
+    banned: None = None  # any token may be drafted
+
+    def draft_logits(self, drafter: BatchedDrafter, pending: list[int]) -> torch.Tensor:
+        return drafter.step(pending)
+
+    def min_survival(self, length: DraftLength) -> float:
+        return length.min_survival
+
+    def tree_shape(self, config: GenerationConfig, hedges: bool) -> tuple[int, str] | None:
+        trees = config.tree_width > 1 and config.tree_blocks == "all"
+        return (config.tree_width, config.tree_policy) if trees else None
+
+    def score(self, session: TargetSession, tokens: list[int], layout: Callable | None = None) -> torch.Tensor:
+        """The target's logits (len(tokens) + 1, V) from one forward over `last` and the drafts (a tree,
+        laid out by `layout`, hangs under `last`, which is its root)."""
+        nodes = [ROOT] + list(range(len(tokens)))
+        return session.forward([self.last] + tokens, layout(nodes, nodes, 0) if layout else None)
+
+    def keep(self, session: TargetSession, count: int, kept: list[int]) -> None:
+        """Of `last` and the `count` drafts the forward scored, the target's cache keeps `last` and `kept`."""
+        session.keep(1 + count, [0] + [1 + node for node in kept])
+
+
+BlockStart = AfterPrompt | AfterToken  # what the steps of a block ask instead of "is this the first block?"
 
 
 @dataclass
 class DraftContext:
     """One block's drafting context: the drafter and what it has not been fed yet, the ensemble's
-    weights over the `methods`, and the run's settings and state that drafting reads."""
+    weights over the methods, and the run's settings and state that drafting reads."""
 
     drafter: BatchedDrafter
     pending: list[int]  # committed tokens the drafter has not seen yet
     weights: torch.Tensor  # (K,): the block's ensemble weights
-    methods: int  # K, the model methods' rows and N (when `lookup` is given, the last)
+    method_count: int  # K, the model methods' rows and N (when `lookup` is given, the last)
     config: GenerationConfig
     generator: torch.Generator
+    start: BlockStart  # how the block begins: `AfterPrompt` for the first, `AfterToken` for the others
     length: DraftLength | None = None  # the adaptive draft length (None: always γ)
     log_probs: bool = False  # keep each row's log-softmax too (the kld and hedge rules need them)
     lookup: NgramLookup | None = None  # the model-free method N
     ends: frozenset[int] = frozenset()  # end tokens: a drafted one ends its path (nothing after it is emitted)
-    first: FirstBlock | None = None  # given in the first block only
     banned: int | None = None  # a token no method may draft (the first tree's image placeholder)
 
     @property
@@ -99,13 +160,18 @@ class DraftContext:
         return self.length is not None and self.length.adaptive
 
     def distributions(self) -> DraftDistributions:
-        return DraftDistributions(self.methods, self.weights, self.config, self.log_probs, self.lookup,
+        return DraftDistributions(self.method_count, self.weights, self.config, self.log_probs, self.lookup,
                                   self.banned, self.drafter.batch_rows)
 
-    def first_logits(self) -> torch.Tensor:
+    def opening_logits(self) -> torch.Tensor:
         """The rows' logits (rows, V) at the block's first draft position: the prefill's, or a step over the
         pending tokens."""
-        return self.first.start if self.first is not None else self.drafter.step(self.pending)
+        return self.start.draft_logits(self.drafter, self.pending)
+
+    def start_length(self) -> None:
+        """An adaptive block's draft length starts over, at the minimum survival of its kind of block."""
+        if self.adaptive:
+            self.length.start_block(self.start.min_survival(self.length))
 
 
 def unseen_after(pending: list[int], drafted: bool, path: list[int], fed: int, target_token: int) -> list[int]:
@@ -123,9 +189,9 @@ def unseen_after(pending: list[int], drafted: bool, path: list[int], fed: int, t
 class DraftDistributions:
     """Every method's distribution at a draft position, and the ensemble's."""
 
-    def __init__(self, methods: int, weights: torch.Tensor, config: GenerationConfig, log_probs: bool,
+    def __init__(self, method_count: int, weights: torch.Tensor, config: GenerationConfig, log_probs: bool,
                  lookup: NgramLookup | None, banned: int | None = None, batch_rows: list[int] | None = None) -> None:
-        self.models = methods - (lookup is not None)
+        self.models = method_count - (lookup is not None)
         # while rows rest: the method of each row in the batch (a resting one has weight 0: its
         # distribution, all zeros here, adds nothing to the ensemble)
         self.batch_rows = batch_rows

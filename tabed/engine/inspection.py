@@ -72,13 +72,15 @@ def _tried_by_depth(verdict: Verdict, depths: int) -> list[list[dict]]:
     return out
 
 
-def weight_update(history: WeightHistory, weights: torch.Tensor, shared: list[str] = ()) -> dict | None:
+def weight_update(history: WeightHistory, weights: torch.Tensor, shared: list[str] = (), waiting: int = 0,
+                  ) -> dict | None:
     """How the history chose the `weights` it gives now (None before it has any position): the rule, the
     positions it holds, and per rule what decided — w-grid: each candidate's top-1 matches and KL, the
     candidates with the most matches and the winner among them (the least KL; the first of equal ones);
     kld and tvd: each method's summed divergence (weights ∝ 1 / it); hedge: each method's summed loss
     and the rate (weights ∝ exp(−rate · loss)). `shared`: the methods drafted as one row, which then share
-    their total weight equally (`ensemble.share_equally`): `weights` are the block's, after that."""
+    their total weight equally (`ensemble.share_equally`): `weights` are the block's, after that.
+    `waiting`: verified positions not in the history yet, while rows rest (`resting.RestSchedule`)."""
     total = history.total()
     if total is None:
         return None
@@ -100,4 +102,6 @@ def weight_update(history: WeightHistory, weights: torch.Tensor, shared: list[st
     choice["weights"] = weights.tolist()
     if shared:
         choice["shared"] = list(shared)
+    if waiting:
+        choice["waiting"] = waiting
     return choice

@@ -4,8 +4,8 @@ Both are generators of events (see `events.py`); closing the generator or settin
 run between blocks (or tokens) with a final `Finished` event. Each block drafts (a chain, `chain.py`,
 or a token tree, `tree.py`), verifies in one target forward, and records; the first block's drafts
 ride on the target's pass over the prompt, which also gives the answer's first token (all that sets it
-apart: `drafts.FirstBlock`). The run's state between blocks is one `SpeculativeRun`; each step of a
-block (weigh, draft, verify, learn, record) takes it.
+apart is in `drafts.AfterPrompt`; every other block is `drafts.AfterToken`). The run's state between
+blocks is one `SpeculativeRun`; each step of a block (weigh, draft, verify, learn, record) takes it.
 """
 
 from __future__ import annotations
@@ -26,17 +26,17 @@ from .chain import ChainVerifier, draft_block
 from .config import GenerationConfig
 from .draft_length import AUTO_CAP, DraftLength, min_survival_on
 from .drafter import BatchedDrafter, build_rows, image_token_id
-from .drafts import DraftChain, DraftContext, FirstBlock, Verdict
+from .drafts import AfterPrompt, AfterToken, BlockStart, DraftChain, DraftContext, Verdict
 from .ensemble import WeightHistory, share_equally, uniform_weights
 from .events import BlockEvent, Event, Finished, GenerationResult, Metrics, Started, StopReason, TokenEvent
 from .inspection import block_positions, weight_update
 from .lookup import NgramLookup
-from .resting import Resting
+from .resting import RestSchedule
 from .sampling import choose_token, is_greedy, logits_to_probs
 from .session import Clock, TargetSession
 from .settings import hedges_first
 from .spec import DraftingSpec
-from .tree import HEDGE_WIDTH, UNSURE, DraftTree, TreeVerifier, draft_tree
+from .tree import UNSURE, DraftTree, TreeVerifier, draft_tree
 from .weights_graph import GraphedStats, graphed_stats
 
 
@@ -165,12 +165,12 @@ class SpeculativeRun:
     length: DraftLength
     drafter: BatchedDrafter | None = None  # None when one token is all there is to decode
     lookup: NgramLookup | None = None  # the model-free method N, when the spec has it
-    resting: Resting | None = None  # which drafter rows rest, when rows may
+    rest_schedule: RestSchedule | None = None  # which drafter rows rest, when rows may
     out: list[int] = field(default_factory=list)
     pending: list[int] = field(default_factory=list)  # committed tokens the drafter has not seen yet
     blocks: list[BlockEvent] = field(default_factory=list)
     hedges_first: bool = False  # the first block hedges (`settings.hedges_first`)
-    shared: list[int] = field(default_factory=list)  # methods drafted as one row (`shared_row`): one weight
+    shared_rows: list[int] = field(default_factory=list)  # the methods drafted as one row (`shared_row`): one weight
 
     @property
     def learned(self) -> bool:
@@ -279,17 +279,18 @@ def speculative_generate(
                   captions=captions, notes=notes, shared=shared)
 
     run = _start_run(pair, spec, config, prompt, pictures=bool(images), summed=summed, learns=learns)
-    run.shared = [run.methods.index(method) for method in shared]
-    start = _start_drafter(run, draft_prompt, spec.model_methods if images else ("T",), captions)
-    first = FirstBlock(prompt, start, image_token_id(pair.target))
+    run.shared_rows = [run.methods.index(method) for method in shared]
+    prefill_logits = _start_drafter(run, draft_prompt, spec.model_methods if images else ("T",), captions)
+    start: BlockStart = AfterPrompt(prompt, prefill_logits, image_token_id(pair.target))
     done = stopped = False
     while not done:
-        if run.blocks and cancel is not None and cancel.is_set():  # the first block is the prompt's own pass
-            stopped = True
-            break
-        event, done = _block(run, first if not run.blocks else None)
+        event, done = _block(run, start)
         run.blocks.append(event)
         yield event
+        if not done and cancel is not None and cancel.is_set():  # between blocks (the first is the prompt's pass)
+            stopped = True
+            break
+        start = AfterToken(run.out[-1])
 
     metrics = _speculative_metrics(run, run.clock.elapsed(), caption_s)
     metrics.cpu_share = run.clock.cpu_share()
@@ -339,28 +340,27 @@ def _start_drafter(run: SpeculativeRun, prompt: chat.EncodedPrompt, methods: tup
     for row in rows:
         _check_context(int(row.input_ids.shape[0]), config, pair.context_of("drafter"), f"{row.method} row")
     run.drafter = BatchedDrafter(pair.drafter, rows, pair.backend("drafter", len(rows)))
-    start = run.drafter.prefill()
-    if run.history is not None and config.resting and run.drafter.can_rest:
-        run.resting = Resting(run.history, sum(method != "N" for method in run.methods))
-    return start
+    logits = run.drafter.prefill()
+    if run.history is not None and config.may_rest and run.drafter.can_rest:
+        run.rest_schedule = RestSchedule(run.history, sum(method != "N" for method in run.methods))
+    return logits
 
 
-def _block(run: SpeculativeRun, first: FirstBlock | None) -> tuple[BlockEvent, bool]:
+def _block(run: SpeculativeRun, start: BlockStart) -> tuple[BlockEvent, bool]:
     """One block: weigh -> draft -> verify -> cut -> learn -> record. Returns its event and whether decoding
-    is done. `first`: given for the first block, which rides on the target's pass over the prompt."""
+    is done. `start`: how it begins (the first, `AfterPrompt`, rides on the target's pass over the prompt)."""
     clock, config = run.clock, run.config
-    block_start = clock.now()
+    began = clock.now()
     seen = len(run.out) - len(run.pending)  # answer tokens the drafter's batch has seen
-    if run.resting is not None:  # rows due to catch up do so first: the weights see the history they owed
-        run.resting.before_block(run.drafter, run.out, seen, config)
+    if run.rest_schedule is not None:  # rows due to catch up do so first: the weights see the history they owed
+        run.rest_schedule.before_block(run.drafter, run.out, seen, config)
     weighing = _weigh(run)
-    if run.resting is not None:  # then rows may start or stop resting
-        run.resting.choose(run.drafter, weighing.weights, seen)
+    if run.rest_schedule is not None:  # then rows may start or stop resting
+        run.rest_schedule.choose(run.drafter, weighing.weights, seen)
     gamma = min(config.gamma, config.max_new_tokens - len(run.out) - 1)
-    drafted = _draft(run, gamma, weighing.weights, first)
+    drafted = _draft(run, gamma, weighing.weights, start)
     verify_start = clock.now()
-    verdict = drafted.verifier.verify(run.session, run.out[-1] if run.out else None, drafted.candidate, config,
-                                      run.generator, first)
+    verdict = drafted.verifier.verify(run.session, drafted.candidate, config, run.generator)
     # both caches keep what was accepted, nothing recomputed; the drafter lags by the tokens it has not seen
     run.pending = drafted.verifier.commit(run.session, run.drafter, drafted.candidate, verdict, run.pending)
     draft = verdict.path if verdict.path is not None else drafted.candidate
@@ -371,7 +371,7 @@ def _block(run: SpeculativeRun, first: FirstBlock | None) -> tuple[BlockEvent, b
         _learn(run, draft, verdict)
         learn_end = clock.now()
     run.out.extend(emitted)
-    times = {"draft_s": verify_start - block_start, "verify_s": verify_end - verify_start,
+    times = {"draft_s": verify_start - began, "verify_s": verify_end - verify_start,
              "weights_s": weighing.seconds + learn_end - verify_end, "elapsed_s": clock.now() - clock.start}
     confidences = draft.confidences()
     if not done:
@@ -385,10 +385,11 @@ def _weigh(run: SpeculativeRun) -> Weighing:
     learned = run.learned  # timed only then: on a GPU every reading of the clock waits for the device
     start = run.clock.now() if learned else 0.0
     weights = run.weights().to(run.pair.device)
-    if run.shared and learned:
-        weights = share_equally(weights, run.shared)
+    if run.shared_rows and learned:
+        weights = share_equally(weights, run.shared_rows)
     seconds = run.clock.now() - start if learned else 0.0
-    update = (weight_update(run.history, weights, [run.methods[row] for row in run.shared])
+    waiting = run.rest_schedule.waiting_positions() if run.rest_schedule is not None else 0
+    update = (weight_update(run.history, weights, [run.methods[row] for row in run.shared_rows], waiting)
               if run.config.inspect and learned else None)
     return Weighing(weights, seconds, update)
 
@@ -401,42 +402,32 @@ def _learn(run: SpeculativeRun, draft: DraftChain, verdict: Verdict) -> None:
         return
     log_q = torch.stack(draft.row_log_probs[:verified]) if draft.row_log_probs else None
     p, q = verdict.target_probs[:verified], torch.stack(draft.row_probs[:verified])
-    if run.resting is not None:
-        run.resting.record(run.drafter, len(run.out), p, q, log_q)
+    if run.rest_schedule is not None:
+        run.rest_schedule.record(run.drafter, len(run.out), p, q, log_q)
     else:
         run.history.add(p, q, log_q)
 
 
-def _draft(run: SpeculativeRun, gamma: int, weights: torch.Tensor, first: FirstBlock | None) -> Drafted:
-    """A chain or a tree (`_tree_shape`), with the verifier that judges it."""
-    shape = _tree_shape(run, first is not None) if gamma > 0 else None
+def _draft(run: SpeculativeRun, gamma: int, weights: torch.Tensor, start: BlockStart) -> Drafted:
+    """A chain or a tree (`BlockStart.tree_shape`: the configured trees, else the hedged first block), with
+    the verifier that judges it."""
+    shape = start.tree_shape(run.config, run.hedges_first) if gamma > 0 else None
     drafting = DraftContext(run.drafter, run.pending, weights, len(run.methods), run.config, run.generator,
-                            run.length, log_probs=run.history is not None and run.history.needs_log_q,
-                            lookup=run.lookup, ends=frozenset(run.pair.eos_token_ids), first=first,
-                            banned=first.placeholder if first is not None and shape is not None else None)
+                            start, run.length, log_probs=run.history is not None and run.history.needs_log_q,
+                            lookup=run.lookup, ends=frozenset(run.pair.eos_token_ids),
+                            banned=start.banned if shape is not None else None)
     candidate = None
     if shape is not None:
         width, policy = shape
         candidate = draft_block(drafting, gamma, fork_below=UNSURE) if policy == "unsure" else None
         if candidate is None or candidate.stop == StopReason.FORK:  # unsure: a chain while the ensemble is sure
             candidate = draft_tree(drafting, gamma, width, policy, chain=candidate)
-    drafted = (Drafted(candidate, TreeVerifier(run.methods)) if isinstance(candidate, DraftTree)
-               else Drafted(candidate or draft_block(drafting, gamma), ChainVerifier()))
+    drafted = (Drafted(candidate, TreeVerifier(run.methods, start)) if isinstance(candidate, DraftTree)
+               else Drafted(candidate or draft_block(drafting, gamma), ChainVerifier(start)))
     if gamma < run.config.gamma and drafted.candidate.stop not in (StopReason.UNSURE, StopReason.IMAGE,
                                                                    StopReason.EOS):
         drafted.candidate.stop = StopReason.BUDGET
     return drafted
-
-
-def _tree_shape(run: SpeculativeRun, first: bool) -> tuple[int, str] | None:
-    """A block's tree as (width, policy), or None for a chain: the configured trees, else the hedged first
-    block (`settings.hedges_first`)."""
-    config = run.config
-    if config.tree_width > 1:
-        return (config.tree_width, config.tree_policy) if first or config.tree_blocks == "all" else None
-    if first and run.hedges_first:
-        return HEDGE_WIDTH, "unsure"
-    return None
 
 
 def _speculative_metrics(run: SpeculativeRun, walltime: float, caption_s: float) -> Metrics:

@@ -37,14 +37,14 @@ PROBE_AT_MOST = 24  # the longest wait between catch-ups, which doubles while th
 class Waiting:
     """One block's verified positions, waiting for the resting rows' distributions there."""
 
-    first: int  # the answer position of the first (the distribution after the answer's first `first` tokens)
+    position: int  # the answer position of the first (the distribution after the answer's first `position` tokens)
     target_probs: torch.Tensor  # (n, V)
     row_probs: torch.Tensor  # (n, K, V); the resting methods' rows are zeros until filled
     row_log_probs: torch.Tensor | None  # (n, K, V), for the log-loss rules
 
 
 @dataclass
-class Resting:
+class RestSchedule:
     """Which rows rest, since when, and the history they owe."""
 
     history: WeightHistory
@@ -59,16 +59,20 @@ class Resting:
     def __post_init__(self) -> None:
         self.zero_blocks = [0] * self.models
 
+    def waiting_positions(self) -> int:
+        """Verified positions not yet in the history: they wait for the resting rows to catch up."""
+        return sum(block.target_probs.shape[0] for block in self.waiting)
+
     def before_block(self, drafter: BatchedDrafter, out: list[int], seen: int, config: GenerationConfig) -> None:
         """Before a block's weights are computed: resting rows that are due catch up on the answer's
         first `seen` tokens (what the batch has seen) and the history they owed is added."""
-        if drafter.resting is None or self.rested < self.probe_every:
+        if drafter.rest_backend is None or self.rested < self.probe_every:
             return
         logits = drafter.catch_up(out[self.seen:seen])  # logits i: after the answer's first seen + i + 1 tokens
         probs = logits_to_probs(logits, config.temperature, config.top_p)
         log_probs = logits_to_log_probs(logits, config.temperature) if self.history.needs_log_q else None
         for block in self.waiting:
-            at = torch.arange(block.first, block.first + block.target_probs.shape[0]) - self.seen - 1
+            at = torch.arange(block.position, block.position + block.target_probs.shape[0]) - self.seen - 1
             block.row_probs[:, drafter.resting_rows] = probs[:, at].transpose(0, 1)
             if block.row_log_probs is not None:
                 block.row_log_probs[:, drafter.resting_rows] = log_probs[:, at].transpose(0, 1)
@@ -82,7 +86,7 @@ class Resting:
         answer's first `seen` tokens on."""
         zero = (weights[:self.models] == 0).tolist()
         self.zero_blocks = [count + 1 if is_zero else 0 for count, is_zero in zip(self.zero_blocks, zero, strict=True)]
-        if drafter.resting is not None:
+        if drafter.rest_backend is not None:
             if self.probed and not all(zero[row] for row in drafter.resting_rows):
                 drafter.wake()
             elif self.probed:
@@ -94,11 +98,12 @@ class Resting:
             drafter.rest(tired)
             self.seen, self.rested, self.probe_every = seen, 0, PROBE_EVERY
 
-    def record(self, drafter: BatchedDrafter, first: int, target_probs: torch.Tensor, row_probs: torch.Tensor,
+    def record(self, drafter: BatchedDrafter, position: int, target_probs: torch.Tensor, row_probs: torch.Tensor,
                row_log_probs: torch.Tensor | None) -> None:
-        """A block's verified positions for the history: added now, or, while rows rest, when they catch up."""
-        if drafter.resting is None:
+        """A block's verified positions, from answer `position` on, for the history: added now, or, while rows
+        rest, when they catch up."""
+        if drafter.rest_backend is None:
             self.history.add(target_probs, row_probs, row_log_probs)
             return
-        self.waiting.append(Waiting(first, target_probs, row_probs, row_log_probs))
+        self.waiting.append(Waiting(position, target_probs, row_probs, row_log_probs))
         self.rested += 1

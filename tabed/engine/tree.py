@@ -38,16 +38,14 @@ from ..models.caches import TreeLayout
 from .config import GenerationConfig
 from .draft_length import DraftLength
 from .drafter import BatchedDrafter
-from .drafts import DraftChain, DraftContext, DraftDistributions, FirstBlock, Verdict, unseen_after
+from .drafts import ROOT, BlockStart, DraftChain, DraftContext, DraftDistributions, Verdict, unseen_after
 from .events import StopReason, TreeNode
 from .sampling import is_greedy, logits_to_probs, residual
 from .session import TargetSession
 
 BRANCH_MIN = 0.05  # greedy "ensemble" trees: the least ensemble probability of a token beyond the top one
 UNSURE = 0.5  # "unsure" trees branch only below this ensemble probability of the top token
-HEDGE_WIDTH = 2  # the hedged first block's tree width (`settings.hedges_first`)
 NODE_BUDGET = 4  # a block's tree holds at most this many nodes per draft position of its cap (4·γ in all)
-ROOT = -1  # the last committed token, which every tree hangs from
 
 
 @dataclass
@@ -77,8 +75,7 @@ class DraftTree:
     contexts: dict[int, Context] = field(default_factory=dict)  # for every node that has children
     cached: list[int] = field(default_factory=list)  # nodes in the drafter's cache, in cache order
     stop: StopReason = StopReason.FIXED
-    after_prompt: bool = False  # the first block's: verified by the prompt's pass, under its last token
-    resting: list[int] = field(default_factory=list)  # methods whose rows sat out its drafting (no guesses)
+    resting_rows: list[int] = field(default_factory=list)  # methods whose rows sat out its drafting (no guesses)
 
     def child(self, parent: int, token: int) -> int | None:
         context = self.contexts.get(parent)
@@ -157,13 +154,12 @@ def draft_tree(drafting: DraftContext, gamma: int, width: int, policy: str = "en
     chain that stopped where the ensemble was first unsure (`draft_block`'s fork), which the tree grows
     on from."""
     tree = DraftTree(stop=StopReason.CAP if drafting.adaptive else StopReason.FIXED,
-                     after_prompt=drafting.first is not None, resting=list(drafting.drafter.resting_rows))
+                     resting_rows=list(drafting.drafter.resting_rows))
     if chain is not None:  # its block has begun: the drafter has been fed all of it
         frontier, logits = [_graft(tree, chain, drafting.length, drafting.config)], chain.fork_logits[:, None]
     else:
-        if drafting.adaptive:
-            drafting.length.start_block(after_prompt=drafting.first is not None)
-        frontier, logits = [ROOT], drafting.first_logits()[:, None]
+        drafting.start_length()
+        frontier, logits = [ROOT], drafting.opening_logits()[:, None]
     growth = _TreeGrowth(drafting, tree, gamma, width, policy)
     for depth in range(len(tree.tokens) + 1, gamma + 1):
         born = growth.depth(frontier, logits)
@@ -328,19 +324,15 @@ def _draws(context: Context, count: int, policy: str, order: list[int], config: 
 class TreeVerifier:
     """Verifies a token tree in one target forward and keeps the accepted path in both caches."""
 
-    def __init__(self, methods: tuple[str, ...]) -> None:
-        self.methods = methods
+    def __init__(self, methods: tuple[str, ...], start: BlockStart) -> None:
+        self.methods, self.start = methods, start
 
-    def verify(self, session: TargetSession, last: int | None, tree: DraftTree, config: GenerationConfig,
-               generator: torch.Generator, first: FirstBlock | None = None) -> Verdict:
+    def verify(self, session: TargetSession, tree: DraftTree, config: GenerationConfig,
+               generator: torch.Generator) -> Verdict:
         """The target scores the last committed token and every node (for the first block, the prompt's
-        own pass does); the walk from the root keeps the longest path it accepts. The verdict reads as a
-        chain: that path and the best drafts below it."""
-        nodes = list(range(len(tree.tokens)))
-        if first is not None:
-            logits = session.prefill(first.prompt, tree.tokens, tree.layout(nodes, nodes, shift=-1))
-        else:
-            logits = session.forward([last] + tree.tokens, tree.layout([ROOT] + nodes, [ROOT] + nodes, shift=0))
+        own pass does: `BlockStart.score`); the walk from the root keeps the longest path it accepts. The
+        verdict reads as a chain: that path and the best drafts below it."""
+        logits = self.start.score(session, tree.tokens, tree.layout)
         probs = logits_to_probs(logits, config.temperature, config.top_p)  # row 1 + n: after node n
         choices = RandomChoices(generator, record=config.inspect)
         if is_greedy(config.temperature):
@@ -357,7 +349,7 @@ class TreeVerifier:
                         strict=True)) if parents else {}
         rows, tokens = (torch.tensor(values, device=probs.device) for values in (tree.parents, tree.tokens))
         target = probs[rows + 1, tokens].tolist()  # each node's probability under the target, after its parent
-        guessing = [(k, m) for k, m in enumerate(self.methods) if k not in tree.resting]
+        guessing = [(k, m) for k, m in enumerate(self.methods) if k not in tree.resting_rows]
         return [TreeNode(token, parent, "".join(m for k, m in guessing if top1[parent][k] == token), node in kept,
                          tree.probs[node], target[node])
                 for node, (token, parent) in enumerate(zip(tree.tokens, tree.parents, strict=True))]
@@ -368,14 +360,11 @@ class TreeVerifier:
         the drafter has not seen yet (`unseen_after`: the path's last node when it was a leaf, and the
         target's token)."""
         kept = [node for node, info in enumerate(verdict.nodes) if info.accepted]
-        if tree.after_prompt:
-            session.keep(len(tree.tokens), kept)
-        else:  # the forward began with the last committed token
-            session.keep(1 + len(tree.tokens), [0] + [1 + node for node in kept])
+        self.start.keep(session, len(tree.tokens), kept)
         slot = {node: index for index, node in enumerate(tree.cached)}
-        fed = [slot[node] for node in kept if node in slot]
-        drafter.keep(len(tree.cached), fed)
-        return unseen_after(pending, True, [tree.tokens[node] for node in kept], len(fed), verdict.target_token)
+        slots = [slot[node] for node in kept if node in slot]  # the accepted nodes the drafter was fed
+        drafter.keep(len(tree.cached), slots)
+        return unseen_after(pending, True, [tree.tokens[node] for node in kept], len(slots), verdict.target_token)
 
 
 def _walk_greedy(tree: DraftTree, choices: list[int]) -> tuple[list[int], int]:

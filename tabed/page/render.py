@@ -184,14 +184,15 @@ def block_columns(groups: Groups) -> list[str]:
     return list(LEADING_COLUMNS) + [f"{name} guesses" for name, _ in groups] + ["draft ms", "verify ms"]
 
 
-def weights_figure(blocks: list[BlockEvent], groups: Groups) -> go.Figure:
+def weights_figure(blocks: list[BlockEvent], groups: Groups, alone: str | None = None) -> go.Figure:
     """Ensemble weight of each method per block (lines; methods drafted as one row, one line) and accepted
-    drafts per block (bars)."""
+    drafts per block (bars). `alone`: the label of a single method's run ("M alone"), which mixed nothing:
+    its chart has the bars only, and a title that says so."""
     figure = go.Figure()
     index = [b.index for b in blocks]
     figure.add_bar(x=index, y=[b.accepted for b in blocks], name="accepted drafts", yaxis="y2",
                    marker_color="rgba(140,140,140,0.35)", hovertemplate="block %{x}: %{y} accepted<extra></extra>")
-    for order, (method, members) in enumerate(groups):
+    for order, (method, members) in enumerate(groups if alone is None else []):
         rested = [method in b.resting for b in blocks]  # an open marker: the row sat out the draft steps
         one_row = " (one row: no picture)" if len(members) > 1 else ""
         # each later method's dots smaller, so that two methods at one weight both show
@@ -202,9 +203,11 @@ def weights_figure(blocks: list[BlockEvent], groups: Groups) -> go.Figure:
                            customdata=[" (resting: its row sat out the draft steps)" if r else "" for r in rested],
                            hovertemplate=f"block %{{x}}: w({method}) = %{{y:.2f}}%{{customdata}}<extra></extra>")
     last = max(index, default=0)
-    figure.update_layout(  # no title: the page labels the chart, and a phone has no width for one
+    if alone is not None:  # no weight to draw: a short title (a phone's width holds it) says so
+        figure.update_layout(title={"text": f"{alone}: no ensemble, no weights", "x": 0.02}, showlegend=True)
+    figure.update_layout(  # no title for an ensemble: the page labels the chart, and a phone has no width for one
         xaxis={"title": "block", "dtick": block_step(last + 1), "tickformat": "d", "range": [-0.5, last + 0.5]},
-        yaxis={"title": "weight", "range": [-0.02, 1.02]},
+        yaxis={"title": "weight", "range": [-0.02, 1.02], "visible": alone is None},
         # the bars' axis ends just above the most a block kept: an axis to γ (20 when adaptive) leaves them flat
         yaxis2={"title": "accepted", "overlaying": "y", "side": "right", "showgrid": False, "tickformat": "d",
                 "range": [0, max((b.accepted for b in blocks), default=0) + 1.5]},

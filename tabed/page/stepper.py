@@ -42,7 +42,7 @@ def step_html(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], inde
     index = max(0, min(int(index), len(blocks) - 1))
     block = blocks[index]
     word = Words(tokenizer)
-    weights = _weights_text(block, resting=True)
+    weights = _weights_text(block, mark_resting=True)
     head = (f"<p><b>Block {index} of blocks 0–{len(blocks) - 1}</b>: drafted {draft_length(block)}, the target kept "
             f"{block.accepted}. Weights {html.escape(weights)}.</p>")
     if not block.positions and block.draft:
@@ -91,9 +91,17 @@ def _target_row(word: Words, block: BlockEvent, span: int) -> str:
 
 
 def moved_why(block: BlockEvent, after: BlockEvent) -> str:
-    """How this block moved the weights: the next block's, chosen with this block's verified positions too."""
-    return (f"How this block moved the weights: with its {counted(len(block.positions), 'verified position')} in the "
-            f"history, {_choice(after)}")
+    """How this block moved the weights: the next block's, chosen with this block's verified positions too,
+    or, while a method rests, not yet: its positions wait for the resting row to catch up."""
+    verified = counted(len(block.positions), "verified position")
+    if after.weight_update is not None and after.weight_update.get("waiting"):
+        return (f"How this block moved the weights: not yet. Its {verified} wait, with the others verified while "
+                f"{_resting(after)} rested, for its row to catch up; {_choice(after)}")
+    return f"How this block moved the weights: with its {verified} in the history, {_choice(after)}"
+
+
+def _resting(block: BlockEvent) -> str:
+    return " and ".join(block.resting) or "a method"
 
 
 def weights_why(block: BlockEvent, unlearned: str = UNLEARNED) -> str:
@@ -109,6 +117,9 @@ def _choice(block: BlockEvent) -> str:
     """The rule's choice of a block's weights, from the figures it recorded (`weight_update`)."""
     update, methods, chosen = block.weight_update, list(block.weights), _weights_text(block)
     seen = f"over the {counted(update['positions'], 'position')} the target had verified"
+    if update.get("waiting"):
+        seen = (f"over the {counted(update['positions'], 'position')} in the history ({update['waiting']} more wait "
+                f"for {_resting(block)}'s row to catch up, so the weights stay as they were)")
     if update.get("shared"):
         chosen += (f" ({' and '.join(update['shared'])} read the same text, with no picture: one row, its weight "
                    "shared equally, since no split of it changes the mix)")
@@ -129,7 +140,7 @@ def _choice(block: BlockEvent) -> str:
             f"loss): {chosen}.")
 
 
-def _weights_text(block: BlockEvent, resting: bool = False) -> str:
-    """The block's weights, e.g. "M 0.70 · T 0.30" (with `resting`, the resting methods marked)."""
-    return " · ".join(f"{m} {w:.2f}" + (" (resting)" if resting and m in block.resting else "")
+def _weights_text(block: BlockEvent, mark_resting: bool = False) -> str:
+    """The block's weights, e.g. "M 0.70 · T 0.30" (with `mark_resting`, the resting methods marked)."""
+    return " · ".join(f"{m} {w:.2f}" + (" (resting)" if mark_resting and m in block.resting else "")
                       for m, w in block.weights.items())

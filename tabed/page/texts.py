@@ -18,7 +18,9 @@ CSS = """
 .tabed-step .tabed-why td { color: #555; font-style: italic; padding-bottom: 0.5em; }
 .tabed-token-detail { font-size: 0.85em; color: #555; min-height: 1.4em; }
 #examples table { table-layout: fixed; width: 100%; }
-#examples td { max-width: none !important; overflow-wrap: anywhere; }
+#examples td { max-width: none !important; overflow-wrap: anywhere; overflow: hidden; }
+#examples th { white-space: normal; }  /* a header wraps inside its column rather than run into the next */
+#examples .images-wrapper { flex-wrap: wrap; }  /* three pictures wrap in a phone's cell, off the prompt */
 """
 
 PHONE_COLUMNS = (30, 56, 84, 32, 52, 62)  # px: the block table's leading columns on a phone, together in view

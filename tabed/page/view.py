@@ -124,7 +124,8 @@ class RunView:
                             headers=render.block_columns(groups), column_widths=render.block_widths(groups))
 
     def figure(self) -> go.Figure:
-        return render.weights_figure(self.blocks, self.groups())
+        alone = self.label if self.label.endswith(" alone") else None  # as `texts.notes_for` tells them apart
+        return render.weights_figure(self.blocks, self.groups(), alone)
 
     def trees(self) -> go.Figure:
         spec, config = self.settings.spec, self.settings.config

@@ -45,12 +45,12 @@ def test_acceptance_starts_at_the_confidence_and_learns_from_verifications():
 
 def test_a_block_goes_on_while_its_chance_of_surviving_whole_is_high_enough():
     length = DraftLength(20, adaptive=True, min_survival=0.5, first_min_survival=0.05)
-    length.start_block()
+    length.start_block(length.min_survival)
     assert [length.keep_drafting(0.9) for _ in range(7)] == [True] * 6 + [False]  # 0.9^7 = 0.48
     assert length.survival == pytest.approx(0.9 ** 7)
-    length.start_block()
+    length.start_block(length.min_survival)
     assert length.keep_drafting(0.99) and not length.keep_drafting(0.2)
-    length.start_block(after_prompt=True)  # the first block: its own, lower minimum
+    length.start_block(length.first_min_survival)  # the first block: its own, lower minimum
     assert [length.keep_drafting(0.5) for _ in range(5)] == [True] * 4 + [False]  # 0.5^5 = 0.03 < 0.05
     fixed = DraftLength(5, adaptive=False)
     fixed.learn([0.9, 0.1], accepted=0)

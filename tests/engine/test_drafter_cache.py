@@ -18,8 +18,8 @@ from tabed.models.chat import Turn
 def row_caches(drafter: BatchedDrafter):
     """(row, each layer's keys and values at the row's real columns) for every row, in the batch or resting."""
     parts = [(drafter.backend, drafter.active)]
-    if drafter.resting is not None:
-        parts.append((drafter.resting, drafter.resting_rows))
+    if drafter.rest_backend is not None:
+        parts.append((drafter.rest_backend, drafter.resting_rows))
     for backend, rows in parts:
         for batch_row, row in enumerate(rows):
             real = backend.mask[batch_row].bool()

@@ -20,7 +20,7 @@ SCENARIOS = {
     "greedy-tree": ("tabed-MT", {"tree_width": 2}),
     "sampling-tree": ("tabed-MT", {"tree_width": 2, "temperature": 1.0, "seed": 2}),
     "fixed-gamma-kld": ("tabed-MT", {"gamma": 4, "adaptive": False, "rule": "kld"}),
-    "hedge-rule": ("tabed-MTN", {"rule": "hedge", "resting": False}),
+    "hedge-rule": ("tabed-MTN", {"rule": "hedge", "may_rest": False}),
 }
 
 

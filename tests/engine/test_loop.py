@@ -78,7 +78,7 @@ def test_only_blocks_that_others_follow_are_learned_from(pair, image, monkeypatc
     block nothing would use it."""
     learned, add = [], WeightHistory.add
     monkeypatch.setattr(WeightHistory, "add", lambda self, p, *rest: (learned.append(len(p)), add(self, p, *rest))[1])
-    config = GenerationConfig(max_new_tokens=20, gamma=4, resting=False)
+    config = GenerationConfig(max_new_tokens=20, gamma=4, may_rest=False)
     result = collect(speculative_generate(pair, [Turn("w1 w2 w3", [image])], parse_spec("tabed-MT"), config))
     assert len(result.blocks) > 2
     assert learned == [min(b.accepted + 1, len(b.draft)) for b in result.blocks[:-1] if b.draft]
@@ -218,7 +218,7 @@ def test_bad_conversations(pair):
 def test_a_drafted_image_placeholder_ends_the_first_block_before_the_prompts_pass(pair, image):
     """The target counts image placeholders against its image features in the prompt's pass: a draft of
     `<image>` (which only a random drafter writes) is cut off there, and the drafter forgets what it was fed."""
-    from tabed.engine.chain import end_before_placeholder
+    from tabed.engine.chain import end_before
     from tabed.engine.drafter import BatchedDrafter, build_rows
     from tabed.engine.drafts import DraftChain
 
@@ -232,12 +232,12 @@ def test_a_drafted_image_placeholder_ends_the_first_block_before_the_prompts_pas
     drafter.step([placeholder])  # drafts 7, <image>, 9: the drafter was fed the first two
     probs = [torch.full((2, 5), 0.2)] * 3
     draft = DraftChain([7, placeholder, 9], probs, [p[0] for p in probs])
-    end_before_placeholder(drafter, draft, placeholder)
+    end_before(drafter, draft, placeholder)
     assert (draft.tokens, draft.stop, len(draft.row_probs), len(draft.mixed_probs)) == ([7], StopReason.IMAGE, 1, 1)
     assert torch.equal(drafter.backend.lengths, before)  # 7 came from the prefill's logits: nothing was fed
     drafter.step([placeholder])  # drafts <image>, 3
     first = DraftChain([placeholder, 3], probs[:2], [p[0] for p in probs[:2]])
-    end_before_placeholder(drafter, first, placeholder)
+    end_before(drafter, first, placeholder)
     assert first.tokens == [] and torch.equal(drafter.backend.lengths, before)
 
 
@@ -333,7 +333,7 @@ def test_the_weight_history_learns_the_targets_own_distributions_at_the_verified
     monkeypatch.setattr(WeightHistory, "add",
                         lambda self, p, q, *rest: (added.append((p, q)), add(self, p, q, *rest))[1])
     turns = [Turn("w1 w2 w3", [image])]
-    config = GenerationConfig(max_new_tokens=30, gamma=4, resting=False)
+    config = GenerationConfig(max_new_tokens=30, gamma=4, may_rest=False)
     result = collect(speculative_generate(pair, turns, parse_spec("tabed-MT"), config))
     session = TargetSession(pair.backend("target"))
     with torch.inference_mode():

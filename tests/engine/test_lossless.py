@@ -10,7 +10,7 @@ from conftest import SIZE, SPECS, conversations, make_pair, perturbed, random_ll
 from tabed.engine.chain import ChainVerifier
 from tabed.engine.config import GenerationConfig
 from tabed.engine.draft_length import parse_gamma
-from tabed.engine.drafts import DraftChain
+from tabed.engine.drafts import AfterToken, DraftChain
 from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
 from tabed.engine.sampling import logits_to_probs, verify_greedy, verify_sampling
 from tabed.engine.spec import parse_spec
@@ -236,8 +236,8 @@ class _FixedTarget:
     def __init__(self, probs: torch.Tensor) -> None:
         self.logits = probs.log()
 
-    def forward(self, tokens: list[int]) -> torch.Tensor:
-        assert len(tokens) == self.logits.shape[0]
+    def forward(self, tokens: list[int], layout=None) -> torch.Tensor:
+        assert len(tokens) == self.logits.shape[0] and layout is None
         return self.logits
 
 
@@ -253,7 +253,7 @@ def test_a_chain_is_verified_against_the_mixture_that_drafted_it_not_one_methods
     target = torch.tensor([0.5, 0.0, 0.5]).expand(gamma + 1, 3)
     draft = DraftChain(drafts, [rows] * gamma, [mixture] * gamma)
     config = GenerationConfig(temperature=1.0, inspect=True)
-    verdict = ChainVerifier().verify(_FixedTarget(target), 4, draft, config, torch.Generator().manual_seed(1))
+    verdict = ChainVerifier(AfterToken(4)).verify(_FixedTarget(target), draft, config, torch.Generator().manual_seed(1))
     assert verdict.accepted == gamma and verdict.target_token in (0, 2)  # the bonus token, from p
     assert len(verdict.draws) == gamma
     for row in rows:

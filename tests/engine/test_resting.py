@@ -33,7 +33,7 @@ def test_a_row_that_rested_and_caught_up_scores_as_if_it_never_left(pair, image,
     steady.step([5, 6]), resting_one.step([5, 6])
     resting_one.rest([rests])
     assert resting_one.batch_rows == [stays]
-    for backend, row in ((resting_one.backend, stays), (resting_one.resting, rests)):
+    for backend, row in ((resting_one.backend, stays), (resting_one.rest_backend, rests)):
         assert not backend.padded and backend.mask.shape[1] == len(resting_one.rows[row].input_ids) + 2
     alone = resting_one.step([7, 8, 9])
     assert alone.shape[0] == 1
@@ -74,7 +74,7 @@ def test_resting_rows_change_no_draft_and_no_weight_when_they_catch_up_every_blo
     rested = 0
     for turns in conversations:
         result = collect(speculative_generate(pair, turns, parse_spec("tabed-MT"), config))
-        awake = collect(speculative_generate(pair, turns, parse_spec("tabed-MT"), replace(config, resting=False)))
+        awake = collect(speculative_generate(pair, turns, parse_spec("tabed-MT"), replace(config, may_rest=False)))
         assert result.token_ids == awake.token_ids
         if temperature == 0:
             assert result.token_ids == collect(autoregressive_generate(pair, turns, config)).token_ids
@@ -107,7 +107,7 @@ def test_a_resting_row_catches_up_and_rejoins_when_it_earns_again(every_scenario
     woke = 0
     for turns in conversations:
         result = collect(speculative_generate(pair, turns, parse_spec("tabed-MT"), config))
-        awake = collect(speculative_generate(pair, turns, parse_spec("tabed-MT"), replace(config, resting=False)))
+        awake = collect(speculative_generate(pair, turns, parse_spec("tabed-MT"), replace(config, may_rest=False)))
         assert result.token_ids == awake.token_ids
         blocks = result.blocks
         for i, block in enumerate(blocks[1:], start=1):
@@ -170,13 +170,13 @@ class _Drafter:
     """A drafter's resting side alone: which rows rest, and the tokens each catch-up is fed."""
 
     def __init__(self) -> None:
-        self.resting, self.resting_rows, self.fed = None, [], []
+        self.rest_backend, self.resting_rows, self.fed = None, [], []
 
     def rest(self, rows):
-        self.resting, self.resting_rows = object(), list(rows)
+        self.rest_backend, self.resting_rows = object(), list(rows)
 
     def wake(self):
-        self.resting, self.resting_rows = None, []
+        self.rest_backend, self.resting_rows = None, []
 
     def catch_up(self, tokens):
         self.fed.append(len(tokens))
@@ -196,7 +196,7 @@ class _History:
 def _catch_up_blocks(m_weights: list[float]) -> list[int]:
     """Blocks of three verified tokens each, M's weight given per block (T has the rest): the blocks that
     began with a catch-up."""
-    drafter, state, out, blocks = _Drafter(), resting.Resting(_History(), models=2), [1], []
+    drafter, state, out, blocks = _Drafter(), resting.RestSchedule(_History(), models=2), [1], []
     for index, weight in enumerate(m_weights):
         seen = len(out) - 1  # the drafter has not seen the target's last token
         fed = len(drafter.fed)

@@ -15,7 +15,7 @@ from tabed.engine.chain import draft_block
 from tabed.engine.config import GenerationConfig
 from tabed.engine.draft_length import DraftLength
 from tabed.engine.drafter import BatchedDrafter, build_rows, image_token_id
-from tabed.engine.drafts import DraftContext, DraftDistributions, FirstBlock
+from tabed.engine.drafts import AfterPrompt, AfterToken, DraftContext, DraftDistributions
 from tabed.engine.events import TreeNode
 from tabed.engine.lookup import NgramLookup
 from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
@@ -308,8 +308,8 @@ def test_an_unsure_tree_grown_on_from_its_chain_is_the_tree_drafted_whole(reques
         drafter = BatchedDrafter(chosen.drafter, rows, chosen.backend("drafter", 2))
         # a low minimum, so that the chain goes on to the case's first doubt and the tree grows on from it
         generator, length = torch.Generator().manual_seed(3), DraftLength(20, adaptive=True, first_min_survival=0.02)
-        first = FirstBlock(prompt, drafter.prefill(), banned)
-        drafting = DraftContext(drafter, [], weights, 2, config, generator, length, first=first, banned=banned,
+        first = AfterPrompt(prompt, drafter.prefill(), banned)
+        drafting = DraftContext(drafter, [], weights, 2, config, generator, first, length, banned=banned,
                                 ends=frozenset(chosen.eos_token_ids))
         chain = draft_block(drafting, 20, fork_below=UNSURE) if grow_on else None
         drafts.append(chain if chain is not None and chain.stop != "fork" else
@@ -442,7 +442,8 @@ def test_a_frontier_left_short_grows_on_from_a_node_an_earlier_depth_left_unexpa
     length = DraftLength(20, adaptive=True)
     length.threshold = 0.02  # the third child's chance is above the minimum
     drafting = DraftContext(SimpleNamespace(batch_rows=None), [], torch.tensor([0.5, 0.5]), 2,
-                            GenerationConfig(tree_width=2), torch.Generator(), length, ends=frozenset({0}))
+                            GenerationConfig(tree_width=2), torch.Generator(), AfterToken(0), length,
+                            ends=frozenset({0}))
     grower = _TreeGrowth(drafting, DraftTree(), 5, 2, "ensemble")
     tree = grower.tree
     first, _ = tree.add(ROOT, 1, 0.6, 0.6)
@@ -482,7 +483,7 @@ def small_tree_nodes():
 def test_static_caches_give_the_dynamic_paths_trees(loose_pair, image):
     static = make_pair(loose_pair.target, loose_pair.drafter, loose_pair.target_processor)
     static.cache = "static"
-    config = GenerationConfig(max_new_tokens=24, tree_width=2, resting=False)  # static rows never rest
+    config = GenerationConfig(max_new_tokens=24, tree_width=2, may_rest=False)  # static rows never rest
     for turns in conversations(image).values():
         dynamic = collect(speculative_generate(loose_pair, turns, parse_spec("tabed-MTP"), config))
         ours = collect(speculative_generate(static, turns, parse_spec("tabed-MTP"), config))

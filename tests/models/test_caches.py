@@ -37,7 +37,7 @@ def static_pair(pair):
 @pytest.mark.parametrize("spec", ["M", "T", "P", "MTCP", "tabed-MT", "tabed-MTCP"])
 @pytest.mark.parametrize("gamma", [1, 4])
 def test_static_gives_the_dynamic_paths_tokens(pair, static_pair, image, spec, gamma):
-    config = GenerationConfig(max_new_tokens=20, gamma=gamma, resting=False)  # static rows never rest
+    config = GenerationConfig(max_new_tokens=20, gamma=gamma, may_rest=False)  # static rows never rest
     rejected = 0
     for name, turns in conversations(image).items():
         dynamic = collect(speculative_generate(pair, turns, parse_spec(spec), config))

@@ -367,9 +367,11 @@ class TestWithTheTinyPair:
             expect(page.locator(f"#{elem_id} input[type=range]")).to_have_value(said.rsplit(" ", 1)[1])
         _as_it_was(page, rows)
 
-    def test_a_single_method_run_never_says_tabed(self, page):
-        """Its final page: the answer, the metrics and the status name M alone (every frame of such a run is
-        held to it in test_app, on the handler's yields)."""
+    @pytest.mark.parametrize("width", [1400, 390])
+    def test_a_single_method_run_never_says_tabed(self, page, width):
+        """Its final page: the answer, the metrics, the status, the notes and the chart name M alone (every
+        frame of such a run is held to it in test_app, on the handler's yields)."""
+        page.set_viewport_size({"width": width, "height": 1300})
         open_settings(page)
         page.locator("#settings").get_by_label("single method").check()
         page.locator("#settings").get_by_label("T: ").uncheck()
@@ -381,6 +383,9 @@ class TestWithTheTinyPair:
         expect(page.locator("#timing-note")).to_contain_text("M alone runs first")  # the notes follow the mode
         expect(page.locator("#timing-note")).not_to_contain_text("TABED")
         expect(page.locator("#weights-note")).to_contain_text("there was no ensemble, so there is no")
+        chart = page.locator("#weights-plot")
+        expect(chart.locator(".gtitle")).to_have_text("M alone: no ensemble, no weights")  # no flat weight line
+        expect(chart.locator(".legendtext")).to_have_text(["accepted drafts"])
 
     def test_token_trees_are_drawn_block_by_block(self, page, chart_png):
         expect(page.locator("#trees-plot")).to_be_visible()  # the default hedges the first block
@@ -397,16 +402,29 @@ class TestWithTheTinyPair:
         expect(page.locator("#blocks")).to_contain_text(" nodes")
         trees.screenshot(path=str(SCREENSHOTS / "trees.png"))
 
-    def test_an_example_fits_a_phone_and_fills_the_question(self, page):
-        page.set_viewport_size({"width": 390, "height": 900})
+    @pytest.mark.parametrize("width", [1400, 390])
+    def test_the_examples_read_apart_and_fill_the_question(self, page, width):
+        """The examples' headers side by side, each whole; every example's pictures inside their own cell,
+        clear of the prompt's (three pictures wrap on a phone); a click fills the question."""
+        page.set_viewport_size({"width": width, "height": 900})
+        examples = page.locator("#examples")
+        examples.scroll_into_view_if_needed()
+        headers = [examples.locator("th").nth(i).bounding_box() for i in range(2)]
+        assert headers[0]["x"] + headers[0]["width"] <= headers[1]["x"] + 1, headers  # apart, not over each other
+        assert examples.locator("th").evaluate_all("cells => cells.every(c => c.scrollWidth <= c.clientWidth)")
+        rows = examples.locator("tbody tr")
+        for row in range(rows.count()):
+            cell = rows.nth(row).locator("td").first.bounding_box()
+            for picture in rows.nth(row).locator("td").first.locator("img").all():
+                box = picture.bounding_box()
+                assert box["x"] >= cell["x"] - 1 and box["x"] + box["width"] <= cell["x"] + cell["width"] + 1, row
         example = page.locator('#examples [data-testid="dataset-cell-0-1"]')
-        example.scroll_into_view_if_needed()
         box = example.bounding_box()
-        assert box["x"] >= 0 and box["x"] + box["width"] <= 390, box
+        assert box["x"] >= 0 and box["x"] + box["width"] <= width, box
         example.click()
         expect(page.locator("#prompt textarea")).to_have_value(re.compile(r"\w+ \w+"))
         expect(page.locator("#image img").first).to_be_visible()
-        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
 
 
 def _as_it_was(page, rows: int) -> None:
