@@ -393,6 +393,24 @@ MUTANTS = (
            "speed.tokens_per_pass / (speed.verify + speed.drafting + speed.other)",
            "speed.tokens_per_pass / (speed.verify + speed.drafting)",
            (f"{APP}::test_the_status_and_the_metrics_say_why_this_speed",)),
+    # the first block as a behaviour (`drafts.AfterPrompt`), and the stepper's count while a method rests
+    Mutant("first-block-at-the-later-minimum", "tabed/engine/drafts.py", "return length.first_min_survival",
+           "return length.min_survival",
+           ("tests/engine/test_draft_length.py::test_adaptive_blocks_stop_when_the_ensemble_is_unsure_and_say_so",)),
+    Mutant("first-tree-laid-out-one-position-late", "tabed/engine/drafts.py",
+           "return session.prefill(self.prompt, tokens, layout(nodes, nodes, -1) if layout else None)",
+           "return session.prefill(self.prompt, tokens, layout(nodes, nodes, 0) if layout else None)",
+           ("tests/engine/test_tree.py::test_a_tree_is_scored_as_each_of_its_paths_would_be_alone",)),
+    Mutant("later-trees-laid-out-one-position-late", "tabed/engine/drafts.py",
+           "return session.forward([self.last] + tokens, layout(nodes, nodes, 0) if layout else None)",
+           "return session.forward([self.last] + tokens, layout(nodes, nodes, 1) if layout else None)",
+           ("tests/engine/test_tree.py::test_a_tree_is_scored_as_each_of_its_paths_would_be_alone",)),
+    Mutant("later-trees-follow-the-first-blocks-shape", "tabed/engine/drafts.py",
+           'trees = config.tree_width > 1 and config.tree_blocks == "all"', "trees = config.tree_width > 1",
+           ("tests/engine/test_tree.py",)),
+    Mutant("resting-positions-never-wait", "tabed/engine/resting.py",
+           "return sum(block.target_probs.shape[0] for block in self.waiting)", "return 0",
+           ("tests/page/test_stepper.py::test_while_a_method_rests_the_stepper_says_its_blocks_positions_wait",)),
 )
 
 

@@ -547,3 +547,32 @@ def test_a_depths_distributions_at_once_are_each_nodes_own(rows, weights, batch_
         alone = distributions(logits[:, column], [])
         assert torch.equal(together[0][:, column], alone[0]) and torch.equal(together[1][column], alone[1])
         assert torch.equal(together[2][:, column], alone[2])
+
+
+@pytest.mark.parametrize("after", ["prompt", "token"])
+def test_a_tree_is_scored_as_each_of_its_paths_would_be_alone(pair, image, after):
+    """`BlockStart.score` lays a tree out under its root: the prompt's last token for the first block (its
+    pass over the prompt scores the tree), the last committed token for the others. Each node's logits are
+    those of its path scored alone, as a chain: the same positions and the same tokens seen."""
+    prompt = encode(pair.target_processor, [Turn("w1 w2", [image])], CPU, torch.float32)
+    tree = DraftTree()
+    words = pair.tokenizer.convert_tokens_to_ids(["w3", "w4", "w5", "w6", "w7"])
+    left, _ = tree.add(ROOT, words[0], 0.5, 0.5)
+    right, _ = tree.add(ROOT, words[1], 0.3, 0.3)
+    tree.add(left, words[2], 0.5, 0.5)
+    tree.add(right, words[3], 0.5, 0.5)
+    tree.add(left, words[4], 0.2, 0.2)
+
+    def scored(tokens: list[int], layout=None) -> torch.Tensor:
+        session = TargetSession(pair.backend("target"))
+        if after == "prompt":
+            return AfterPrompt(prompt, None, image_token_id(pair.target)).score(session, tokens, layout)
+        session.prefill(prompt)
+        return AfterToken(words[0]).score(session, tokens, layout)
+
+    assert tree.layout(list(range(5)), list(range(5)), -1) is not None  # it branches: a mask, not a sequence
+    logits = scored(tree.tokens, tree.layout)
+    for node in range(len(tree.tokens)):
+        alone = scored([tree.tokens[n] for n in tree.path(node)])
+        assert torch.allclose(logits[1 + node], alone[-1], rtol=0, atol=1e-4), node
+        assert torch.allclose(logits[0], alone[0], rtol=0, atol=1e-4)  # the root's: what the first draft meets

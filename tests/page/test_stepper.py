@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tabed.bench.suite import case_turns, default_suite, load_suite
+from tabed.engine import resting
 from tabed.engine.config import GenerationConfig
 from tabed.engine.loop import collect, speculative_generate
 from tabed.engine.spec import parse_spec
@@ -139,28 +139,30 @@ def test_every_block_of_every_app_example_and_follow_up_steps_as_the_answer_is_c
     assert stepped > 50
 
 
-def test_while_a_method_rests_the_stepper_says_its_blocks_positions_wait(teaching_pair):
-    """On odd pictures M rests: each block's verified positions wait for its row to catch up instead of joining
+def test_while_a_method_rests_the_stepper_says_its_blocks_positions_wait(pair, image, other_image, monkeypatch):
+    """While a method rests, each block's verified positions wait for its row to catch up instead of joining
     the history, and the stepper's counts say so (the history's count holds, the waiting count grows by each
-    block's positions) until the catch-up adds them all at once."""
-    suite = default_suite()
-    case = next(case for case in load_suite(suite) if case.scenario == "odd")
+    block's positions) until the catch-up adds them all at once. Rows rest after one block at weight 0 here."""
+    monkeypatch.setattr(resting, "REST_AFTER", 1)
     config = GenerationConfig(max_new_tokens=96, inspect=True)
-    blocks = collect(speculative_generate(teaching_pair, case_turns(case, suite.parent), parse_spec("tabed-MT"),
-                                          config)).blocks
     waited = 0
-    for block, after in pairwise(blocks):
-        if block.weight_update is None or after.weight_update is None:
-            continue
-        held = [update["positions"] + update.get("waiting", 0) for update in (block.weight_update, after.weight_update)]
-        assert held[1] == held[0] + len(block.positions)  # every verified position is counted, in or waiting
-        said = moved_why(block, after)
-        if after.weight_update.get("waiting"):
-            waited += 1
-            assert after.weights == block.weights and "M" in after.resting
-            assert said.startswith("How this block moved the weights: not yet.")
-            assert (f"over the {counted(after.weight_update['positions'], 'position')} in the history "
-                    f"({after.weight_update['waiting']} more wait for M's row to catch up") in said
-        else:
-            assert said.startswith("How this block moved the weights: with its ")
+    for picture in (image, other_image):
+        blocks = collect(speculative_generate(pair, [Turn("w1 w2 w3", [picture])], parse_spec("tabed-MT"),
+                                              config)).blocks
+        for block, after in pairwise(blocks):
+            if block.weight_update is None or after.weight_update is None:
+                continue
+            held = [update["positions"] + update.get("waiting", 0) for update in (block.weight_update,
+                                                                                   after.weight_update)]
+            assert held[1] == held[0] + len(block.positions)  # every verified position is counted, in or waiting
+            said = moved_why(block, after)
+            if after.weight_update.get("waiting"):
+                waited += 1
+                resting_now = " and ".join(after.resting)
+                assert after.weights == block.weights and resting_now
+                assert said.startswith("How this block moved the weights: not yet.")
+                assert (f"over the {counted(after.weight_update['positions'], 'position')} in the history "
+                        f"({after.weight_update['waiting']} more wait for {resting_now}'s row to catch up") in said
+            else:
+                assert said.startswith("How this block moved the weights: with its ")
     assert waited >= 2
