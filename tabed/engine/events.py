@@ -78,7 +78,7 @@ class BlockEvent:
     stop: StopReason  # why drafting stopped ("unsure": the chance of the whole block fell below `threshold`)
     threshold: float | None  # adaptive drafting: the least chance of the whole block being accepted to go on
     survival: float | None  # adaptive drafting: the estimated chance that every draft is accepted
-    draft_s: float
+    draft_s: float  # the first block's includes the drafter's prefill, whose logits it drafts from
     verify_s: float
     weights_s: float
     elapsed_s: float

@@ -280,17 +280,18 @@ def speculative_generate(
 
     run = _start_run(pair, spec, config, prompt, pictures=bool(images), summed=summed, learns=learns)
     run.shared_rows = [run.methods.index(method) for method in shared]
+    began = run.clock.now()  # the first block's drafting begins with the drafter's prefill, which it drafts from
     prefill_logits = _start_drafter(run, draft_prompt, spec.model_methods if images else ("T",), captions)
     start: BlockStart = AfterPrompt(prompt, prefill_logits, image_token_id(pair.target))
     done = stopped = False
     while not done:
-        event, done = _block(run, start)
+        event, done = _block(run, start, began)
         run.blocks.append(event)
         yield event
         if not done and cancel is not None and cancel.is_set():  # between blocks (the first is the prompt's pass)
             stopped = True
             break
-        start = AfterToken(run.out[-1])
+        start, began = AfterToken(run.out[-1]), run.clock.now()
 
     metrics = _speculative_metrics(run, run.clock.elapsed(), caption_s)
     metrics.cpu_share = run.clock.cpu_share()
@@ -346,11 +347,11 @@ def _start_drafter(run: SpeculativeRun, prompt: chat.EncodedPrompt, methods: tup
     return logits
 
 
-def _block(run: SpeculativeRun, start: BlockStart) -> tuple[BlockEvent, bool]:
+def _block(run: SpeculativeRun, start: BlockStart, began: float) -> tuple[BlockEvent, bool]:
     """One block: weigh -> draft -> verify -> cut -> learn -> record. Returns its event and whether decoding
-    is done. `start`: how it begins (the first, `AfterPrompt`, rides on the target's pass over the prompt)."""
+    is done. `start`: how it begins (the first, `AfterPrompt`, rides on the target's pass over the prompt);
+    `began`: when its drafting began, on the run's clock."""
     clock, config = run.clock, run.config
-    began = clock.now()
     seen = len(run.out) - len(run.pending)  # answer tokens the drafter's batch has seen
     if run.rest_schedule is not None:  # rows due to catch up do so first: the weights see the history they owed
         run.rest_schedule.before_block(run.drafter, run.out, seen, config)

@@ -2,8 +2,9 @@
 
 Plain decoding makes one target step per token after the prompt's pass. Speculative decoding makes one
 target pass per block: a verify, which costs more than a step (it scores several tokens), after drafting,
-which costs something too. So the speedup is the plain steps one pass replaces (tokens per pass) over what a
-pass and its drafting cost, in plain steps:
+which costs something too (the first block's drafting includes the drafter's prefill, which plain decoding
+does not make). So the speedup is the plain steps one pass replaces (tokens per pass) over what a pass and
+its drafting cost, in plain steps:
 
     speedup ≈ tokens per pass / (verify + drafting)
 

@@ -344,6 +344,7 @@ def too_short_to_time(autoregressive: Metrics) -> bool:
 
 BLOCK_EFFICIENCY = "block efficiency: tokens per target pass, the prompt's pass included"
 PER_PASS = "why this speed: tokens per target pass after the prompt's (plain steps it replaces)"
+DRAFTING = "drafting per pass, the drafter's prefill in the first (plain steps)"
 PREDICTED = "speedup these predict: tokens per pass / (verify + drafting)"
 WHOLE = "with the other time too: tokens per pass / (verify + drafting + other)"
 
@@ -404,7 +405,7 @@ def speed_rows(speed: SpeedModel) -> list[list]:
     decoding's steps, and the speedup that predicts."""
     return [[PER_PASS, f"{speed.tokens_per_pass:.2f}", "1"],
             ["a verify's cost (plain steps)", f"{speed.verify:.2f}", "1"],
-            ["drafting per pass (plain steps)", f"{speed.drafting:.2f}", "—"],
+            [DRAFTING, f"{speed.drafting:.2f}", "—"],
             ["one drafted token (plain steps)", f"{speed.draft_token:.3f}", "—"],
             ["drafts made per draft kept", f"{speed.drafts_per_kept:.2f}", "—"],
             ["other per pass: weights, bookkeeping (plain steps)", f"{speed.other:.2f}", "—"],

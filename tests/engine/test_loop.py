@@ -2,12 +2,14 @@
 
 import itertools
 import threading
+import time
 
 import pytest
 import torch
 
 from conftest import SIZE, conversations, ending_on_a_draft, make_pair
 from tabed.engine.config import GenerationConfig
+from tabed.engine.drafter import BatchedDrafter
 from tabed.engine.ensemble import WeightHistory
 from tabed.engine.events import BlockEvent, Finished, Started, StopReason, TokenEvent
 from tabed.engine.loop import autoregressive_generate, collect, compare, speculative_generate
@@ -185,6 +187,26 @@ def test_tokens_per_second_count_the_whole_walltime_for_both_kinds_of_decoding(p
     for metrics in (ar.metrics, sd.metrics):
         assert metrics.prefill_s > 0 and metrics.decode_s < metrics.walltime_s  # the two times differ
         assert metrics.tokens_per_s == pytest.approx(metrics.new_tokens / metrics.walltime_s, rel=1e-9)
+
+
+def test_the_drafters_prefill_is_the_first_blocks_drafting(pair, image, monkeypatch):
+    """The first block drafts from the drafter's prefill: its drafting time includes it, so that the speed
+    model's drafting per pass counts it and the time no phase accounts for stays the weights and bookkeeping.
+    A prefill made a quarter of a second slower shows in the first block's drafting, and nowhere else."""
+    slow = 0.25
+    prefill = BatchedDrafter.prefill
+
+    def slowed(self):
+        time.sleep(slow)
+        return prefill(self)
+
+    monkeypatch.setattr(BatchedDrafter, "prefill", slowed)
+    result = collect(speculative_generate(pair, [Turn("w1 w2 w3", [image])], parse_spec("tabed-MT"),
+                                          GenerationConfig(24)))
+    first, *rest = result.blocks
+    metrics = result.metrics
+    assert first.draft_s >= slow and all(block.draft_s < slow for block in rest)
+    assert metrics.draft_s >= slow and metrics.decode_s - metrics.draft_s - metrics.verify_s < slow
 
 
 @pytest.mark.parametrize("kwargs, message", [

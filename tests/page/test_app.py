@@ -816,7 +816,7 @@ def test_the_status_and_the_metrics_say_why_this_speed(tiny_app, image_path, mon
                      rf"[\d.]+ more a pass: measured {speedup}×\.", out.status), out.status
     rows = {row[0]: row[1] for row in out.metrics}
     per_pass = float(rows[render.PER_PASS])
-    verify, drafting = float(rows["a verify's cost (plain steps)"]), float(rows["drafting per pass (plain steps)"])
+    verify, drafting = float(rows["a verify's cost (plain steps)"]), float(rows[render.DRAFTING])
     predicted = rows[render.PREDICTED]
     assert float(predicted.split("×")[0]) == pytest.approx(per_pass / (verify + drafting), abs=0.02)
     assert f"(measured {speedup}×)" in predicted
