@@ -17,7 +17,6 @@ except ImportError:
     def GPU(function=None, **_kwargs):
         return function if function is not None else (lambda f: f)
 
-import json
 import os
 import threading
 from pathlib import Path
@@ -36,6 +35,7 @@ from tabed.page import render, stepper, texts
 from tabed.page.controls import LABELS, MODES, may_draft_trees
 from tabed.page.conversation import Conversation, build_turns, checked_pictures, checked_upload, session_state
 from tabed.page.downloads import forget_downloads
+from tabed.page.examples import Examples
 from tabed.page.pairs import PairCache, release_memory
 from tabed.page.request import INPUTS, Request, api_handler
 from tabed.page.stops import StopFlags
@@ -44,6 +44,7 @@ from tabed.page.worker import ComparisonWorker
 
 ROOT = Path(__file__).resolve().parent
 EXAMPLES = ROOT / "assets" / "examples"
+BUNDLED = Examples(EXAMPLES)  # what each was built to show is said of the teaching pairs only
 CPU_THREADS = 1  # torch threads of a run's worker on a CPU: why in tabed/page/worker.py
 PAGE = Request()  # the page's defaults
 ZERO_GPU = os.environ.get("SPACES_ZERO_GPU", "").strip().lower() in ("1", "t", "true")
@@ -117,8 +118,11 @@ def _respond(follow_up: bool, request: Request, conversation: Conversation, stop
     except TabedError as error:  # refused: the page stays as it was but for the status (the state too)
         yield Frame(status=f"\u26a0\ufe0f Error: {error}")
         return
+    lesson = BUNDLED.lesson(conversation.images, [asked for asked, _ in conversation.turns] + [prompt]) \
+        if name.startswith("teaching") else None
     view = RunView(pair, settings, render.TokenStream(pair.tokenizer), render.TokenStream(pair.tokenizer),
-                   racing=compare, notes=notes, run=conversation.runs + 1, pictures=bool(conversation.images))
+                   racing=compare, notes=notes, run=conversation.runs + 1, pictures=bool(conversation.images),
+                   lesson=lesson)
     alone = settings.spec.model_methods if alone and len(settings.spec.methods) > 1 else ()
     worker = ComparisonWorker(pair, turns, settings, compare_ar=compare, alone=alone, cancel=stop,
                               threads=CPU_THREADS if pair.device.type == "cpu" else None).start()
@@ -169,17 +173,6 @@ def pair_note(name: str | None) -> str:
     """What the chosen pair is and what it can see, for the page."""
     name = name if name in PRESETS else default_preset()
     return texts.PAIR_NOTES.get(name, f"**{name}**: {PRESETS[name].description}.")
-
-
-def load_examples() -> tuple[list[list], list[list]]:
-    """(pictures, prompt) rows to start a conversation, and follow-up prompts to continue one."""
-    path = EXAMPLES / "examples.json"
-    if not path.exists():
-        return [], []
-    rows = json.loads(path.read_text())
-    starts = [[[str(EXAMPLES / name) for name in row["images"]] or None, row["prompt"]] for row in rows]
-    follow_ups = sorted({row["follow_up"] for row in rows})
-    return starts, [[text] for text in follow_ups]
 
 
 def _settings(default: str) -> dict[str, gr.components.Component]:
@@ -253,7 +246,7 @@ def _question_column(default: str) -> SimpleNamespace:
     ui.new = gr.Button("New conversation", size="sm", elem_id="new")
     ui.chat = gr.Chatbot(label="Conversation", height=220, elem_id="chat")
     ui.settings = _settings(default)
-    starts, follow_ups = load_examples()
+    starts, follow_ups = BUNDLED.starts(), BUNDLED.follow_ups()
     gr.Examples(starts, inputs=[ui.image, ui.prompt], cache_examples=False, elem_id="examples",
                 label="Examples: image-oriented, text-oriented, no picture, three odd pictures (then Run)")
     gr.Examples(follow_ups, inputs=[ui.prompt], cache_examples=False, elem_id="follow-up-examples",

@@ -72,6 +72,7 @@ class RunView:
     started: bool = False  # the engine took the request (`Started`): until then a refusal changes nothing
     run: int = 1  # the session's run this is (its downloads are named for it; "Done" says it)
     pictures: bool = False  # the conversation has pictures (what M sees and T does not)
+    lesson: str | None = None  # what the bundled example asked was built to show (`page/examples.py`)
 
     def starved(self) -> float | None:
         """The smallest CPU share of the run's sides that the engine found busy (`Metrics.busy`: they
@@ -240,7 +241,8 @@ class RunView:
         led = reasons.who_led(self.blocks, self.shared, self.pictures, learned=self.settings.spec.tabed)
         if (alone := self.alone_speedups()) and (speedup := self.speedup()) is not None:
             led = (led or "") + " " + reasons.alone_sentence(self.label, speedup, alone)
-        return text + (f" {led}" if led else "") + " " + self.lossless()
+        built = f" This example was built to show {self.lesson}." if self.lesson else ""
+        return text + (f" {led}" if led else "") + built + " " + self.lossless()
 
     def alone_speedups(self) -> dict[str, float]:
         """Each method run alone for comparison: plain decoding's decode time over its own (timed runs only)."""

@@ -24,23 +24,37 @@ EXAMPLE_PICTURES = {
     "inverted.png": world.OddScene("inverted", seed=13, base=world.ShapesScene(
         (world.Shape("star", "red", "top left"), world.Shape("circle", "blue", "bottom right")), "white", seed=14)),
 }
-EXAMPLES = (  # (pictures, prompt, follow-up, scenario)
-    (("shapes.png",), "Describe the image in detail.", "Say that again in other words.", "image"),
-    (("chart.png",), "Describe the chart bar by bar.", "Add up all the bars.", "image"),
-    (("shapes.png",), "Tell me about Moravia.", "Is that right?", "text"),
-    ((), "What is 47 plus 38?", "Tell me about the owl.", "text"),
-    (("noise.png", "inverted.png", "texture.png"), "Describe the image in detail.", "What is 17 plus 25?", "odd"),
+SECOND_TURN = ("a second turn: the drafter, taught mostly on first turns, now has the pictures and the first answer "
+               "in its context, and the text so far helps it as much as the picture does")
+EXAMPLES = (  # (pictures, prompt, follow-up, scenario, what the first turn shows, what the second shows)
+    (("shapes.png",), "Describe the image in detail.", "Say that again in other words.", "image",
+     "a long description of what the picture shows, which M sees and T (a newline where the picture was) does "
+     "not", SECOND_TURN),
+    (("chart.png",), "Describe the chart bar by bar.", "Add up all the bars.", "image",
+     "values read off a chart bar by bar, which only M sees, and which a drafter this small at times misreads",
+     SECOND_TURN + ": the sum is arithmetic on values both rows have read"),
+    (("shapes.png",), "Tell me about Moravia.", "Is that right?", "text",
+     "a made-up fact: Moravia is a country the teaching world invented and only the target was taught, so the "
+     "drafter misses its facts whatever it sees, and the target's own tokens carry them", SECOND_TURN),
+    ((), "What is 47 plus 38?", "Tell me about the owl.", "text",
+     "a question without a picture: M and T read the same text, so they are one row, drafted once",
+     "a second turn without a picture: the rows are still one"),
+    (("noise.png", "inverted.png", "texture.png"), "Describe the image in detail.", "What is 17 plus 25?", "odd",
+     "odd pictures (noise, an inverted photo, a texture) unlike any the drafter was trained on: M drafts "
+     "confidently wrong about them, and T, which does not see them, leads",
+     SECOND_TURN + ", and no picture helps with arithmetic"),
 )
 
-
 def examples_command(args: argparse.Namespace) -> int:
-    """Write the example pictures and `examples.json` (pictures, prompt, follow-up, scenario)."""
+    """Write the example pictures and `examples.json` (pictures, prompt, follow-up, scenario, and what each
+    turn was built to show, which the page says: `page/examples.py`)."""
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for name, scene in EXAMPLE_PICTURES.items():
         world.render(scene, args.size).save(out / name)
-    rows = [{"images": list(images), "prompt": prompt, "follow_up": follow_up, "scenario": scenario}
-            for images, prompt, follow_up, scenario in EXAMPLES]
+    rows = [{"images": list(images), "prompt": prompt, "follow_up": follow_up, "scenario": scenario,
+             "lesson": lesson, "follow_up_lesson": follow_up_lesson}
+            for images, prompt, follow_up, scenario, lesson, follow_up_lesson in EXAMPLES]
     (out / "examples.json").write_text(json.dumps(rows, indent=2) + "\n")
     log_line(f"wrote {len(rows)} examples to {out}")
     return 0

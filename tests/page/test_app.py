@@ -293,7 +293,7 @@ def test_eight_pictures_are_taken_and_a_ninth_is_left_out(image_path):
 
 
 def test_the_examples_start_with_their_pictures():
-    starts, follow_ups = app.load_examples()
+    starts, follow_ups = app.BUNDLED.starts(), app.BUNDLED.follow_ups()
     counts = sorted(len(pictures or []) for pictures, _ in starts)
     assert counts[0] == 0 and counts[-1] == 3  # no picture, up to three odd ones at once
     assert all(Path(p).exists() for pictures, _ in starts for p in pictures or [])
@@ -898,22 +898,35 @@ def test_the_settings_controls_are_the_requests_inputs_in_the_pages_words():
 
 
 @pytest.mark.slow
-def test_the_page_says_why_on_the_bundled_examples(teaching_pair, monkeypatch):
+def test_the_page_says_why_on_the_bundled_examples(teaching_pair, monkeypatch, tmp_path):
     """What a student must answer from the page, on the bundled pair: on the odd pictures T led and M missed
     because the drafter reads these pictures differently; on a made-up country how often each method's guesses
-    were the target's; with no picture the rows were one; each answer says why it was fast or slow."""
+    were the target's and that only the target was taught its facts; with no picture the rows were one; on a
+    second turn what its context holds; each answer why it was fast or slow. What an example was built to
+    show is said when its pictures (by content: a copy under another name too) and its prompts are asked."""
     monkeypatch.setattr(session, "BUSY_SHARE", 0.0)  # the reasons, whatever else the machine runs
     odd = [str(app.EXAMPLES / name) for name in ("noise.png", "inverted.png", "texture.png")]
+    shapes = tmp_path / "my-upload.png"
+    shapes.write_bytes((app.EXAMPLES / "shapes.png").read_bytes())
     with serving(teaching_pair) as served:
-        def status(pictures, prompt: str) -> str:
-            return final(list(served.run(pictures, prompt, None, **settings(max_new_tokens=96)))).status
+        def ask(pictures, prompt: str, state=None) -> Frame:
+            handler = served.run if state is None else served.ask_follow_up
+            return final(list(handler(pictures, prompt, state, **settings(max_new_tokens=96))))
 
-        said = status(odd, "Describe the image in detail.")
+        first = ask(odd, "Describe the image in detail.")
+        said = first.status
         assert re.search(r"T led by \d+% of positions and the weights followed it", said), said
         assert "the drafter reads this picture differently from the target" in said
-        made_up = status([str(app.EXAMPLES / "shapes.png")], "Tell me about Moravia.")  # the drafter knows the
+        assert "This example was built to show odd pictures (noise, an inverted photo, a texture)" in said
+        second = ask(None, "What is 17 plus 25?", first.state).status
+        assert "This example was built to show a second turn: the drafter, taught mostly on first turns" in second
+        made_up = ask([str(shapes)], "Tell me about Moravia.").status  # the drafter knows the
         assert re.search(r"M's at \d+ of \d+ positions", made_up), made_up  # grammar: it says what it observed
-        plain = status(None, "What is 47 plus 38?")
+        assert "a made-up fact: Moravia is a country the teaching world invented and only the target" in made_up
+        own = ask([str(shapes)], "Tell me about Moravia and its capital.").status  # not an example's question
+        assert "This example was built" not in own
+        plain = ask(None, "What is 47 plus 38?").status
         assert "With no picture M and T read the same text: one row" in plain
-        for text in (said, made_up, plain):
+        assert "This example was built to show a question without a picture" in plain
+        for text in (said, second, made_up, plain):
             assert re.search(r"(Fast because|Slower than plain decoding:) each target pass kept", text), text

@@ -1,0 +1,58 @@
+"""The bundled examples: pictures and a prompt that start a conversation, a follow-up that continues it, and
+what each was built to show (`teaching/examples.py` writes them with the teaching pair), which the page says
+beside what a run measured when the run asks an example's question of that pair."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Example:
+    images: tuple[str, ...]  # file names in the examples' folder
+    prompt: str
+    follow_up: str
+    lesson: str = ""  # what the first turn was built to show
+    follow_up_lesson: str = ""  # what the second turn was built to show
+
+
+class Examples:
+    """The examples of a folder (`examples.json` and its pictures), none when it has no such file."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        path = folder / "examples.json"
+        rows = json.loads(path.read_text()) if path.exists() else []
+        self.rows = [Example(tuple(row["images"]), row["prompt"], row["follow_up"], row.get("lesson", ""),
+                             row.get("follow_up_lesson", "")) for row in rows]
+        self._digests = {name: _digest(folder / name) for row in self.rows for name in row.images}
+
+    def starts(self) -> list[list]:
+        """(pictures, prompt) rows to start a conversation, as `gr.Examples` takes them."""
+        return [[[str(self.folder / name) for name in row.images] or None, row.prompt] for row in self.rows]
+
+    def follow_ups(self) -> list[list]:
+        return [[text] for text in sorted({row.follow_up for row in self.rows})]
+
+    def lesson(self, pictures: list[str], asked: list[str]) -> str | None:
+        """What the example whose pictures (by content, whatever their files are called now) and prompts these
+        are was built to show: `asked` is the conversation's prompts, this run's last."""
+        digests = [_digest(Path(path)) for path in pictures]
+        for row in self.rows:
+            if [self._digests[name] for name in row.images] != digests:
+                continue
+            if asked == [row.prompt]:
+                return row.lesson or None
+            if asked == [row.prompt, row.follow_up]:
+                return row.follow_up_lesson or None
+        return None
+
+
+def _digest(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:  # a picture gone from the disk matches no example
+        return ""

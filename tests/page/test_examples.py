@@ -1,0 +1,46 @@
+"""The page says what a bundled example was built to show only when a run asks that example's questions of its
+pictures: matched by the pictures' content, whatever their files are called, turn by turn."""
+
+import json
+
+from PIL import Image
+
+from tabed.page.examples import Examples
+
+
+def _folder(tmp_path):
+    for name, colour in (("red.png", (200, 0, 0)), ("blue.png", (0, 0, 200))):
+        Image.new("RGB", (8, 8), colour).save(tmp_path / name)
+    rows = [{"images": ["red.png"], "prompt": "What colour?", "follow_up": "Again?", "scenario": "image",
+             "lesson": "a red picture", "follow_up_lesson": "a second turn"},
+            {"images": ["red.png", "blue.png"], "prompt": "What colour?", "follow_up": "Again?", "scenario": "image",
+             "lesson": "two pictures", "follow_up_lesson": ""},
+            {"images": [], "prompt": "What is 2 plus 2?", "follow_up": "And 3?", "scenario": "text",
+             "lesson": "no picture", "follow_up_lesson": "no picture, again"}]
+    (tmp_path / "examples.json").write_text(json.dumps(rows))
+    return Examples(tmp_path)
+
+
+def test_an_examples_lesson_follows_its_pictures_by_content_and_its_prompts_turn_by_turn(tmp_path):
+    examples = _folder(tmp_path)
+    upload = tmp_path / "uploaded" / "photo.png"
+    upload.parent.mkdir()
+    upload.write_bytes((tmp_path / "red.png").read_bytes())
+    assert examples.lesson([str(upload)], ["What colour?"]) == "a red picture"  # another name, the same picture
+    assert examples.lesson([str(upload)], ["What colour?", "Again?"]) == "a second turn"
+    assert examples.lesson([str(upload), str(tmp_path / "blue.png")], ["What colour?"]) == "two pictures"
+    assert examples.lesson([str(upload), str(tmp_path / "blue.png")], ["What colour?", "Again?"]) is None  # none
+    assert examples.lesson([], ["What is 2 plus 2?", "And 3?"]) == "no picture, again"
+    assert examples.lesson([str(tmp_path / "blue.png")], ["What colour?"]) is None  # another picture
+    assert examples.lesson([str(upload)], ["What colour is it?"]) is None  # another question
+    assert examples.lesson([str(upload)], ["Again?"]) is None  # a follow-up asked first
+    assert examples.lesson([str(tmp_path / "gone.png")], ["What colour?"]) is None
+    assert examples.lesson([], ["What colour?"]) is None
+
+
+def test_the_examples_table_and_follow_ups_come_from_the_folder(tmp_path):
+    examples = _folder(tmp_path)
+    assert examples.starts()[0] == [[str(tmp_path / "red.png")], "What colour?"]
+    assert examples.starts()[2] == [None, "What is 2 plus 2?"]
+    assert examples.follow_ups() == [["Again?"], ["And 3?"]]
+    assert Examples(tmp_path / "nowhere").starts() == []
