@@ -16,6 +16,7 @@ from playwright.sync_api import expect, sync_playwright
 import app
 from conftest import serving, workers_alive
 from tabed.models.loading import load_preset
+from tabed.page.controls import LABELS
 from tabed.teaching import world
 
 CHROMIUM = "/usr/bin/chromium"
@@ -328,6 +329,30 @@ class TestWithTheTinyPair:
             expect(page.locator("#token-detail")).to_contain_text("target p=")
             page.locator("#new").click()
             expect(page.locator("#downloads a")).to_have_count(0)
+
+    @pytest.mark.parametrize("width", [1400, 390])
+    def test_a_clicked_draft_says_why_and_every_control_speaks_plainly(self, page, chart_png, width):
+        """A rejected draft's detail gives the target's own top tokens and the test it failed, a discarded one
+        says it was never tested; rejected drafts keep the spaces they were drafted with; every control's label
+        is the page's own words (`controls.LABELS`), never a name from the code."""
+        page.set_viewport_size({"width": width, "height": 1000})
+        open_settings(page)
+        page.locator("#settings-adaptive input").uncheck()  # always γ drafts: some come after a rejection
+        ask(page, chart_png, "w1 w2 w3")
+        answer, detail = page.locator("#tabed-answer"), page.locator("#token-detail")
+        answer.locator(".tk-rejected").first.click()
+        expect(detail).to_contain_text("rejected: the target's top-1 is")
+        expect(detail).to_contain_text("the target's top-3: ")
+        expect(detail).to_contain_text("this draft: target p=")
+        answer.locator(".tk-discarded").first.click()
+        expect(detail).to_contain_text("discarded, never tested")
+        assert not re.search(r"w\d+w\d+", answer.inner_text())  # every drafted word apart, rejected ones too
+        settings = page.locator("#settings")
+        shown = [label.strip() for label in settings.locator("label > span:first-child, .label-text, "
+                                                               "[data-testid=block-info]").all_inner_texts()]
+        named = {label for label in shown if label}
+        assert named and named <= set(LABELS.values()) | {"Settings"}, named - set(LABELS.values())
+        assert not re.search(r"\b[A-Z][a-z]+[A-Z][a-z]+", settings.inner_text())  # no CamelCase name from the code
 
     def test_a_refused_request_leaves_the_page_as_it_was(self, page, chart_png):
         ask(page, chart_png, "w1 w2")
