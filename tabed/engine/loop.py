@@ -36,6 +36,7 @@ from .sampling import choose_token, is_greedy, logits_to_probs
 from .session import Clock, TargetSession
 from .settings import hedges_first
 from .spec import DraftingSpec
+from .speed import decode_speedup
 from .tree import UNSURE, DraftTree, TreeVerifier, draft_tree
 from .weights_graph import GraphedStats, graphed_stats
 
@@ -470,11 +471,11 @@ def collect(events: Iterator[Event]) -> GenerationResult:
 
 
 def compare(speculative: GenerationResult, autoregressive: GenerationResult) -> float:
-    """Record and return the decode-time speedup of speculative over autoregressive decoding."""
-    spec_s = speculative.metrics.decode_s
-    speedup = autoregressive.metrics.decode_s / spec_s if spec_s > 0 else float("nan")
-    speculative.metrics.speedup = speedup
-    return speedup
+    """Record and return the decode-time speedup of speculative over autoregressive decoding (per token when
+    the answers, samples, differ in length: `speed.decode_speedup`); NaN when there is nothing to time."""
+    speedup = decode_speedup(speculative.metrics, autoregressive.metrics)
+    speculative.metrics.speedup = float("nan") if speedup is None else speedup
+    return speculative.metrics.speedup
 
 
 def warm_up(pair: ModelPair, gamma: int = AUTO_CAP, rows: tuple[int, ...] = (1, 2)) -> None:

@@ -62,24 +62,34 @@ class SpeedModel:
 
 
 def speed_model(steps: int, passes: int, drafted: int, accepted: int, draft_s: float, verify_s: float,
-                decode_s: float, plain_decode_s: float) -> SpeedModel | None:
-    """The model of an answer (or answers: the figures summed) that plain decoding made in `steps` steps after
-    the prompt's pass (its tokens but the first) in `plain_decode_s`, and speculative decoding in `passes`
-    target passes after the prompt's, `draft_s` and `verify_s` of them inside `decode_s`; None when there is
-    nothing to compare."""
-    if steps < 1 or passes < 1 or decode_s <= 0 or plain_decode_s <= 0 or draft_s + verify_s <= 0:
+                decode_s: float, plain_decode_s: float, plain_steps: int | None = None) -> SpeedModel | None:
+    """The model of an answer (or answers: the figures summed) of `steps` decode steps after the prompt's pass
+    (its tokens but the first), made by speculative decoding in `passes` target passes after the prompt's,
+    `draft_s` and `verify_s` of them inside `decode_s`, and by plain decoding in `plain_decode_s` (over
+    `plain_steps` steps when its answer, a sample, had another length: its time per step counts); None when
+    there is nothing to compare."""
+    plain_steps = steps if plain_steps is None else plain_steps
+    if steps < 1 or plain_steps < 1 or passes < 1 or decode_s <= 0 or plain_decode_s <= 0 or draft_s + verify_s <= 0:
         return None
-    step_s = plain_decode_s / steps
+    step_s = plain_decode_s / plain_steps
     return SpeedModel(tokens_per_pass=steps / passes, verify=verify_s / passes / step_s,
                       drafting=draft_s / passes / step_s, draft_token=draft_s / drafted / step_s if drafted else 0.0,
                       drafts_per_kept=drafted / accepted if accepted else float("inf"),
-                      other=(decode_s - draft_s - verify_s) / passes / step_s, measured=plain_decode_s / decode_s)
+                      other=(decode_s - draft_s - verify_s) / passes / step_s, measured=step_s * steps / decode_s)
+
+
+def decode_speedup(ours: Metrics, plain: Metrics) -> float | None:
+    """Plain decoding's decode time over ours for as many tokens: per decode step (every token but the first,
+    which the prompt's pass gives), so that two samples of different lengths compare too. For answers of one
+    length it is the ratio of the decode times. None when either side has no decode step to time."""
+    steps, plain_steps = ours.new_tokens - 1, plain.new_tokens - 1
+    if steps < 1 or plain_steps < 1 or ours.decode_s <= 0:
+        return None
+    return plain.decode_s / plain_steps * steps / ours.decode_s
 
 
 def answer_speed(ours: Metrics, plain: Metrics) -> SpeedModel | None:
-    """The model of one answer from both sides' metrics; None when the answers differ in length (a sample of
-    each), or there is nothing to compare."""
-    if ours.new_tokens != plain.new_tokens:
-        return None
+    """The model of one answer from both sides' metrics (per step, when they are samples of two lengths);
+    None when there is nothing to compare."""
     return speed_model(ours.new_tokens - 1, ours.target_forwards - 1, ours.drafted, ours.accepted, ours.draft_s,
-                       ours.verify_s, ours.decode_s, plain.decode_s)
+                       ours.verify_s, ours.decode_s, plain.decode_s, plain.new_tokens - 1)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import plotly.graph_objects as go
 
 from ..engine.events import BlockEvent, GenerationResult, Metrics, StopReason, TokenEvent, TreeNode
-from ..engine.speed import TIMED_TOKENS, SpeedModel
+from ..engine.speed import TIMED_TOKENS, SpeedModel, decode_speedup
 from .reasons import draft_detail
 from .words import END, Words, counted, token_text, token_word
 
@@ -376,9 +376,11 @@ def metrics_rows(speculative: Metrics | None, autoregressive: Metrics | None, un
         rows.append(["draft / verify time after the prompt's pass (s)",
                      f"{speculative.draft_s:.3f} / {speculative.verify_s:.3f}", "—"])
     if speculative is not None and autoregressive is not None and speculative.decode_s > 0:
-        speedup = (f"too short to time (under {TIMED_TOKENS} tokens)" if too_short_to_time(autoregressive)
-                   else f"{autoregressive.decode_s / speculative.decode_s:.2f}×")
-        rows.insert(0, ["speedup (decode time)", speedup + (" (busy)" if unreliable else ""), "1.00×"])
+        times = decode_speedup(speculative, autoregressive)
+        speedup = (f"too short to time (under {TIMED_TOKENS} tokens)" if too_short_to_time(autoregressive) or
+                   times is None else f"{times:.2f}×")
+        per_token = " per token: samples of two lengths" if speculative.new_tokens != autoregressive.new_tokens else ""
+        rows.insert(0, [f"speedup (decode time{per_token})", speedup + (" (busy)" if unreliable else ""), "1.00×"])
         if unreliable:
             rows.insert(1, ["(busy: timings unreliable, the machine was busy)", "", ""])
     return rows
@@ -393,8 +395,8 @@ def alone_rows(alone: dict[str, GenerationResult], plain: Metrics | None) -> lis
             rows.append([f"{method} alone, really run", "stopped", "—"])
             continue
         metrics = result.metrics
-        speedup = (f" · {plain.decode_s / metrics.decode_s:.2f}× plain decoding"
-                   if plain is not None and metrics.decode_s > 0 and not too_short_to_time(plain) else "")
+        times = decode_speedup(metrics, plain) if plain is not None and not too_short_to_time(plain) else None
+        speedup = f" · {times:.2f}× plain decoding" if times is not None else ""
         rows.append([f"{method} alone, really run: block efficiency · speedup (decode time)",
                      f"{metrics.block_efficiency:.2f}{speedup}", "—"])
     return rows

@@ -15,7 +15,7 @@ import torch
 from ..engine.events import BlockEvent, Finished, GenerationResult, Started, TokenEvent
 from ..engine.session import BUSY_SHARE
 from ..engine.settings import Settings, hedges_first
-from ..engine.speed import TIMED_TOKENS, SpeedModel, answer_speed
+from ..engine.speed import TIMED_TOKENS, SpeedModel, answer_speed, decode_speedup
 from ..models.pair import ModelPair
 from . import reasons, render, stepper
 from .conversation import Conversation, chat_history
@@ -146,11 +146,16 @@ class RunView:
                    for phase in (SPECULATIVE, AUTOREGRESSIVE))
 
     def speedup(self) -> float | None:
-        """Plain decoding's decode time over ours, when both sides finished an answer long enough to time."""
-        speculative, plain = self.results.get(SPECULATIVE), self.results.get(AUTOREGRESSIVE)
-        if not self.compared() or speculative.metrics.decode_s <= 0 or self.too_short():
+        """Plain decoding's decode time over ours for as many tokens (`speed.decode_speedup`), when both sides
+        finished an answer long enough to time."""
+        if not self.compared() or self.too_short():
             return None
-        return plain.metrics.decode_s / speculative.metrics.decode_s
+        return decode_speedup(self.results[SPECULATIVE].metrics, self.results[AUTOREGRESSIVE].metrics)
+
+    def per_token(self) -> str:
+        """What the speedup compares when two samples differ in length (per token), else nothing."""
+        ours, plain = (len(self.results[phase].token_ids) for phase in (SPECULATIVE, AUTOREGRESSIVE))
+        return f" per token: the two samples are {ours} and {plain} tokens long" if ours != plain else ""
 
     def speed(self) -> SpeedModel | None:
         """What the speedup is made of (`engine/speed.py`), when there is one and both answers are as long."""
@@ -229,7 +234,7 @@ class RunView:
         if not self.compared():
             return text
         if (speedup := self.speedup()) is not None:
-            text += f" Speedup {speedup:.2f}× (decode time)."
+            text += f" Speedup {speedup:.2f}× (decode time{self.per_token()})."
             if (speed := self.speed()) is not None:
                 cost = speed.verify + speed.drafting + speed.other
                 text += f" {reasons.fast_or_slow(speed.tokens_per_pass, cost, speed.measured)} Why: {speed.sentence()}."

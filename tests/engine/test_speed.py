@@ -7,7 +7,7 @@ import pytest
 from tabed.engine.config import GenerationConfig
 from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
 from tabed.engine.spec import parse_spec
-from tabed.engine.speed import answer_speed, speed_model
+from tabed.engine.speed import answer_speed, decode_speedup, speed_model
 from tabed.models.chat import Turn
 
 
@@ -42,4 +42,7 @@ def test_on_a_real_run_the_parts_add_up_to_the_measured_speedup(pair, image):
     assert model.tokens_per_pass == pytest.approx((ours.new_tokens - 1) / (ours.target_forwards - 1))
     assert ours.accepted == sum(b.accepted for b in result.blocks) > 0
     assert ours.drafted == sum(len(b.draft) for b in result.blocks) >= ours.accepted
-    assert answer_speed(ours, replace(plain, new_tokens=plain.new_tokens + 1)) is None  # answers of two lengths
+    longer = replace(plain, new_tokens=2 * ours.new_tokens - 1, decode_s=2 * plain.decode_s)  # a sample, as fast
+    assert answer_speed(ours, longer).measured == pytest.approx(model.measured)  # per step: twice the steps, time
+    assert decode_speedup(ours, longer) == pytest.approx(plain.decode_s / ours.decode_s)
+    assert decode_speedup(ours, replace(plain, new_tokens=1)) is None  # no decode step to time

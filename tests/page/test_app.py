@@ -805,6 +805,26 @@ def test_methods_that_read_the_same_text_are_drawn_and_explained_as_one_row(tiny
     assert "read the same text (no picture)" in page and "nothing verified yet" not in page
 
 
+def test_two_samples_of_different_lengths_compare_per_token_and_say_why(tiny_app, image_path, monkeypatch):
+    """Sampling, the two answers are two samples, often of different lengths: the speedup is plain decoding's
+    time for as many tokens over ours (per decode step), says so, and the why follows it as for greedy."""
+    monkeypatch.setattr(session, "BUSY_SHARE", 0.0)
+    for seed in range(20):
+        out = final(list(tiny_app.run(image_path, "w1 w2 w3", None, **settings(temperature=1.0, seed=seed,
+                                                                              max_new_tokens=60))))
+        tokens = re.search(r"per token: the two samples are (\d+) and (\d+) tokens long", out.status)
+        if tokens:
+            break
+    assert tokens and tokens[1] != tokens[2], out.status
+    speedup = float(re.search(r"Speedup ([\d.]+)× \(decode time per token", out.status)[1])
+    rows = {row[0]: row[1] for row in out.metrics}
+    decode = next([float(row[1]), float(row[2])] for row in out.metrics if row[0] == "decode time (s)")
+    per_step = decode[1] / (int(tokens[2]) - 1) * (int(tokens[1]) - 1) / decode[0]
+    assert speedup == pytest.approx(per_step, abs=0.02)
+    assert rows["speedup (decode time per token: samples of two lengths)"] == f"{speedup:.2f}×"
+    assert "Why: " in out.status and render.PREDICTED in rows  # the why, for samples too
+
+
 def test_the_status_and_the_metrics_say_why_this_speed(tiny_app, image_path, monkeypatch):
     """Tokens per target pass over what a pass and its drafting cost in plain steps: the speedup that
     predicts, beside the one measured, in the status and in the metrics (whose figures give it back). The
