@@ -88,13 +88,15 @@ def who_led(blocks: list[BlockEvent], shared: list[str], pictures: bool, learned
     if len(rate) > 1:
         behind = min(rate, key=rate.get)
         if rate[leader] - rate[behind] >= 0.2:
-            text += f" {leader} led by {rate[leader] - rate[behind]:.0%} of positions"
-            text += " and the weights followed it." if learned else "."
+            text += (f" {leader} led: its guesses matched at {rate[leader]:.0%} of the positions it guessed at, "
+                     f"{behind}'s at {rate[behind]:.0%}")
+            text += ", and the weights followed it." if learned else "."
             if behind == "M" and pictures:
-                text += (" M sees the picture, so where M misses, the drafter reads this picture differently "
-                         "from the target (a kind of picture it never saw, or a detail it cannot make out).")
+                text += (" M sees the picture and T does not, so where M missed and T did not, the picture led the "
+                         "drafter astray: a kind of picture it never saw, a detail it cannot make out, or a question "
+                         "the picture does not help with.")
             elif leader == "M" and pictures:
-                text += " The answer is about what the picture shows, which only M sees."
+                text += " M sees the picture and T does not: where M was right and T was not, the answer drew on it."
     if max(rate.values()) < 0.5:
         text += (" Every method missed at most positions: the target is saying what the drafter does not "
                  "know (a fact it was never taught, a made-up name), so most tokens are the target's own.")
@@ -102,13 +104,14 @@ def who_led(blocks: list[BlockEvent], shared: list[str], pictures: bool, learned
 
 
 def fast_or_slow(tokens_per_pass: float, cost: float, measured: float) -> str:
-    """Why an answer was fast or slow, in one plain sentence: a target pass's tokens against what the pass
-    and its drafting cost, in plain decoding's steps (`engine/speed.py`)."""
+    """Why an answer was fast or slow, in one plain sentence: a target pass's tokens against what a whole pass
+    cost (its verify, its drafting and the rest), in plain decoding's steps (`engine/speed.py`)."""
+    whole = f"a whole pass (verify, drafting and the rest) cost {cost:.2f} plain steps"
     if measured >= 1.0:
         return (f"Fast because each target pass kept {tokens_per_pass:.1f} tokens where a plain step makes one, "
-                f"and a pass with its drafting cost {cost:.2f} plain steps.")
-    return (f"Slower than plain decoding: each target pass kept only {tokens_per_pass:.1f} tokens, and a pass "
-            f"with its drafting cost {cost:.2f} plain steps: the drafts missed too often to pay for themselves.")
+                f"and {whole}.")
+    return (f"Slower than plain decoding: each target pass kept only {tokens_per_pass:.1f} tokens, and {whole}: "
+            "the drafts missed too often to pay for themselves.")
 
 
 def alone_sentence(name: str, ours: float, alone: dict[str, float]) -> str:

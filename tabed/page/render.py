@@ -345,6 +345,8 @@ def too_short_to_time(autoregressive: Metrics) -> bool:
 BLOCK_EFFICIENCY = "block efficiency: tokens per target pass, the prompt's pass included"
 PER_PASS = "why this speed: tokens per target pass after the prompt's (plain steps it replaces)"
 DRAFTING = "drafting per pass, the drafter's prefill in the first (plain steps)"
+OTHER = "other per pass: weights, bookkeeping (plain steps)"
+OTHER_ALONE = "other per pass: bookkeeping (plain steps)"
 PREDICTED = "speedup these predict: tokens per pass / (verify + drafting)"
 WHOLE = "with the other time too: tokens per pass / (verify + drafting + other)"
 
@@ -402,15 +404,16 @@ def alone_rows(alone: dict[str, GenerationResult], plain: Metrics | None) -> lis
     return rows
 
 
-def speed_rows(speed: SpeedModel) -> list[list]:
+def speed_rows(speed: SpeedModel, weighed: bool = True) -> list[list]:
     """Why this speed, as rows of the metrics table: what one target pass of ours replaced and cost, in plain
-    decoding's steps, and the speedup that predicts."""
+    decoding's steps, and the speedup that predicts. `weighed`: an ensemble (a single method has no weights
+    among its other time)."""
     return [[PER_PASS, f"{speed.tokens_per_pass:.2f}", "1"],
             ["a verify's cost (plain steps)", f"{speed.verify:.2f}", "1"],
             [DRAFTING, f"{speed.drafting:.2f}", "—"],
             ["one drafted token (plain steps)", f"{speed.draft_token:.3f}", "—"],
             ["drafts made per draft kept", f"{speed.drafts_per_kept:.2f}", "—"],
-            ["other per pass: weights, bookkeeping (plain steps)", f"{speed.other:.2f}", "—"],
+            [OTHER if weighed else OTHER_ALONE, f"{speed.other:.2f}", "—"],
             [PREDICTED, f"{speed.predicted:.2f}× (measured {speed.measured:.2f}×)", "—"],
             [WHOLE, f"{speed.tokens_per_pass / (speed.verify + speed.drafting + speed.other):.2f}× (the measured "
                     "speedup: the other time is the gap)", "—"]]

@@ -128,8 +128,13 @@ def _choice(block: BlockEvent) -> str:
         alone = {m: next(c["matches"] for c in candidates if c["weights"][k] == 1.0) for k, m in enumerate(methods)}
         best = candidates[update["winner"]]
         matched = ", ".join(f"{m}'s top-1 matched the target's {counted(int(n), 'time')}" for m, n in alone.items())
+        tied = len(update["most_matches"])
+        if tied == len(candidates):  # the matches told the weightings nothing apart
+            return (f"{seen}, {matched} (w-grid). All {len(candidates)} weightings tried matched as often "
+                    f"({int(best['matches'])}), a tie that says nothing about which method is better, so the "
+                    f"least KL (the mix whose whole distribution came closest to the target's) won: {chosen}.")
         return (f"{seen}, {matched} (w-grid). Of the {len(candidates)} weightings tried, "
-                f"{len(update['most_matches'])} matched most often ({int(best['matches'])}); the one of least KL "
+                f"{tied} matched most often ({int(best['matches'])}); the one of least KL "
                 f"among them won: {chosen}.")
     if update["rule"] in ("kld", "tvd"):
         sums = ", ".join(f"{m} {d:.2f}" for m, d in zip(methods, update["divergence"], strict=True))

@@ -113,7 +113,7 @@ class RunView:
             rows += render.alone_rows(alone, plain.metrics if plain is not None and self.compared() else None)
         if plain is not None and (speed := self.speed()) is not None:
             at = next(i for i, row in enumerate(rows) if row[0] == "tokens")  # under the speedup: why it is so
-            rows[at:at] = render.speed_rows(speed)
+            rows[at:at] = render.speed_rows(speed, weighed=not self.alone())
         return gr.Dataframe(value=rows, headers=["", self.label, "plain"])
 
     def groups(self) -> render.Groups:
@@ -125,8 +125,11 @@ class RunView:
                             headers=render.block_columns(groups), column_widths=render.block_widths(groups))
 
     def figure(self) -> go.Figure:
-        alone = self.label if self.label.endswith(" alone") else None  # as `texts.notes_for` tells them apart
-        return render.weights_figure(self.blocks, self.groups(), alone)
+        return render.weights_figure(self.blocks, self.groups(), self.label if self.alone() else None)
+
+    def alone(self) -> bool:
+        """A single method drafted: nothing was mixed, no weight learned (as `texts.notes_for` tells it)."""
+        return self.label.endswith(" alone")
 
     def trees(self) -> go.Figure:
         spec, config = self.settings.spec, self.settings.config
@@ -237,7 +240,9 @@ class RunView:
             text += f" Speedup {speedup:.2f}× (decode time{self.per_token()})."
             if (speed := self.speed()) is not None:
                 cost = speed.verify + speed.drafting + speed.other
-                text += f" {reasons.fast_or_slow(speed.tokens_per_pass, cost, speed.measured)} Why: {speed.sentence()}."
+                rest = "bookkeeping" if self.alone() else "the weights and bookkeeping"
+                text += (f" {reasons.fast_or_slow(speed.tokens_per_pass, cost, speed.measured)} "
+                         f"Why: {speed.sentence(rest)}.")
         elif self.too_short():
             text += f" The answer is too short to time (under {TIMED_TOKENS} tokens): no speedup is shown."
         if (share := self.starved()) is not None:

@@ -935,8 +935,9 @@ def test_the_page_says_why_on_the_bundled_examples(teaching_pair, monkeypatch, t
 
         first = ask(odd, "Describe the image in detail.")
         said = first.status
-        assert re.search(r"T led by \d+% of positions and the weights followed it", said), said
-        assert "the drafter reads this picture differently from the target" in said
+        assert re.search(r"T led: its guesses matched at \d+% of the positions it guessed at, M's at \d+%, and the "
+                         r"weights followed it", said), said
+        assert "where M missed and T did not, the picture led the drafter astray" in said
         assert "This example was built to show odd pictures (noise, an inverted photo, a texture)" in said
         second = ask(None, "What is 17 plus 25?", first.state).status
         assert "This example was built to show a second turn: the drafter, taught mostly on first turns" in second

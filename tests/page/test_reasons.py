@@ -27,16 +27,18 @@ def test_each_methods_guesses_are_counted_at_the_positions_the_target_verified()
 def test_the_leader_the_margin_and_why_the_other_missed():
     text = who_led(T_LED, shared=[], pictures=True, learned=True)
     assert "T's at 3 of 4 positions, M's at 0 of 4 positions" in text
-    assert "T led by 75% of positions and the weights followed it" in text
-    assert "the drafter reads this picture differently from the target" in text
+    assert "T led: its guesses matched at 75% of the positions it guessed at, M's at 0%, and the weights " \
+           "followed it." in text
+    assert "where M missed and T did not, the picture led the drafter astray" in text
     static = who_led(T_LED, shared=[], pictures=True, learned=False)
-    assert "T led by 75% of positions." in static and "weights followed" not in static
+    assert "M's at 0%." in static and "weights followed" not in static
+    assert "astray" not in who_led(T_LED, shared=[], pictures=False, learned=True)  # no picture, no such cause
 
 
 def test_a_made_up_fact_every_method_misses_and_only_the_target_knows():
     missed = [block([1, 2], 0, 3, {"M": [1, 2], "T": [1, 2]}), block([4], 0, 5, {"M": [4], "T": [4]})]
     text = who_led(missed, shared=[], pictures=True, learned=True)
-    assert "M's at 0 of 2 positions" in text and "the drafter does not know" in text and " led by" not in text
+    assert "M's at 0 of 2 positions" in text and "the drafter does not know" in text and " led:" not in text
 
 
 def test_without_a_picture_the_rows_are_one_and_nothing_tells_them_apart():

@@ -97,6 +97,20 @@ def test_the_weights_are_explained_by_the_rules_own_figures(pair, image):
         assert figure in weights_why(next(b for b in other.blocks if b.weight_update is not None))
 
 
+def test_a_tie_on_matches_is_said_to_tell_nothing_and_the_kl_to_decide(pair, image):
+    """A tie between different rows (every weighting matched the target as often) says nothing about which
+    method is better: the stepper says so, and that the least KL chose."""
+    block = next(b for b in run(pair, image).blocks if b.weight_update is not None)
+    update = dict(block.weight_update)
+    update["candidates"] = [dict(candidate, matches=2.0) for candidate in update["candidates"]]
+    update["most_matches"] = list(range(len(update["candidates"])))
+    text = weights_why(replace(block, weight_update=update))
+    assert (f"All {len(update['candidates'])} weightings tried matched as often (2), a tie that says nothing about "
+            "which method is better, so the least KL") in text
+    update["most_matches"] = update["most_matches"][:2]
+    assert "a tie" not in weights_why(replace(block, weight_update=update))
+
+
 def steps_as_coloured(tokenizer, result, plain: list[int]) -> int:
     """Step through every block of a result: its kept drafts are those coloured kept, and the kept drafts
     with the target's own tokens rebuild plain decoding's answer; returns how many blocks were stepped."""
