@@ -21,7 +21,7 @@ def why(word: Words, position: dict) -> str:
         said = f"the target's top-1 is {word(top1)} ({target.get(top1, 0.0):.2f})"
         if test["kept"]:
             return f"{said}: the draft is it, kept"
-        under = f"{target[draft]:.2f}" if draft in target else "less"
+        under = f"{target[draft]:.2f}" if draft in target else f"less than {min(target.values()):.2f}"
         return f"{said}; the draft {word(draft)} had {under} under the target: rejected"
     tried = test.get("tried") or [{"token": draft, **{k: test[k] for k in ("u", "p", "q", "kept")}}]
     tests = "; ".join(f"{word(t['token'])}: u = {t['u']:.2f} {'<' if t['kept'] else '≥'} p/q = "

@@ -72,7 +72,8 @@ class TokenStream:
             self.ids.append(token)
 
     def token(self, event: TokenEvent, kind: str = "plain") -> None:
-        self._add(kind, event.token_id, f"token {event.index} · {event.step_s * 1e3:.1f} ms")
+        what = "the prompt's pass, which gives the first token" if event.index == 0 else "its plain decoding step"
+        self._add(kind, event.token_id, f"token {event.index + 1} · {what} took {event.step_s * 1e3:.1f} ms")
 
     def block(self, block: BlockEvent) -> None:
         kept, word = len(block.emitted), Words(self.tokenizer)
@@ -145,14 +146,18 @@ def below(low: float, high: float) -> tuple[str, str]:
     return shown
 
 
+STOP_WORDS = {StopReason.CAP: "its cap", StopReason.BUDGET: "the answer's token limit", StopReason.EOS: "an end token",
+              StopReason.IMAGE: "an image placeholder", StopReason.NODES: "the tree's node budget"}
+
+
 def draft_length(block: BlockEvent) -> str:
-    """How many tokens the block drafted and why it stopped there, e.g. '3, unsure: 0.21 < 0.30' (the
-    estimated chance that every draft is accepted fell below the minimum); a tree's depth and nodes, e.g.
-    '6 deep, 11 nodes, cap'."""
+    """How many tokens the block drafted and why it stopped there, in words, e.g. '3, unsure: 0.21 < 0.30'
+    (the estimated chance that every draft is accepted fell below the minimum); a tree's depth and nodes,
+    e.g. '6 deep, 11 nodes, its cap'."""
     count = f"{tree_depth(block.tree)} deep, {len(block.tree)} nodes" if block.tree else len(block.draft)
     if block.stop == StopReason.UNSURE:
         return f"{count}, unsure: {' < '.join(below(block.survival, block.threshold))}"
-    return f"{count}, {block.stop}" if block.stop != StopReason.FIXED else str(count)
+    return f"{count}, {STOP_WORDS.get(block.stop, block.stop)}" if block.stop != StopReason.FIXED else str(count)
 
 
 def node_depths(nodes: list[TreeNode]) -> list[int]:
@@ -318,7 +323,8 @@ def trees_figure(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], w
     every_x = nodes[True][0] + nodes[False][0]
     every_y = nodes[True][1] + nodes[False][1]
     figure.update_layout(  # the ranges hold every node and the label above it
-        title={"text": "Token trees (hover a node)" if shown else _no_trees_title(width, hedge_first), "x": 0.02},
+        title={"text": "Token trees (hover or tap a node)" if shown else _no_trees_title(width, hedge_first),
+               "x": 0.02},
         xaxis={"title": "depth", "dtick": 1, "range": [-0.4, max(every_x, default=6) + 0.6]},
         yaxis={"tickvals": [-b.index for b in shown], "ticktext": [f"block {b.index}" for b in shown],
                "showgrid": False, "zeroline": False,

@@ -51,7 +51,7 @@ def step_html(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], inde
     header = "".join(f"<th>{html.escape(c)}</th>" for c in
                      ["#", "draft", *(f"{m} top-{SHOWN}" for m in methods), "mix", "target", "verdict"])
     rows = [_position_row(word, position, j, methods) for j, position in enumerate(block.positions)]
-    rows += [_discarded_row(word, block.draft[j], j, 2 + len(methods) + 3)
+    rows += [_discarded_row(word, block.draft[j], j, 2 + len(methods) + 3, said=j == block.accepted + 1)
              for j in range(len(block.positions), len(block.draft)) if j > block.accepted]
     rows.append(_target_row(word, block, 2 + len(methods) + 3))
     table = f'<div class="tabed-step-table"><table><tr>{header}</tr>{"".join(rows)}</table></div>'
@@ -70,11 +70,11 @@ def _position_row(word: Words, position: dict, j: int, methods: list[str]) -> st
             f'<tr class="tabed-why"><td colspan="{span}">{html.escape(why(word, position))}</td></tr>')
 
 
-def _discarded_row(word: Words, token: int, j: int, span: int) -> str:
-    """A draft after the block's first rejection: shown, and said never tested."""
+def _discarded_row(word: Words, token: int, j: int, span: int, said: bool) -> str:
+    """A draft after the block's first rejection: shown, and (under the first such, `said`) why never tested."""
     cells = [str(j + 1), word(token), *[""] * (span - 3), VERDICTS["discarded"]]
-    return ("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in cells) + "</tr>"
-            f'<tr class="tabed-why"><td colspan="{span}">{html.escape(NEVER_TESTED)}</td></tr>')
+    why_not = f'<tr class="tabed-why"><td colspan="{span}">{html.escape(NEVER_TESTED)}</td></tr>' if said else ""
+    return "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in cells) + "</tr>" + why_not
 
 
 def _target_row(word: Words, block: BlockEvent, span: int) -> str:

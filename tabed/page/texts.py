@@ -157,13 +157,13 @@ def notes_for(label: str) -> tuple[str, str]:
     "TABED", "static ensemble MT", "M alone"), so that a single-method run never reads as an ensemble."""
     weights = (SINGLE_WEIGHTS_NOTE if label.endswith(" alone") else
                STATIC_WEIGHTS_NOTE if label.startswith("static") else WEIGHTS_NOTE)
-    return TIMING_OF.format(name=label), weights
+    return TIMING_OF.format(Name=label[:1].upper() + label[1:], name=label), weights
 
 
-TIMING_OF = """**How the speed is measured.** {name} runs first, then (if ticked) the target alone, one after the
+TIMING_OF = """**How the speed is measured.** {Name} runs first, then (if ticked) the target alone, one after the
 other on the same device — never at the same time. Each model did one warm-up forward when the pair was
 loaded. Speedup is the ratio of decode times: everything after the target's pass over the prompt, which both
 make ({name}'s also checks its first drafts, as transformers' assisted generation does); walltime includes it.
 *Replay race* plays both answers back side by side at the measured pace. Hover, click or tap a token of an
 answer for why it was kept, rejected or never tested; the block table scrolls."""
-TIMING = TIMING_OF.format(name="TABED")
+TIMING = TIMING_OF.format(Name="TABED", name="TABED")

@@ -63,4 +63,5 @@ def test_the_notes_are_worded_for_what_decoded():
     timing, weights = notes_for("M alone")
     assert "M alone runs first" in timing and "TABED" not in timing and "no ensemble" in weights
     assert "They do not" in notes_for("static ensemble MT")[1]
+    assert "Static ensemble MT runs first" in notes_for("static ensemble MT")[0]  # a sentence's capital
     assert notes_for("TABED") == (TIMING, WEIGHTS_NOTE)

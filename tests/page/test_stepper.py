@@ -15,6 +15,7 @@ from tabed.engine.config import GenerationConfig
 from tabed.engine.loop import collect, speculative_generate
 from tabed.engine.spec import parse_spec
 from tabed.models.chat import Turn
+from tabed.page.reasons import NEVER_TESTED
 from tabed.page.render import TokenStream, counted, token_word
 from tabed.page.stepper import Words, moved_why, step_html, weights_why, why
 
@@ -41,6 +42,9 @@ def test_every_block_steps_with_the_verdicts_the_answer_is_coloured_by(pair, ima
         shown = verdicts(page)
         assert shown.count("\u2713 kept") == block.accepted and kept == min(block.accepted, len(block.emitted))
         assert shown.count("\u2717 rejected") == (block.accepted < len(block.draft))
+        discarded = max(0, len(block.draft) - block.accepted - 1)  # after the first rejection: listed, said once
+        assert page.count("<td>\u2013 discarded</td>") == discarded
+        assert page.count(html.escape(NEVER_TESTED)) == (discarded > 0)
         drafted = [html.unescape(w)[1:-1] for w in re.findall(r"<tr><td>\d+</td><td>(.*?)</td>", page)]
         assert drafted == [token_word(pair.tokenizer, t) for t in block.draft[:len(block.positions)]]
         if len(block.emitted) > block.accepted:
