@@ -17,6 +17,9 @@ CSS = """
 .tabed-step td, .tabed-step th { padding: 0.15em 0.5em; vertical-align: top; }
 .tabed-step .tabed-why td { color: #555; font-style: italic; padding-bottom: 0.5em; }
 .tabed-token-detail { font-size: 0.85em; color: #555; min-height: 1.4em; }
+#token-detail:has(.filled) { position: sticky; bottom: 0; z-index: 20; background: var(--body-background-fill, #fff);
+  box-shadow: 0 -1px 0 #d0d7de; padding: 0.3em 0; }  /* a token's detail in view wherever the answer is */
+.gradio-container { overflow: clip !important; }  /* clipped as before, but no scroll box: the page's sticks */
 #examples table { table-layout: fixed; width: 100%; }
 #examples td { max-width: none !important; overflow-wrap: anywhere; overflow: hidden; }
 #examples th { white-space: normal; }  /* a header wraps inside its column rather than run into the next */
@@ -94,14 +97,19 @@ CLAMPED_NOTE_JS = """() => {
   }
 }"""
 
-# A token's details (its block, probabilities and proposers) are its hover title; a phone cannot hover, so a tap
-# on a token of either answer writes them under the answers.
+# A token's details (its block, probabilities and proposers) are its hover title; a phone cannot hover, so a
+# tap, a click or the pointer over a token of either answer writes them in the detail line, which then stays at
+# the bottom of the screen (`.filled`: sticky) wherever the answer is scrolled to.
 TOKEN_TAP_JS = """() => {
-  document.addEventListener('click', (event) => {
+  const say = (event) => {
     const token = event.target.closest?.('#tabed-answer .tk, #plain-answer .tk');
     const detail = document.querySelector('#token-detail .tabed-token-detail');
-    if (token && detail) detail.textContent = '\u201c' + token.textContent + '\u201d: ' + token.title;
-  });
+    if (!token || !detail) return;
+    detail.textContent = '\u201c' + token.textContent + '\u201d: ' + token.title;
+    detail.classList.add('filled');
+  };
+  document.addEventListener('click', say);
+  document.addEventListener('mouseover', say);
 }"""
 TOKEN_DETAIL = '<div class="tabed-token-detail">Tap or hover a token of an answer for its details.</div>'
 
