@@ -160,11 +160,11 @@ def check_upload(upload: list[dict] | None) -> tuple:
 
 def new_conversation(conversation: object = None) -> tuple:
     """An empty conversation and a clean page: nothing of the last run stays (answers, metrics, charts,
-    block table, trees, downloads and their files; then the replayed race)."""
+    block table, trees, downloads and their files; then the replayed race, the pictures and the prompt)."""
     forget_downloads(conversation)
     frame = Frame(status="Start a new conversation: pick pictures (or none) and type a prompt.", tabed="", plain="",
                   metrics=None, weights=None, blocks=None, chat=[], state=Conversation(), downloads=None, trees=None)
-    return (*frame.values(), "")
+    return (*frame.values(), "", None, "")
 
 
 # ---------------------------------------------------------------- layout
@@ -350,7 +350,7 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
     for control in (methods, mode, tree_width, hedge_first):
         control.change(trees_shown, [methods, mode, tree_width, hedge_first], [show.trees], queue=False,
                        api_name=False)
-    new_event = ask.new.click(new_conversation, [state], [*outputs, show.race], api_name=False)
+    new_event = ask.new.click(new_conversation, [state], [*outputs, show.race, ask.image, ask.prompt], api_name=False)
     step = show.stepper
     stepped = [step.index, step.view, show.status]
     notes = [show.timing, show.weights_note]  # in the words of what decoded the answer (`texts.notes_for`)

@@ -710,10 +710,11 @@ def test_a_new_conversation_leaves_nothing_of_the_last_run_on_the_page(tiny_app,
     assert first.downloads and isinstance(first.weights, go.Figure)
     folder = Path(first.state.export_dir)
     assert folder.is_dir()
-    *values, race = tiny_app.new_conversation(first.state)
+    *values, race, pictures, prompt = tiny_app.new_conversation(first.state)
     assert not folder.exists()  # its files too
     page = frame(values)
     assert not page.state.turns and page.chat == [] and (page.tabed, page.plain, race) == ("", "", "")
+    assert (pictures, prompt) == (None, "")  # the next conversation picks its own
     assert "new conversation" in page.status
     assert [page.metrics, page.weights, page.blocks, page.downloads, page.trees] == [None] * 5
 

@@ -238,6 +238,8 @@ class TestWithTheTinyPair:
         expect(page.locator("#downloads a")).to_have_count(0)
         expect(page.locator("#metrics")).not_to_contain_text("block efficiency")
         expect(page.locator("#blocks")).not_to_contain_text("M 0.")  # headers only: no block's weights
+        expect(page.locator("#image img")).to_have_count(0)  # a new conversation picks its pictures anew
+        expect(page.locator("#prompt textarea")).to_have_value("")
 
     def test_step_through_every_block_at_1400_and_390_px(self, page, chart_png):
         """Every block of an answer, one at a time with next (after tapping rows of the block table), and one
