@@ -266,7 +266,7 @@ def _answer_column() -> SimpleNamespace:
     ui.plain = gr.HTML(label="Plain decoding", elem_id="plain-answer", container=True, show_label=True)
     gr.HTML(texts.TOKEN_DETAIL, elem_id="token-detail")
     ui.metrics = gr.Dataframe(headers=["", "TABED", "plain"], label="Speed and acceptance", elem_id="metrics",
-                              wrap=True, column_widths=["50%", "25%", "25%"], interactive=False, max_height=4000)
+                              wrap=True, column_widths=["48%", "30%", "22%"], interactive=False, max_height=4000)
     ui.timing = gr.Markdown(texts.TIMING, elem_id="timing-note")
     ui.plot = gr.Plot(label="Ensemble weights", elem_id="weights-plot")
     ui.weights_note = gr.Markdown(texts.WEIGHTS_NOTE, elem_id="weights-note")

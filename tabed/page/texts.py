@@ -22,11 +22,12 @@ CSS = """
 .gradio-container { overflow: clip !important; }  /* clipped as before, but no scroll box: the page's sticks */
 #examples table { table-layout: fixed; width: 100%; }
 #examples td { max-width: none !important; overflow-wrap: anywhere; overflow: hidden; }
+#metrics td *, #metrics th * { word-break: normal !important; overflow-wrap: break-word !important; }  /* at spaces */
 #examples th { white-space: normal; }  /* a header wraps inside its column rather than run into the next */
 #examples .images-wrapper { flex-wrap: wrap; }  /* three pictures wrap in a phone's cell, off the prompt */
 """
 
-PHONE_COLUMNS = (30, 56, 84, 32, 52, 62)  # px: the block table's leading columns on a phone, together in view
+PHONE_COLUMNS = (44, 54, 64, 38, 60, 62)  # px: the block table's leading columns on a phone, together in view
 
 
 def _phone_block_table() -> str:
@@ -40,6 +41,8 @@ def _phone_block_table() -> str:
     return ("@media (max-width: 640px) {\n  #blocks table.header-table thead tr { display: flex; padding: 0; }\n"
             "  #blocks .header-cell { flex: 0 0 auto; }\n"
             "  #blocks .header-cell, #blocks .body-cell { font-size: 0.75em; overflow-wrap: anywhere; }\n"
+            "  #blocks .header-cell .cell-wrap { padding-left: 2px !important; padding-right: 2px !important; }\n"
+            "  #blocks .header-cell * { word-break: keep-all !important; overflow-wrap: normal !important; }\n"
             + columns + "}\n")
 
 

@@ -325,6 +325,8 @@ class TestWithTheTinyPair:
             assert -1 <= box["y"] and box["y"] + box["height"] <= 900, box  # in view, not a screen below Run
             assert page.evaluate("document.documentElement.scrollWidth") <= width
             _leading_columns_in_view(page)
+            _words_whole(page, "#blocks .header-cell")
+            _words_whole(page, "#metrics td")
             _chart_legible(page)
             _rejected_drafts_hide_and_count(page)
             page.locator("#tabed-answer .tk-accepted").first.click()
@@ -477,6 +479,26 @@ def _leading_columns_in_view(page) -> None:
         for cell in (f'[data-testid="header-{column}"]', f'[data-testid="cell-0-{column}"]'):
             box = page.locator(f"#blocks {cell}").bounding_box()
             assert table["x"] <= box["x"] and box["x"] + box["width"] <= table["x"] + table["width"] + 1, (cell, box)
+
+
+WORDS_BROKEN_JS = """cells => cells.flatMap(cell => {
+  const broken = [], walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    for (const match of node.textContent.matchAll(/\\S+/g)) {
+      const range = document.createRange();
+      range.setStart(node, match.index);
+      range.setEnd(node, match.index + match[0].length);
+      const lines = new Set([...range.getClientRects()].map(rect => Math.round(rect.top)));
+      if (lines.size > 1) broken.push(match[0]);
+    }
+  }
+  return broken;
+})"""
+
+
+def _words_whole(page, selector: str) -> None:
+    """No word of these cells is split over two lines (as "blo ck" or "(measur ed" were on a phone)."""
+    assert page.locator(selector).evaluate_all(WORDS_BROKEN_JS) == []
 
 
 def _chart_legible(page) -> None:
