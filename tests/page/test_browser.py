@@ -216,6 +216,7 @@ class TestWithTheTinyPair:
         for copy in copies:
             copy.write_bytes(chart_png.read_bytes())
         page.locator("#new").click()
+        expect(page.locator("#image img")).to_have_count(0)  # a new conversation's pictures: none yet
         page.locator("#image input[type=file]").set_input_files([str(copy) for copy in copies])
         expect(page.locator("#status")).to_contain_text("picture-8.png left out: at most 8 pictures at once")
         expect(page.locator("#image img")).to_have_count(8)
@@ -313,8 +314,9 @@ class TestWithTheTinyPair:
         """At 1400 px and 390 px: the status in view right after Run, no sideways scroll of the page, the block
         table's six leading columns in view together, the chart's block numbers apart and its legend clear of
         the axes, rejected drafts hidden on demand (their count shown), and a token's details on a tap."""
-        page.locator("#image input[type=file]").set_input_files(str(chart_png))
         for width in (1400, 390):
+            page.locator("#image input[type=file]").set_input_files(str(chart_png))
+            expect(page.locator("#image img")).to_have_count(1)
             page.set_viewport_size({"width": width, "height": 900})
             page.evaluate("window.scrollTo(0, 0)")
             page.locator("#prompt textarea").fill("w1 w2 w3")
@@ -333,6 +335,7 @@ class TestWithTheTinyPair:
             expect(page.locator("#token-detail")).to_contain_text("target p=")
             page.locator("#new").click()
             expect(page.locator("#downloads a")).to_have_count(0)
+            expect(page.locator("#image img")).to_have_count(0)
 
     @pytest.mark.parametrize("width", [1400, 390])
     def test_a_clicked_draft_says_why_and_every_control_speaks_plainly(self, page, chart_png, width):
@@ -550,6 +553,8 @@ def test_every_example_and_its_follow_up_on_the_bundled_pair_shows_moving_weight
     with served_page(browser) as page:
         for index, row in enumerate(rows):
             page.locator("#new").click()
+            expect(page.locator("#image img")).to_have_count(0)  # cleared before the example fills it
+            expect(page.locator("#prompt textarea")).to_have_value("")
             same_prompt_before = sum(other["prompt"] == row["prompt"] for other in rows[:index])  # told by pictures
             page.locator("#examples").get_by_text(row["prompt"], exact=True).nth(same_prompt_before).click()
             expect(page.locator("#prompt textarea")).to_have_value(row["prompt"])
