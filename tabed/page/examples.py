@@ -9,6 +9,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+LATER_TURN = ("This is a later turn: the drafter, taught mostly on first turns, has the pictures and the answers so "
+              "far in its context, and there the text helps it as much as the pictures do.")
+
 
 @dataclass(frozen=True)
 class Example:
@@ -39,16 +42,16 @@ class Examples:
 
     def lesson(self, pictures: list[str], asked: list[str]) -> str | None:
         """What the example whose pictures (by content, whatever their files are called now) and prompts these
-        are was built to show: `asked` is the conversation's prompts, this run's last."""
+        are was built to show, in a sentence: `asked` is the conversation's prompts, this run's last. Any other
+        later turn about pictures is one too (`LATER_TURN`)."""
         digests = [_digest(Path(path)) for path in pictures]
         for row in self.rows:
             if [self._digests[name] for name in row.images] != digests:
                 continue
-            if asked == [row.prompt]:
-                return row.lesson or None
-            if asked == [row.prompt, row.follow_up]:
-                return row.follow_up_lesson or None
-        return None
+            lesson = {(row.prompt,): row.lesson, (row.prompt, row.follow_up): row.follow_up_lesson}.get(tuple(asked))
+            if lesson:
+                return f"This example was built to show {lesson}."
+        return LATER_TURN if len(asked) > 1 and pictures else None
 
 
 def _digest(path: Path) -> str:

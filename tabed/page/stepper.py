@@ -94,9 +94,13 @@ def moved_why(block: BlockEvent, after: BlockEvent) -> str:
     """How this block moved the weights: the next block's, chosen with this block's verified positions too,
     or, while a method rests, not yet: its positions wait for the resting row to catch up."""
     verified = counted(len(block.positions), "verified position")
-    if after.weight_update is not None and after.weight_update.get("waiting"):
-        return (f"How this block moved the weights: not yet. Its {verified} wait, with the others verified while "
-                f"{_resting(after)} rested, for its row to catch up; {_choice(after)}")
+    update = after.weight_update
+    if update is not None and update.get("waiting"):
+        waits = "waits" if len(block.positions) == 1 else "wait"
+        return (f"How this block moved the weights: not yet. Its {verified} {waits}, with the others verified while "
+                f"{_resting(after)} rested, for its row to catch up: until then the history holds "
+                f"{counted(update['positions'], 'position')} and the next block's weights stay "
+                f"{_weights_text(after)}.")
     return f"How this block moved the weights: with its {verified} in the history, {_choice(after)}"
 
 

@@ -18,7 +18,7 @@ CSS = """
 .tabed-step .tabed-why td { color: #555; font-style: italic; padding-bottom: 0.5em; }
 .tabed-token-detail { font-size: 0.85em; color: #555; min-height: 1.4em; }
 #token-detail:has(.filled) { position: sticky; bottom: 0; z-index: 20; background: var(--body-background-fill, #fff);
-  box-shadow: 0 -1px 0 #d0d7de; padding: 0.3em 0; }  /* a token's detail in view wherever the answer is */
+  box-shadow: 0 -1px 0 #d0d7de; padding: 0.3em 0; max-height: 30vh; overflow-y: auto; }  /* in view, not over all */
 .gradio-container { overflow: clip !important; }  /* clipped as before, but no scroll box: the page's sticks */
 #examples table { table-layout: fixed; width: 100%; }
 #examples td { max-width: none !important; overflow-wrap: anywhere; overflow: hidden; }
@@ -100,19 +100,20 @@ CLAMPED_NOTE_JS = """() => {
   }
 }"""
 
-# A token's details (its block, probabilities and proposers) are its hover title; a phone cannot hover, so a
-# tap, a click or the pointer over a token of either answer writes them in the detail line, which then stays at
-# the bottom of the screen (`.filled`: sticky) wherever the answer is scrolled to.
+# A token's details (its block, probabilities and proposers) are its hover title; a phone cannot hover, so the
+# pointer over a token of either answer writes them in the detail line too, and a tap or a click keeps that line
+# at the bottom of the screen (`.filled`: sticky) wherever the answer is scrolled to. (Hovering alone never
+# makes it sticky: an answer streaming in under a still pointer would put a bar over the page's buttons.)
 TOKEN_TAP_JS = """() => {
-  const say = (event) => {
+  const say = (event, keep) => {
     const token = event.target.closest?.('#tabed-answer .tk, #plain-answer .tk');
     const detail = document.querySelector('#token-detail .tabed-token-detail');
     if (!token || !detail) return;
     detail.textContent = '\u201c' + token.textContent + '\u201d: ' + token.title;
-    detail.classList.add('filled');
+    if (keep) detail.classList.add('filled');
   };
-  document.addEventListener('click', say);
-  document.addEventListener('mouseover', say);
+  document.addEventListener('click', (event) => say(event, true));
+  document.addEventListener('mouseover', (event) => say(event, false));
 }"""
 TOKEN_DETAIL = '<div class="tabed-token-detail">Tap or hover a token of an answer for its details.</div>'
 

@@ -72,7 +72,7 @@ class RunView:
     started: bool = False  # the engine took the request (`Started`): until then a refusal changes nothing
     run: int = 1  # the session's run this is (its downloads are named for it; "Done" says it)
     pictures: bool = False  # the conversation has pictures (what M sees and T does not)
-    lesson: str | None = None  # what the bundled example asked was built to show (`page/examples.py`)
+    lesson: str | None = None  # what the bundled example asked was built to show, in a sentence (`page/examples.py`)
 
     def starved(self) -> float | None:
         """The smallest CPU share of the run's sides that the engine found busy (`Metrics.busy`: they
@@ -218,7 +218,8 @@ class RunView:
             return (f"\u23f9 Stopped plain decoding after {render.counted(tokens, 'token')} · {where}. {self.name}'s "
                     "answer is complete and joins the conversation; no speedup is shown, since plain decoding did "
                     "not finish.")
-        return self._done(where) + "".join(f" Note: {note}" for note in self.notes)
+        return self._done(where) + "".join(f" Note: {note}" + ("" if note.endswith(".") else ".")
+                                           for note in self.notes)
 
     def _progress(self, where: str) -> str:
         if not self.started:
@@ -251,7 +252,7 @@ class RunView:
         led = reasons.who_led(self.blocks, self.shared, self.pictures, learned=self.settings.spec.tabed)
         if (alone := self.alone_speedups()) and (speedup := self.speedup()) is not None:
             led = (led or "") + " " + reasons.alone_sentence(self.label, speedup, alone)
-        built = f" This example was built to show {self.lesson}." if self.lesson else ""
+        built = f" {self.lesson}" if self.lesson else ""
         return text + (f" {led}" if led else "") + built + " " + self.lossless()
 
     def alone_speedups(self) -> dict[str, float]:

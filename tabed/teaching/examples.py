@@ -31,14 +31,14 @@ EXAMPLES = (  # (pictures, prompt, follow-up, scenario, what the first turn show
      "a long description of what the picture shows, which M sees and T (a newline where the picture was) does "
      "not", SECOND_TURN),
     (("chart.png",), "Describe the chart bar by bar.", "Add up all the bars.", "image",
-     "values read off a chart bar by bar, which only M sees, and which a drafter this small at times misreads",
+     "values read off a chart bar by bar, which M sees and T must guess from the text so far; a drafter this "
+     "small misreads some of them, so M's view helps less than one would think",
      SECOND_TURN + ": the sum is arithmetic on values both rows have read"),
     (("shapes.png",), "Tell me about Moravia.", "Is that right?", "text",
      "a made-up fact: Moravia is a country the teaching world invented and only the target was taught, so the "
      "drafter misses its facts whatever it sees, and the target's own tokens carry them", SECOND_TURN),
     ((), "What is 47 plus 38?", "Tell me about the owl.", "text",
-     "a question without a picture: M and T read the same text, so they are one row, drafted once",
-     "a second turn without a picture: the rows are still one"),
+     "arithmetic worked step by step, with no picture to read", "a second turn without a picture"),
     (("noise.png", "inverted.png", "texture.png"), "Describe the image in detail.", "What is 17 plus 25?", "odd",
      "odd pictures (noise, an inverted photo, a texture) unlike any the drafter was trained on: M drafts "
      "confidently wrong about them, and T, which does not see them, leads",

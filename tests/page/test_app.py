@@ -123,8 +123,8 @@ def test_trees_from_the_page_are_drawn_block_by_block(tiny_app, image_path):
     nodes = [node for block in result["blocks"] for node in block["tree"]]
     assert nodes and {"token", "parent", "proposer", "accepted"} <= set(nodes[0])
     drafted = [row[blocks.value["headers"].index("drafted (why it stopped)")] for row in blocks.value["data"]]
-    assert all(" deep, " in cell and " nodes" in cell or cell == "0, budget" for cell in drafted)
-    assert " deep, " in drafted[0]  # a last block with one token left to emit drafts nothing: "0, budget"
+    assert all(" deep, " in cell and " nodes" in cell or cell == "0, the answer's token limit" for cell in drafted)
+    assert " deep, " in drafted[0]  # a last block with one token left to emit drafts nothing ("0, ...")
     paths = next(trace for trace in trees.data if trace.name == "accepted node")
     branches = next(trace for trace in trees.data if trace.name == "rejected node")
     assert len(paths.x) == sum(node["accepted"] for node in nodes)
@@ -949,6 +949,6 @@ def test_the_page_says_why_on_the_bundled_examples(teaching_pair, monkeypatch, t
         assert "This example was built" not in own
         plain = ask(None, "What is 47 plus 38?").status
         assert "With no picture M and T read the same text: one row" in plain
-        assert "This example was built to show a question without a picture" in plain
+        assert "This example was built to show arithmetic worked step by step" in plain
         for text in (said, second, made_up, plain):
             assert re.search(r"(Fast because|Slower than plain decoding:) each target pass kept", text), text

@@ -339,8 +339,8 @@ class TestWithTheTinyPair:
 
     @pytest.mark.parametrize("width", [1400, 390])
     def test_a_clicked_draft_says_why_and_every_control_speaks_plainly(self, page, chart_png, width):
-        """A draft's detail comes by hover, click or tap, in view at the bottom of the screen. A rejected draft's
-        detail gives the target's own top tokens and the test it failed, a discarded one
+        """A draft's detail comes by hover, click or tap; a click keeps it in view at the screen's bottom. A
+        rejected draft's detail gives the target's own top tokens and the test it failed, a discarded one
         says it was never tested; rejected drafts keep the spaces they were drafted with; every control's label
         is the page's own words (`controls.LABELS`), never a name from the code."""
         page.set_viewport_size({"width": width, "height": 1000})
@@ -348,8 +348,10 @@ class TestWithTheTinyPair:
         page.locator("#settings-adaptive input").uncheck()  # always γ drafts: some come after a rejection
         ask(page, chart_png, "w1 w2 w3")
         answer, detail = page.locator("#tabed-answer"), page.locator("#token-detail")
+        answer.locator(".tk-accepted").first.hover()  # the pointer over a token says as much as a tap
+        expect(detail).to_contain_text("kept: the target's top-1 is")
         page.set_viewport_size({"width": width, "height": 400})  # a short screen: the detail line is further down
-        answer.locator(".tk-rejected").first.hover()  # the pointer over a token says as much as a tap
+        answer.locator(".tk-rejected").first.click()
         expect(detail).to_contain_text("rejected: the target's top-1 is")
         box = detail.bounding_box()  # yet in view, at the bottom of the screen, wherever the answer is scrolled
         assert 0 <= box["y"] and box["y"] + box["height"] <= 400, box

@@ -5,7 +5,7 @@ import json
 
 from PIL import Image
 
-from tabed.page.examples import Examples
+from tabed.page.examples import LATER_TURN, Examples
 
 
 def _folder(tmp_path):
@@ -26,16 +26,22 @@ def test_an_examples_lesson_follows_its_pictures_by_content_and_its_prompts_turn
     upload = tmp_path / "uploaded" / "photo.png"
     upload.parent.mkdir()
     upload.write_bytes((tmp_path / "red.png").read_bytes())
-    assert examples.lesson([str(upload)], ["What colour?"]) == "a red picture"  # another name, the same picture
-    assert examples.lesson([str(upload)], ["What colour?", "Again?"]) == "a second turn"
-    assert examples.lesson([str(upload), str(tmp_path / "blue.png")], ["What colour?"]) == "two pictures"
-    assert examples.lesson([str(upload), str(tmp_path / "blue.png")], ["What colour?", "Again?"]) is None  # none
-    assert examples.lesson([], ["What is 2 plus 2?", "And 3?"]) == "no picture, again"
+    def built(lesson: str) -> str:
+        return f"This example was built to show {lesson}."
+
+    assert examples.lesson([str(upload)], ["What colour?"]) == built("a red picture")  # another name, same picture
+    assert examples.lesson([str(upload)], ["What colour?", "Again?"]) == built("a second turn")
+    assert examples.lesson([str(upload), str(tmp_path / "blue.png")], ["What colour?"]) == built("two pictures")
+    assert examples.lesson([], ["What is 2 plus 2?", "And 3?"]) == built("no picture, again")
     assert examples.lesson([str(tmp_path / "blue.png")], ["What colour?"]) is None  # another picture
     assert examples.lesson([str(upload)], ["What colour is it?"]) is None  # another question
     assert examples.lesson([str(upload)], ["Again?"]) is None  # a follow-up asked first
     assert examples.lesson([str(tmp_path / "gone.png")], ["What colour?"]) is None
     assert examples.lesson([], ["What colour?"]) is None
+    # any later turn about pictures is one, said as such: this example's own second turn says nothing more
+    assert examples.lesson([str(upload), str(tmp_path / "blue.png")], ["What colour?", "Again?"]) == LATER_TURN
+    assert examples.lesson([str(upload)], ["What colour is it?", "And now?"]) == LATER_TURN
+    assert examples.lesson([], ["What is 3 plus 3?", "And 4?"]) is None  # no picture: no such turn
 
 
 def test_the_examples_table_and_follow_ups_come_from_the_folder(tmp_path):

@@ -179,8 +179,11 @@ def test_while_a_method_rests_the_stepper_says_its_blocks_positions_wait(pair, i
                 resting_now = " and ".join(after.resting)
                 assert after.weights == block.weights and resting_now
                 assert said.startswith("How this block moved the weights: not yet.")
-                assert (f"over the {counted(after.weight_update['positions'], 'position')} in the history "
-                        f"({after.weight_update['waiting']} more wait for {resting_now}'s row to catch up") in said
+                assert (f"while {resting_now} rested, for its row to catch up: until then the history holds "
+                        f"{counted(after.weight_update['positions'], 'position')} and the next block's weights stay "
+                        f"{' · '.join(f'{m} {w:.2f}' for m, w in after.weights.items())}.") in said
+                assert (f"({after.weight_update['waiting']} more wait for {resting_now}'s row to catch up"
+                        in weights_why(after))
             else:
                 assert said.startswith("How this block moved the weights: with its ")
     assert waited >= 2
