@@ -63,20 +63,18 @@ class SpeedModel:
 
 
 def speed_model(steps: int, passes: int, drafted: int, accepted: int, draft_s: float, verify_s: float,
-                decode_s: float, plain_decode_s: float, plain_steps: int | None = None) -> SpeedModel | None:
-    """The model of an answer (or answers: the figures summed) of `steps` decode steps after the prompt's pass
-    (its tokens but the first), made by speculative decoding in `passes` target passes after the prompt's,
-    `draft_s` and `verify_s` of them inside `decode_s`, and by plain decoding in `plain_decode_s` (over
-    `plain_steps` steps when its answer, a sample, had another length: its time per step counts); None when
-    there is nothing to compare."""
-    plain_steps = steps if plain_steps is None else plain_steps
-    if steps < 1 or plain_steps < 1 or passes < 1 or decode_s <= 0 or plain_decode_s <= 0 or draft_s + verify_s <= 0:
+                decode_s: float, plain_decode_s: float) -> SpeedModel | None:
+    """The model of an answer (or answers: the figures summed) that plain decoding made in `steps` steps after
+    the prompt's pass (its tokens but the first) in `plain_decode_s`, and speculative decoding in `passes`
+    target passes after the prompt's, `draft_s` and `verify_s` of them inside `decode_s`; None when there is
+    nothing to compare."""
+    if steps < 1 or passes < 1 or decode_s <= 0 or plain_decode_s <= 0 or draft_s + verify_s <= 0:
         return None
-    step_s = plain_decode_s / plain_steps
+    step_s = plain_decode_s / steps
     return SpeedModel(tokens_per_pass=steps / passes, verify=verify_s / passes / step_s,
                       drafting=draft_s / passes / step_s, draft_token=draft_s / drafted / step_s if drafted else 0.0,
                       drafts_per_kept=drafted / accepted if accepted else float("inf"),
-                      other=(decode_s - draft_s - verify_s) / passes / step_s, measured=step_s * steps / decode_s)
+                      other=(decode_s - draft_s - verify_s) / passes / step_s, measured=plain_decode_s / decode_s)
 
 
 def decode_speedup(ours: Metrics, plain: Metrics) -> float | None:
@@ -90,7 +88,10 @@ def decode_speedup(ours: Metrics, plain: Metrics) -> float | None:
 
 
 def answer_speed(ours: Metrics, plain: Metrics) -> SpeedModel | None:
-    """The model of one answer from both sides' metrics (per step, when they are samples of two lengths);
-    None when there is nothing to compare."""
+    """The model of one answer from both sides' metrics (for samples of two lengths, plain decoding's time for
+    as many steps as ours: `decode_speedup`); None when there is nothing to compare."""
+    speedup = decode_speedup(ours, plain)
+    if speedup is None:
+        return None
     return speed_model(ours.new_tokens - 1, ours.target_forwards - 1, ours.drafted, ours.accepted, ours.draft_s,
-                       ours.verify_s, ours.decode_s, plain.decode_s, plain.new_tokens - 1)
+                       ours.verify_s, ours.decode_s, speedup * ours.decode_s)
