@@ -157,7 +157,8 @@ MUTANTS = (
            "winner = max(tied, key=lambda index: (kls[index], index))",
            (f"{INSPECT}::test_each_blocks_weights_are_the_rules_choice_from_the_recorded_statistics",)),
     Mutant("inspected-draws-shifted", "tabed/engine/inspection.py", 'test["u"] = verdict.draws[j]',
-           'test["u"] = verdict.draws[j - 1]', (f"{INSPECT}::test_each_recorded_test_is_the_one_the_draft_met",)),
+           'test["u"] = verdict.draws[j - 1]', (f"{INSPECT}::test_each_recorded_test_is_the_one_the_draft_met",
+                                                 f"{INSPECT}::test_each_chain_position_records_its_own_uniform_draw")),
     # what the page explains (issue 55)
     Mutant("shared-row-split-by-the-rule", "tabed/engine/ensemble.py", "shared[rows] = weights[rows].mean()",
            "shared[rows] = weights[rows]",

@@ -10,6 +10,8 @@ import pytest
 import torch
 
 from tabed.engine.config import GenerationConfig
+from tabed.engine.drafts import DraftChain, Verdict
+from tabed.engine.inspection import block_positions
 from tabed.engine.loop import collect, speculative_generate
 from tabed.engine.spec import parse_spec
 from tabed.models.chat import Turn
@@ -107,3 +109,16 @@ def test_each_blocks_weights_are_the_rules_choice_from_the_recorded_statistics(p
         for before, block in zip(result.blocks, result.blocks[1:], strict=False):
             seen += min(before.accepted + 1, len(before.draft))
             assert (block.weight_update or {"positions": 0})["positions"] == seen  # every verified position before
+
+
+def test_each_chain_position_records_its_own_uniform_draw():
+    """A sampled chain's positions each record the draw their test used, in order: made by hand, so that the
+    check does not rest on which draws a seed happens to give (a shifted draw can pass u·q < p by chance)."""
+    rows = torch.tensor([[0.5, 0.3, 0.2], [0.5, 0.3, 0.2]])
+    mix = rows[0]
+    draft = DraftChain([0, 1, 2], [rows] * 3, [mix] * 3)
+    target = torch.tensor([[0.6, 0.2, 0.2]] * 4)
+    verdict = Verdict(2, 0, target, draws=[0.11, 0.22, 0.93])
+    positions = block_positions(("M", "T"), [], draft, verdict, greedy=False)
+    assert [position["test"]["u"] for position in positions] == [0.11, 0.22, 0.93]
+    assert [position["test"]["kept"] for position in positions] == [True, True, False]
