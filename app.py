@@ -187,10 +187,8 @@ def _settings(default: str) -> dict[str, gr.components.Component]:
         methods = gr.CheckboxGroup([(f"{m}: {name}", m) for m, name in METHOD_NAMES.items()],
                                    **shown("methods", value=list(PAGE.methods)))
         mode = gr.Radio(MODES, **shown("mode"))
-        with gr.Row():
-            rule = gr.Dropdown([(texts.RULE_PHRASES[r], r) for r in RULES], **shown("rule"))
-            window = gr.Number(**shown("window"), precision=0, minimum=0,
-                               info="positions the weights learn from; 0 = all")
+        rule = gr.Radio([(texts.RULE_PHRASES[r], r) for r in RULES], **shown("rule"), elem_id="settings-rule")
+        window = gr.Number(**shown("window"), precision=0, minimum=0, info="positions the weights learn from; 0 = all")
         with gr.Row():
             gamma = gr.Slider(LIMITS["gamma"][0], AUTO_CAP, **shown("gamma"), step=1, precision=0,
                               elem_id="settings-gamma", info="the most, when the draft length is adaptive")
@@ -305,7 +303,8 @@ def show_step(conversation, index) -> tuple:
     blocks = session_state(conversation).blocks
     shown, refused = stepper.chosen_block(index, len(blocks))
     tokenizer = PAIRS.pair.tokenizer if PAIRS.pair is not None else None
-    page = stepper.step_html(tokenizer, blocks, shown, session_state(conversation).unlearned or stepper.UNLEARNED)
+    state = session_state(conversation)
+    page = stepper.step_html(tokenizer, blocks, shown, state.unlearned or stepper.UNLEARNED, state.shared)
     return shown, page, f"\u26a0\ufe0f {refused}" if refused else gr.skip()
 
 

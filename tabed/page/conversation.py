@@ -27,6 +27,7 @@ class Conversation:
     label: str = "TABED"  # what decoded the last answer (`RunView.label`), for its side of the race
     unlearned: str = ""  # why the last answer's blocks weighed as they did before learning (`RunView.unlearned`)
     blocks: list = field(default_factory=list)  # the last answer's BlockEvents
+    shared: list = field(default_factory=list)  # its methods drafted as one row (`RunView.shared`: no picture)
 
 
 def session_state(value: object) -> Conversation:

@@ -57,15 +57,45 @@ def guesses_matched(blocks: list[BlockEvent]) -> dict[str, tuple[int, int]]:
     where the method drafted (a resting method guesses at none)."""
     counts: dict[str, list[int]] = {}
     for block in blocks:
-        if block.target_token is None and block.accepted == 0:
-            continue
-        truth = block.draft[:block.accepted] + [block.target_token]
-        verified = min(len(truth), len(block.draft))
+        truth = _verified(block)
         for method, guesses in block.drafts.items():
             seen = counts.setdefault(method, [0, 0])
-            seen[0] += sum(g == t for g, t in zip(guesses[:verified], truth[:verified], strict=False))
-            seen[1] += min(verified, len(guesses))
+            seen[0] += sum(g == t for g, t in zip(guesses, truth, strict=False))
+            seen[1] += min(len(truth), len(guesses))
     return {method: (hit, total) for method, (hit, total) in counts.items()}
+
+
+def _verified(block: BlockEvent) -> list[int]:
+    """The target's token at each position of a block it verified: the kept drafts, then its own token at the
+    first rejection (a bonus token follows no draft, so it is no position a method guessed at)."""
+    if block.target_token is None and block.accepted == 0:
+        return []
+    truth = block.draft[:block.accepted] + [block.target_token]
+    return truth[:len(block.draft)]
+
+
+def m_against_t(blocks: list[BlockEvent]) -> dict[str, int]:
+    """At the verified positions where M and T both guessed: how many each was right at alone, both, neither."""
+    split = {"both": 0, "M": 0, "T": 0, "neither": 0}
+    for block in blocks:
+        m, t = block.drafts.get("M", []), block.drafts.get("T", [])
+        for truth, by_m, by_t in zip(_verified(block), m, t, strict=False):
+            right = (by_m == truth, by_t == truth)
+            split[{(True, True): "both", (True, False): "M", (False, True): "T"}.get(right, "neither")] += 1
+    return split
+
+
+def where_they_differed(blocks: list[BlockEvent]) -> str:
+    """Each kind of position M and T both guessed at, with its cause: M sees the picture and T does not, so
+    where only one was right, the picture made the difference."""
+    split = m_against_t(blocks)
+    if not sum(split.values()):
+        return ""
+    return (f" Where both M and T guessed ({counted(sum(split.values()), 'position')}): both were right at "
+            f"{split['both']} (the words so far gave the next token away, no picture needed); only M at "
+            f"{split['M']} (there the picture told M what T cannot know); only T at {split['T']} (there M's "
+            f"reading of the picture led it astray); neither at {split['neither']} (the target's own wording, or "
+            "what the drafter was never taught).")
 
 
 def who_led(blocks: list[BlockEvent], shared: list[str], pictures: bool, learned: bool) -> str | None:
@@ -91,12 +121,10 @@ def who_led(blocks: list[BlockEvent], shared: list[str], pictures: bool, learned
             text += (f" {leader} led: its guesses matched at {rate[leader]:.0%} of the positions it guessed at, "
                      f"{behind}'s at {rate[behind]:.0%}")
             text += ", and the weights followed it." if learned else "."
-            if behind == "M" and pictures:
-                text += (" M sees the picture and T does not, so where M missed and T did not, the picture led the "
-                         "drafter astray: a kind of picture it never saw, a detail it cannot make out, or a question "
-                         "the picture does not help with.")
-            elif leader == "M" and pictures:
-                text += " M sees the picture and T does not: where M was right and T was not, the answer drew on it."
+        else:
+            text += f" {'Neither method' if len(rate) == 2 else 'No method'} led by much."
+    if pictures and {"M", "T"} <= set(rate):
+        text += where_they_differed(blocks)
     if max(rate.values()) < 0.5:
         text += (" Every method missed at most positions: the target is saying what the drafter does not "
                  "know (a fact it was never taught, a made-up name), so most tokens are the target's own.")

@@ -48,7 +48,7 @@ def _span(kind: str, text: str, title: str) -> str:
     colour = KINDS[kind][0]
     style = f"color:{colour}"
     if kind in STRUCK:
-        style += ";text-decoration:line-through;opacity:0.75"
+        style += ";text-decoration:line-through;opacity:0.7;font-size:0.8em"  # smaller: the answer reads past them
     elif kind in ("corrected", "bonus"):
         style += ";font-weight:600"
     shown = html.escape(text) if text else END  # an end-of-sequence token shows as ⏎

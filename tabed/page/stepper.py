@@ -15,6 +15,7 @@ from .reasons import NEVER_TESTED, VERDICTS, why
 from .render import counted, draft_length
 from .words import SHOWN, Words
 
+SCROLL_HINT = "The table scrolls sideways: the target's column and the verdict are on the right."  # phones only
 UNLEARNED = "nothing verified yet to learn from, so every method weighs the same"
 
 
@@ -34,15 +35,16 @@ def chosen_block(index: object, count: int) -> tuple[int, str | None]:
 
 
 def step_html(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], index: int,
-              unlearned: str = UNLEARNED) -> str:
+              unlearned: str = UNLEARNED, shared: list[str] = ()) -> str:
     """Block `index` of a run (clamped to the run's blocks), as HTML. `unlearned`: why a block whose weights
-    were not learned weighs as it does (the first block of TABED; every block of a static ensemble)."""
+    were not learned weighs as it does (the first block of TABED; every block of a static ensemble); `shared`:
+    the methods drafted as one row (no picture), which the weights chart draws as one line."""
     if not blocks:
         return '<div class="tabed-step">Run a prompt, then step through its blocks here.</div>'
     index = max(0, min(int(index), len(blocks) - 1))
     block = blocks[index]
     word = Words(tokenizer)
-    weights = _weights_text(block, mark_resting=True)
+    weights = _weights_text(block, mark_resting=True) + _one_row(shared, block)
     head = (f"<p><b>Block {index} of blocks 0–{len(blocks) - 1}</b>: drafted {draft_length(block)}, the target kept "
             f"{block.accepted}. Weights {html.escape(weights)}.</p>")
     if not block.positions and block.draft:
@@ -54,10 +56,20 @@ def step_html(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], inde
     rows += [_discarded_row(word, block.draft[j], j, 2 + len(methods) + 3, said=j == block.accepted + 1)
              for j in range(len(block.positions), len(block.draft)) if j > block.accepted]
     rows.append(_target_row(word, block, 2 + len(methods) + 3))
-    table = f'<div class="tabed-step-table"><table><tr>{header}</tr>{"".join(rows)}</table></div>'
+    table = (f'<p class="tabed-scroll-hint">{SCROLL_HINT}</p>'
+             f'<div class="tabed-step-table"><table><tr>{header}</tr>{"".join(rows)}</table></div>')
     moved = (f"<p>{html.escape(moved_why(block, blocks[index + 1]))}</p>" if index + 1 < len(blocks)
              and blocks[index + 1].weight_update is not None else "")
     return f'<div class="tabed-step">{head}{table}<p>{html.escape(weights_why(block, unlearned))}</p>{moved}</div>'
+
+
+def _one_row(shared: list[str], block: BlockEvent) -> str:
+    """Methods drafted as one row (no picture) weigh as one: the chart's single line, here split equally."""
+    if len(shared) < 2:
+        return ""
+    total = sum(block.weights.get(m, 0.0) for m in shared)
+    return (f" (with no picture {' and '.join(shared)} read the same text: one row, the chart's line "
+            f"{'='.join(shared)} {total:.2f}, split equally here)")
 
 
 def _position_row(word: Words, position: dict, j: int, methods: list[str]) -> str:

@@ -25,6 +25,10 @@ CSS = """
 #metrics td *, #metrics th * { word-break: normal !important; overflow-wrap: break-word !important; }  /* at spaces */
 #examples th { white-space: normal; }  /* a header wraps inside its column rather than run into the next */
 #examples .images-wrapper { flex-wrap: wrap; }  /* three pictures wrap in a phone's cell, off the prompt */
+.tabed-scroll-hint { display: none; font-size: 0.85em; color: #555; }
+@media (max-width: 640px) { .tabed-scroll-hint { display: block; } }
+#status strong { font-size: inherit; }  /* a reason's label, the size of its line */
+#status ul { margin-top: 0.3em; }
 """
 
 PHONE_COLUMNS = (44, 54, 64, 38, 60, 62)  # px: the block table's leading columns on a phone, together in view
@@ -124,7 +128,7 @@ decoding (TABED). The big **target** checks a whole block in one forward pass an
 prefix, so the answer is exactly the target's own, only faster.
 """
 
-RULE_PHRASES = {  # each weight rule in a phrase, for its menu
+RULE_PHRASES = {  # each weight rule in a phrase, for its choice (whole, on a phone too)
     "w-grid": "w-grid: the weighting (in steps of 0.1) whose top-1 matched the target's most often",
     "kld": "kld: each method weighted by 1 / its summed KL divergence from the target",
     "tvd": "tvd: each method weighted by 1 / its summed total-variation distance from the target",

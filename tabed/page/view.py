@@ -218,8 +218,7 @@ class RunView:
             return (f"\u23f9 Stopped plain decoding after {render.counted(tokens, 'token')} · {where}. {self.name}'s "
                     "answer is complete and joins the conversation; no speedup is shown, since plain decoding did "
                     "not finish.")
-        return self._done(where) + "".join(f" Note: {note}" + ("" if note.endswith(".") else ".")
-                                           for note in self.notes)
+        return self._done(where)
 
     def _progress(self, where: str) -> str:
         if not self.started:
@@ -234,26 +233,35 @@ class RunView:
         return f"\u23f3 {doing} · {where}" + (later if self.racing else "")
 
     def _done(self, where: str) -> str:
+        """Done and the speedup on one line, then why, a reason a line (Markdown), and the notes."""
         text = f"\u2705 Done (run {self.run}) · {where}."
-        if not self.compared():
-            return text
-        if (speedup := self.speedup()) is not None:
+        if self.compared() and (speedup := self.speedup()) is not None:
             text += f" Speedup {speedup:.2f}× (decode time{self.per_token()})."
-            if (speed := self.speed()) is not None:
-                cost = speed.verify + speed.drafting + speed.other
-                rest = "bookkeeping" if self.alone() else "the weights and bookkeeping"
-                text += (f" {reasons.fast_or_slow(speed.tokens_per_pass, cost, speed.measured)} "
-                         f"Why: {speed.sentence(rest)}.")
-        elif self.too_short():
+        elif self.compared() and self.too_short():
             text += f" The answer is too short to time (under {TIMED_TOKENS} tokens): no speedup is shown."
+        notes = [("Note", note + ("" if note.endswith(".") else ".")) for note in self.notes]
+        why = self._why() if self.compared() else []
+        return text + "".join(f"\n- **{label}**: {said}" for label, said in why + notes)
+
+    def _why(self) -> list[tuple[str, str]]:
+        """Why the answer was fast or slow, whose guesses the target kept, what the example shows, that it is
+        exact: (what a line answers, the line)."""
+        why = []
+        if (speed := self.speed()) is not None:
+            cost = speed.verify + speed.drafting + speed.other
+            rest = "bookkeeping" if self.alone() else "the weights and bookkeeping"
+            why.append(("Fast or slow", f"{reasons.fast_or_slow(speed.tokens_per_pass, cost, speed.measured)} "
+                                        f"In numbers: {speed.sentence(rest)}."))
         if (share := self.starved()) is not None:
-            text += (f" \u26a0\ufe0f Timings unreliable: the machine was busy (the run got {share:.1%} of one "
-                     f"core, under the {BUSY_SHARE:.0%} an idle machine gives it); run again when it is idle.")
-        led = reasons.who_led(self.blocks, self.shared, self.pictures, learned=self.settings.spec.tabed)
+            why.append(("\u26a0\ufe0f Timings unreliable", f"the machine was busy (the run got {share:.1%} of one "
+                        f"core, under the {BUSY_SHARE:.0%} an idle machine gives it); run again when it is idle."))
+        if led := reasons.who_led(self.blocks, self.shared, self.pictures, learned=self.settings.spec.tabed):
+            why.append(("Whose guesses were right", led))
         if (alone := self.alone_speedups()) and (speedup := self.speedup()) is not None:
-            led = (led or "") + " " + reasons.alone_sentence(self.label, speedup, alone)
-        built = f" {self.lesson}" if self.lesson else ""
-        return text + (f" {led}" if led else "") + built + " " + self.lossless()
+            why.append(("Each method alone", reasons.alone_sentence(self.label, speedup, alone)))
+        if self.lesson:
+            why.append(("The example", self.lesson))
+        return why + [("Exact", self.lossless())]
 
     def alone_speedups(self) -> dict[str, float]:
         """Each method run alone for comparison: plain decoding's decode time over its own (timed runs only)."""
@@ -363,7 +371,7 @@ def final_frames(view: RunView, conversation: Conversation, request: dict) -> It
     if stopped != SPECULATIVE:
         conversation.turns.append((request["prompt"], view.results[SPECULATIVE].text))
     compared = view.compared()
-    conversation.blocks = view.results[SPECULATIVE].blocks
+    conversation.blocks, conversation.shared = view.results[SPECULATIVE].blocks, view.shared
     conversation.frames = ({phase: render.result_texts(view.pair.tokenizer, view.results[phase])
                             for phase in (SPECULATIVE, AUTOREGRESSIVE)} if compared else {})
     conversation.label, conversation.unlearned = view.label, view.unlearned()

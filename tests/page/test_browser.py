@@ -270,7 +270,9 @@ class TestWithTheTinyPair:
                 assert all(v in ("\u2713 kept", "\u2717 rejected") for v in verdicts)
                 assert view.locator(".tabed-why").count() == len(drafts) + 1  # a reason each, then the target's
                 expect(view).to_contain_text("eights")  # the weights, and how they were chosen
-                assert view.bounding_box()["width"] <= width  # the table scrolls inside it on a phone
+                assert view.bounding_box()["width"] <= width  # the table scrolls inside it on a phone, as it says
+                hint = view.locator(".tabed-scroll-hint")
+                expect(hint).to_be_visible() if width < 640 else expect(hint).to_be_hidden()
                 if index < last:
                     page.locator("#step-next").click()
             page.locator("#step-next").click()  # past the last block: it stays there
@@ -367,6 +369,9 @@ class TestWithTheTinyPair:
         named = {label for label in shown if label}
         assert named and named <= set(LABELS.values()) | {"Settings"}, named - set(LABELS.values())
         assert not re.search(r"\b[A-Z][a-z]+[A-Z][a-z]+", settings.inner_text())  # no CamelCase name from the code
+        rules = settings.locator("#settings-rule label")  # each weight rule's phrase whole, at both widths
+        assert rules.count() == 4 and rules.evaluate_all("cs => cs.every(c => c.scrollWidth <= c.clientWidth + 1)")
+        expect(rules.first).to_contain_text("w-grid: the weighting (in steps of 0.1) whose top-1 matched the target")
 
     def test_a_refused_request_leaves_the_page_as_it_was(self, page, chart_png):
         ask(page, chart_png, "w1 w2")

@@ -1,7 +1,7 @@
 """Why, in words: the page's reasons are made from what the run measured, and say what a student can repeat."""
 
 from tabed.engine.events import BlockEvent, StopReason
-from tabed.page.reasons import alone_sentence, fast_or_slow, guesses_matched, who_led
+from tabed.page.reasons import alone_sentence, fast_or_slow, guesses_matched, m_against_t, who_led
 from tabed.page.texts import TIMING, WEIGHTS_NOTE, notes_for
 
 
@@ -29,10 +29,26 @@ def test_the_leader_the_margin_and_why_the_other_missed():
     assert "T's at 3 of 4 positions, M's at 0 of 4 positions" in text
     assert "T led: its guesses matched at 75% of the positions it guessed at, M's at 0%, and the weights " \
            "followed it." in text
-    assert "where M missed and T did not, the picture led the drafter astray" in text
+    assert ("Where both M and T guessed (4 positions): both were right at 0 (the words so far gave the next token "
+            "away, no picture needed); only M at 0 (there the picture told M what T cannot know); only T at 3 (there "
+            "M's reading of the picture led it astray); neither at 1") in text
     static = who_led(T_LED, shared=[], pictures=True, learned=False)
     assert "M's at 0%." in static and "weights followed" not in static
     assert "astray" not in who_led(T_LED, shared=[], pictures=False, learned=True)  # no picture, no such cause
+
+
+def test_where_neither_led_each_kind_of_position_says_its_cause():
+    """M right where T was not (the picture told it), T where M was not, both, neither: counted at the verified
+    positions both guessed at, a resting T's blocks left out; the never-tested third draft counts for no one."""
+    blocks = [block([1, 2, 3], 1, 4, {"M": [1, 4, 3], "T": [1, 5, 3]}),   # both right; only M right
+              block([6, 7], 2, 8, {"M": [6, 9], "T": [5, 7]}),            # only M; only T (the bonus no position)
+              block([2, 3], 0, 5, {"M": [2, 3]})]                          # T rested: M alone guessed
+    assert m_against_t(blocks) == {"both": 1, "M": 2, "T": 1, "neither": 0}
+    text = who_led(blocks, shared=[], pictures=True, learned=True)
+    assert "Neither method led by much." in text and " led:" not in text
+    assert "Where both M and T guessed (4 positions): both were right at 1" in text
+    assert "only M at 2 (there the picture told M what T cannot know)" in text
+    assert "Where both" not in who_led(blocks, shared=[], pictures=False, learned=True)  # no picture, no such cause
 
 
 def test_a_made_up_fact_every_method_misses_and_only_the_target_knows():

@@ -62,6 +62,20 @@ def test_the_stepper_clamps_its_block_and_says_what_it_cannot_show(pair, image):
     assert "inspect was off" in step_html(pair.tokenizer, plain, 1)
 
 
+def test_without_a_picture_the_stepper_says_its_weights_are_the_charts_one_row(pair, image):
+    """The chart draws methods drafted as one row as one line (M=T at 1.00); the stepper splits its weight
+    equally and says both, in every block; with a picture each method has its own weight and nothing is said."""
+    config = GenerationConfig(max_new_tokens=40, inspect=True)
+    result = collect(speculative_generate(pair, [Turn("w1 w2 w3", [])], parse_spec("tabed-MT"), config))
+    assert len(result.blocks) > 1 and result.shared == ["M", "T"]
+    for index in range(len(result.blocks)):
+        page = html.unescape(step_html(pair.tokenizer, result.blocks, index, shared=result.shared))
+        assert ("Weights M 0.50 · T 0.50 (with no picture M and T read the same text: one row, the chart's line "
+                "M=T 1.00, split equally here)") in page
+    pictured = run(pair, image)
+    assert pictured.shared == [] and "one row" not in step_html(pair.tokenizer, pictured.blocks, 1, shared=[])
+
+
 def position(kind: str, kept: bool, **test) -> dict:
     return {"draft": 7, "methods": {}, "ensemble": [[7, 0.6]], "target": [[9, 0.81], [7, 0.07]],
             "test": {"kind": kind, "kept": kept, **test}}
