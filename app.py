@@ -113,7 +113,7 @@ def _respond(follow_up: bool, request: Request, conversation: Conversation, stop
         if not PAIRS.loaded(name):
             extra = "; on this GPU that includes capturing CUDA graphs and compiling the drafter, up to a minute" \
                 if torch.cuda.is_available() and not ZERO_GPU else ""
-            yield Frame(status=f"\u23f3 Loading the model pair {name!r} (first run only{extra})…")
+            yield Frame(status=f"\u25f7 Loading the model pair {name!r} (first run only{extra})…")
         pair = PAIRS.get(name)
     except TabedError as error:  # refused: the page stays as it was but for the status (the state too)
         yield Frame(status=f"\u26a0\ufe0f Error: {error}")

@@ -4,7 +4,7 @@ detail (hover, click or tap) say it. Made from what an inspected block recorded 
 from __future__ import annotations
 
 from ..engine.events import BlockEvent
-from .words import Words, counted
+from .words import Words, below, counted
 
 VERDICTS = {"kept": "\u2713 kept", "rejected": "\u2717 rejected", "discarded": "\u2013 discarded",
             "corrected": "\u21bb corrected", "bonus": "+ bonus"}
@@ -24,13 +24,21 @@ def why(word: Words, position: dict) -> str:
         under = f"{target[draft]:.2f}" if draft in target else f"less than {min(target.values()):.2f}"
         return f"{said}; the draft {word(draft)} had {under} under the target: rejected"
     tried = test.get("tried") or [{"token": draft, **{k: test[k] for k in ("u", "p", "q", "kept")}}]
-    tests = "; ".join(f"{word(t['token'])}: u = {t['u']:.2f} {'<' if t['kept'] else '≥'} p/q = "
-                      f"{t['p'] / t['q'] if t['q'] else float('inf'):.2f}" + (" kept" if t["kept"] else " rejected")
-                      for t in tried)
+    tests = "; ".join(_drawn(word, t) for t in tried)
     if test["kept"]:
         return tests
     return (f"{tests}; the target's {word(test['residual_token'])} is drawn from what is left of its "
             "distribution, max(p − q, 0) renormalised")
+
+
+def _drawn(word: Words, tried: dict) -> str:
+    """A sampled draft's test: its uniform draw u against p/q, with as many decimals as the comparison needs."""
+    ratio = tried["p"] / tried["q"] if tried["q"] else float("inf")
+    if tried["kept"]:
+        u, ratio_shown = below(tried["u"], ratio)
+        return f"{word(tried['token'])}: u = {u} < p/q = {ratio_shown} kept"
+    ratio_shown, u = below(ratio, tried["u"])
+    return f"{word(tried['token'])}: u = {u} ≥ p/q = {ratio_shown} rejected"
 
 
 def draft_detail(word: Words, block: BlockEvent, j: int) -> str:

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from ..engine.events import BlockEvent, GenerationResult, Metrics, StopReason, TokenEvent, TreeNode
 from ..engine.speed import TIMED_TOKENS, SpeedModel, decode_speedup
 from .reasons import draft_detail
-from .words import END, Words, counted, token_text, token_word
+from .words import END, Words, below, counted, token_text, token_word
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -134,16 +134,6 @@ def block_rows(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], gro
                        for name, members in groups]
                     + [round(block.draft_s * 1e3, 1), round(block.verify_s * 1e3, 1)])
     return rows
-
-
-def below(low: float, high: float) -> tuple[str, str]:
-    """Two numbers shown with as few decimals (two to four) as tell them apart, so that a comparison the
-    page states is one a reader can see: 0.198 < 0.200, never "0.20 < 0.20"."""
-    for digits in (2, 3, 4):
-        shown = f"{low:.{digits}f}", f"{high:.{digits}f}"
-        if shown[0] != shown[1]:
-            return shown
-    return shown
 
 
 STOP_WORDS = {StopReason.CAP: "its cap", StopReason.BUDGET: "the answer's token limit", StopReason.EOS: "an end token",
@@ -445,9 +435,12 @@ def acceptance_rows(metrics: Metrics) -> list[list]:
               for method, cells in metrics.method_match_by_position.items() if cells)]
 
 
-def race_html(text: str, label: str, done: bool) -> str:
-    mark = " \u2714" if done else " \u258c"
-    return f"<b>{html.escape(label)}</b><br>{html.escape(text)}{mark}"
+def race_html(text: str, label: str, finished_s: float | None) -> str:
+    """One side of the race: its label, the text so far and a cursor; once done, a tick and its own time
+    (as measured: each side has its clock, the race's one may run faster)."""
+    if finished_s is None:
+        return f"<b>{html.escape(label)}</b><br>{html.escape(text)} \u258c"
+    return f"<b>{html.escape(label)} \u2714 done in {finished_s:.2f} s</b><br>{html.escape(text)}"
 
 
 def result_texts(tokenizer: PreTrainedTokenizerBase, result: GenerationResult) -> list[tuple[float, str]]:

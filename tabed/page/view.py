@@ -27,7 +27,7 @@ HTML_EVERY_S = 0.1  # token stream and status
 RACE_CLOCK_S = 0.5  # the replayed race's clock is resent at least this often when no token comes
 PLOT_EVERY_S = 0.75  # plotly figures and tables are resent whole: keep them rare (Stop stays responsive)
 NO_RACE = "Run a prompt with 'compare with plain decoding' ticked first."
-STOPPED_MARK = '<div class="tabed-stopped">\u23f9 stopped here</div>'
+STOPPED_MARK = '<div class="tabed-stopped">\u25a0 stopped here</div>'
 
 
 @dataclass
@@ -209,20 +209,20 @@ class RunView:
             return self._progress(where)
         stopped = self.stopped()
         if not self.started:
-            return f"\u23f9 Stopped before decoding began · {where}. The page is as it was."
+            return f"\u25a0 Stopped before decoding began · {where}. The page is as it was."
         if stopped == SPECULATIVE:
-            return (f"\u23f9 Stopped after {render.counted(len(self.blocks), 'block')} · {where}. The partial "
+            return (f"\u25a0 Stopped after {render.counted(len(self.blocks), 'block')} · {where}. The partial "
                     "answer stays here and is not added to the conversation.")
         if stopped == AUTOREGRESSIVE:
             tokens = len(self.results[AUTOREGRESSIVE].token_ids)
-            return (f"\u23f9 Stopped plain decoding after {render.counted(tokens, 'token')} · {where}. {self.name}'s "
+            return (f"\u25a0 Stopped plain decoding after {render.counted(tokens, 'token')} · {where}. {self.name}'s "
                     "answer is complete and joins the conversation; no speedup is shown, since plain decoding did "
                     "not finish.")
         return self._done(where)
 
     def _progress(self, where: str) -> str:
         if not self.started:
-            return f"\u23f3 Reading the prompt for {self.name} · {where}"
+            return f"\u25f7 Reading the prompt for {self.name} · {where}"
         if self.phase == SPECULATIVE:
             doing = f"{self.name} decoding… block {len(self.blocks)}"
         elif self.phase.startswith(ALONE):
@@ -230,11 +230,11 @@ class RunView:
         else:
             doing = f"plain decoding (the target alone)… token {len(self.plain.ids)}"
         later = " · the charts come when both sides are done, so that neither is timed while they are drawn"
-        return f"\u23f3 {doing} · {where}" + (later if self.racing else "")
+        return f"\u25f7 {doing} · {where}" + (later if self.racing else "")
 
     def _done(self, where: str) -> str:
         """Done and the speedup on one line, then why, a reason a line (Markdown), and the notes."""
-        text = f"\u2705 Done (run {self.run}) · {where}."
+        text = f"\u2713 Done (run {self.run}) · {where}."
         if self.compared() and (speedup := self.speedup()) is not None:
             text += f" Speedup {speedup:.2f}× (decode time{self.per_token()})."
         elif self.compared() and self.too_short():
@@ -403,12 +403,12 @@ def race_frames(conversation: Conversation, stop: threading.Event) -> Iterator[s
         def side(phase: str, label: str) -> str:
             sequence = frames[phase]
             text = sequence[shown[phase] - 1][1] if shown[phase] else ""
-            return render.race_html(text, label, shown[phase] == len(sequence))
+            return render.race_html(text, label, sequence[-1][0] if shown[phase] == len(sequence) else None)
 
         note = f" (×{scale:.1f} faster than measured)" if scale > 1 else " (at the measured pace)"
         stopped = stop.is_set()
         if stopped:
-            note += " \u23f9 Stopped"
+            note += " \u25a0 Stopped"
         done = stopped or all(shown[p] == len(frames[p]) for p in frames)
         if done or dict(shown) != sent or time.monotonic() - last >= RACE_CLOCK_S:  # a slow browser keeps up
             yield (f'<div class="tabed-race"><div>{side(SPECULATIVE, conversation.label)}</div>'

@@ -57,3 +57,13 @@ class Words:
 
     def top(self, pairs: list[list]) -> str:
         return " · ".join(f"{self(token)} {prob:.2f}" for token, prob in pairs[:SHOWN])
+
+
+def below(low: float, high: float) -> tuple[str, str]:
+    """Two numbers shown with as few decimals (two to four) as tell them apart, so that a comparison the
+    page states is one a reader can see: 0.198 < 0.200, never "0.20 < 0.20"."""
+    for digits in (2, 3, 4):
+        shown = f"{low:.{digits}f}", f"{high:.{digits}f}"
+        if shown[0] != shown[1]:
+            return shown
+    return shown

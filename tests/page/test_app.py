@@ -69,7 +69,7 @@ def test_run_streams_coloured_tokens_then_metrics_and_exports(tiny_app, image_pa
     out = final(outputs)
     status, tabed_html, plain_html, metrics, figure = out.status, out.tabed, out.plain, out.metrics, out.weights
     blocks, chat, state, files, trees = out.blocks, out.chat, out.state, out.downloads, out.trees
-    assert status.startswith("\u2705 Done") and "Speedup" in status
+    assert status.startswith("\u2713 Done") and "Speedup" in status
     streamed = [frame(o).tabed.split('<div class="tabed-rejected-count">')[0] for o in outputs
                 if isinstance(frame(o).tabed, str) and frame(o).tabed]  # the tokens, before the count of rejected
     assert len(streamed) > 1
@@ -116,7 +116,7 @@ def test_trees_from_the_page_are_drawn_block_by_block(tiny_app, image_path):
     outputs = list(tiny_app.run(image_path, "w1 w2 w3", None, **settings(tree_width=3, max_new_tokens=40)))
     out = final(outputs)
     status, blocks, state, files, trees = out.status, out.blocks, out.state, out.downloads, out.trees
-    assert status.startswith("\u2705 Done")
+    assert status.startswith("\u2713 Done")
     result = last_run(state)["results"]["speculative"]
     assert result["token_ids"] == last_run(state)["results"]["autoregressive"]["token_ids"]
     assert last_run(state)["request"]["config"]["tree_width"] == 3
@@ -139,7 +139,7 @@ def test_a_tree_in_the_first_block_only_from_the_page(tiny_app, image_path):
                                 **settings(tree_width=3, tree_blocks="first", max_new_tokens=40)))
     out = final(outputs)
     status, blocks, state, trees = out.status, out.blocks, out.state, out.trees
-    assert status.startswith("\u2705 Done")
+    assert status.startswith("\u2713 Done")
     result = last_run(state)["results"]["speculative"]
     assert result["token_ids"] == last_run(state)["results"]["autoregressive"]["token_ids"]
     assert last_run(state)["request"]["config"]["tree_blocks"] == "first"
@@ -154,7 +154,7 @@ def test_by_default_the_first_block_hedges_and_the_trees_chart_shows_it(tiny_app
     trees chart draws that block; without one there is nothing to hedge between, and the chart says so."""
     out = final(list(tiny_app.run(image_path, "w1 w2 w3", None, **settings(max_new_tokens=40))))
     status, state, trees = out.status, out.state, out.trees
-    assert status.startswith("\u2705 Done")
+    assert status.startswith("\u2713 Done")
     result = last_run(state)["results"]["speculative"]
     assert result["token_ids"] == last_run(state)["results"]["autoregressive"]["token_ids"]
     assert last_run(state)["request"]["config"]["hedge_first"] and result["blocks"][0]["tree"]
@@ -216,7 +216,7 @@ def test_n_from_the_page_is_its_own_method(tiny_app):
     outputs = list(tiny_app.run(None, "w1 w2 w1 w2", None, **settings(methods=["M", "T", "N"])))
     out = final(outputs)
     status, figure, blocks, state = out.status, out.weights, out.blocks, out.state
-    assert status.startswith("\u2705 Done")
+    assert status.startswith("\u2713 Done")
     assert "weight of N" in {trace.name for trace in figure.data} and "N guesses" in blocks.value["headers"]
     result = last_run(state)["results"]
     assert result["speculative"]["spec"] == "tabed-MTN"
@@ -260,7 +260,7 @@ def test_several_pictures_go_with_the_first_prompt(tiny_app, image_path, tmp_pat
     assert results["speculative"]["token_ids"] == results["autoregressive"]["token_ids"]
     outputs = list(tiny_app.ask_follow_up(gallery, "w3", state, **settings(max_new_tokens=8)))
     status, chat = final(outputs).status, final(outputs).chat
-    assert status.startswith("\u2705 Done")
+    assert status.startswith("\u2713 Done")
     assert chat[0]["content"].startswith("[2 pictures] ") and len(chat) == 4
     status = final(list(tiny_app.ask_follow_up([(image_path, None)], "w4", state, **settings()))).status
     assert "same pictures" in status
@@ -308,7 +308,7 @@ def test_every_image_mode_runs(tiny_app, tmp_path, mode):
     else:
         Image.new("RGB", (48, 40), (200, 30, 30)).convert(mode).save(path)
     status = final(list(tiny_app.run(str(path), "w1", None, **settings(max_new_tokens=4)))).status
-    assert status.startswith("\u2705 Done"), status
+    assert status.startswith("\u2713 Done"), status
 
 
 @pytest.mark.parametrize(
@@ -423,7 +423,7 @@ def test_stop_during_tabed_shows_stopped_and_keeps_the_partial_answer(tiny_app, 
     status, tabed_html, plain_html, metrics, figure = out.status, out.tabed, out.plain, out.metrics, out.weights
     blocks, chat, state = out.blocks, out.chat, out.state
     _never_done(after)
-    assert status.startswith("\u23f9 Stopped after") and "not added to the conversation" in status
+    assert status.startswith("\u25a0 Stopped after") and "not added to the conversation" in status
     assert "tk-accepted" in tabed_html and tabed_html.endswith(STOPPED_MARK)
     assert "tk-plain" not in plain_html  # plain decoding never started
     assert render.BLOCK_EFFICIENCY in _metric_names(metrics) and "speedup (decode time)" not in _metric_names(metrics)
@@ -431,7 +431,7 @@ def test_stop_during_tabed_shows_stopped_and_keeps_the_partial_answer(tiny_app, 
     assert chat == [] and state.turns == []  # a half answer is not a finished turn
     assert not tiny_app.STOPS.flags  # nothing left behind
     again = final(list(tiny_app.run(image_path, "w3", state, **settings(), request=request)))
-    assert again.status.startswith("\u2705 Done")
+    assert again.status.startswith("\u2713 Done")
 
 
 def test_stop_during_plain_decoding_says_the_plain_side_was_stopped(tiny_app, image_path):
@@ -442,7 +442,7 @@ def test_stop_during_plain_decoding_says_the_plain_side_was_stopped(tiny_app, im
     status, tabed_html, plain_html, metrics = out.status, out.tabed, out.plain, out.metrics
     state, files = out.state, out.downloads
     _never_done(after)
-    assert status.startswith("\u23f9 Stopped plain decoding") and "TABED's answer is complete" in status
+    assert status.startswith("\u25a0 Stopped plain decoding") and "TABED's answer is complete" in status
     assert not tabed_html.endswith(STOPPED_MARK)
     assert "tk-plain" in plain_html and plain_html.endswith(STOPPED_MARK)
     assert "speedup (decode time)" not in _metric_names(metrics)  # no speed claimed from unequal answers
@@ -457,7 +457,7 @@ def test_stop_before_the_first_block(tiny_app, image_path):
     request = StopClient("stop-while-loading")
     tiny_app.PAIRS.name = "loading"  # not loaded: the first frame is the loading message
     after = _run_until(tiny_app, image_path, request, lambda o: "Loading" in str(frame(o).status))
-    assert final(after).status.startswith("\u23f9 Stopped before decoding began")
+    assert final(after).status.startswith("\u25a0 Stopped before decoding began")
     assert all(changed(frame(o)) == ["status"] for o in after)
     assert workers_alive() == 0
 
@@ -466,7 +466,7 @@ def test_stop_only_stops_its_own_session(tiny_app, image_path):
     tiny_app.request_stop(StopClient("another-session"))
     status = final(list(tiny_app.run(image_path, "w1", None, **settings(max_new_tokens=12),
                                      request=StopClient("this-session")))).status
-    assert status.startswith("\u2705 Done")
+    assert status.startswith("\u2713 Done")
 
 
 def test_stop_ends_the_replay_race_where_it_is(tiny_app, image_path):
@@ -504,13 +504,16 @@ def test_out_of_memory_is_a_message_and_the_app_keeps_serving(tiny_app, pair, im
     status = final(list(tiny_app.run(image_path, "w1", None, **settings()))).status
     assert "ran out of memory" in status and "Traceback" not in status
     tiny_app.PAIRS.pair = pair
-    assert final(list(tiny_app.run(image_path, "w1", None, **settings()))).status.startswith("\u2705 Done")
+    assert final(list(tiny_app.run(image_path, "w1", None, **settings()))).status.startswith("\u2713 Done")
 
 
 def test_replay_race_plays_both_answers(tiny_app, image_path):
     state = final(list(tiny_app.run(image_path, "w1", None, **settings(max_new_tokens=8)))).state
     frames = list(tiny_app.replay_race(state))
     assert "TABED" in frames[-1] and "plain decoding" in frames[-1] and frames[-1].count("\u2714") == 2
+    ended = {side: state.frames[side][-1][0] for side in ("speculative", "autoregressive")}  # each its own clock
+    assert f"TABED \u2714 done in {ended['speculative']:.2f} s" in frames[-1]
+    assert f"plain decoding \u2714 done in {ended['autoregressive']:.2f} s" in frames[-1]
     assert "Run a prompt" in next(tiny_app.replay_race(None))
 
 
@@ -630,12 +633,12 @@ def test_charts_wait_for_the_end_of_a_race_with_plain_decoding(tiny_app, image_p
     being timed: during the race only the tokens stream; alone, TABED's charts follow its blocks."""
     outputs = list(tiny_app.run(image_path, "w1 w2", None, **settings(max_new_tokens=400)))
     raced = _charted_statuses(outputs)
-    assert raced and all(status.startswith("\u2705 Done") for status in raced)
-    decoding = [str(frame(output).status) for output in outputs if str(frame(output).status).startswith("\u23f3")]
+    assert raced and all(status.startswith("\u2713 Done") for status in raced)
+    decoding = [str(frame(output).status) for output in outputs if str(frame(output).status).startswith("\u25f7")]
     assert decoding and all("the charts come when both sides are done" in status for status in decoding)
     alone = list(tiny_app.run(image_path, "w1 w2", None, **settings(max_new_tokens=400, compare_ar=False)))
     charted = _charted_statuses(alone)
-    assert any("TABED decoding" in status for status in charted) and charted[-1].startswith("\u2705 Done")
+    assert any("TABED decoding" in status for status in charted) and charted[-1].startswith("\u2713 Done")
     assert not any("charts come" in str(frame(output).status) for output in alone)
 
 
@@ -886,7 +889,7 @@ def test_each_method_run_alone_shows_its_real_figures_beside_the_ensembles(tiny_
     shown = {row[0]: row[1] for row in unraced.metrics}  # N never drafts alone; no plain decoding: no speedup
     assert set(last_run(unraced.state)["results"]) == {"speculative", "alone:M", "alone:T"}
     assert "×" not in shown["M alone, really run: block efficiency · speedup (decode time)"]
-    assert unraced.status.startswith("\u2705 Done")
+    assert unraced.status.startswith("\u2713 Done")
 
 
 def test_a_closed_sessions_downloads_go_with_its_state(tiny_app, image_path):
