@@ -298,14 +298,13 @@ def _stepper() -> SimpleNamespace:
 
 
 def show_step(conversation, index) -> tuple:
-    """Block `index` of the session's last answer: the index shown, the block, and the status: a number that
-    is no block of it shows the nearest one and says so (otherwise the status stays as it is)."""
-    blocks = session_state(conversation).blocks
-    shown, refused = stepper.chosen_block(index, len(blocks))
-    tokenizer = PAIRS.pair.tokenizer if PAIRS.pair is not None else None
+    """Block `index` of the session's last answer: the index shown and the block; a number that is no block of
+    it shows the nearest one, and the stepper says so above it (the status keeps the run's reasons)."""
     state = session_state(conversation)
-    page = stepper.step_html(tokenizer, blocks, shown, state.unlearned or stepper.UNLEARNED, state.shared)
-    return shown, page, f"\u26a0\ufe0f {refused}" if refused else gr.skip()
+    shown, refused = stepper.chosen_block(index, len(state.blocks))
+    tokenizer = PAIRS.pair.tokenizer if PAIRS.pair is not None else None
+    page = stepper.step_html(tokenizer, state.blocks, shown, state.unlearned or stepper.UNLEARNED, state.shared)
+    return shown, stepper.refused_html(refused) + page if refused else page
 
 
 def pick_step(conversation, event: gr.SelectData) -> tuple:
@@ -334,7 +333,7 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
     # A run clears the last run's replayed race too, by a listener of its own (the run's API stays as it is),
     # registered before the run's: Gradio carries out a trigger's listeners in turn, the run's to its end.
     for trigger in (ask.run.click, ask.follow_up.click, ask.prompt.submit):
-        trigger(lambda: "", None, [show.race], queue=False, api_name=False, js=texts.SCROLL_TO_STATUS_JS)
+        trigger(lambda: "", None, [show.race], queue=False, api_name=False, js=texts.RUN_STARTS_JS)
     run_event = ask.run.click(run, inputs, outputs, api_name="run", **decode)
     follow_event = ask.follow_up.click(ask_follow_up, inputs, outputs, api_name="follow_up", **decode)
     submit_event = ask.prompt.submit(run, inputs, outputs, api_name=False, **decode)
@@ -349,13 +348,14 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
     for control in (methods, mode, tree_width, hedge_first):
         control.change(trees_shown, [methods, mode, tree_width, hedge_first], [show.trees], queue=False,
                        api_name=False)
+    ask.new.click(None, None, None, js=texts.FORGET_DETAIL_JS, queue=False, api_name=False)
     new_event = ask.new.click(new_conversation, [state], [*outputs, show.race, ask.image, ask.prompt], api_name=False)
     step = show.stepper
-    stepped = [step.index, step.view, show.status]
+    stepped = [step.index, step.view]
     notes = [show.timing, show.weights_note]  # in the words of what decoded the answer (`texts.notes_for`)
     for event in (run_event, follow_event, submit_event, new_event):  # a new answer: its first block
-        event.then(lambda c: (*show_step(c, 0)[:2], *texts.notes_for(session_state(c).label)), [state],
-                   stepped[:2] + notes, api_name=False)
+        event.then(lambda c: (*show_step(c, 0), *texts.notes_for(session_state(c).label)), [state],
+                   stepped + notes, api_name=False)
     step.index.input(show_step, [state, step.index], stepped, api_name=False, preprocess=False)
     step.previous.click(lambda c, i: show_step(c, (i or 0) - 1), [state, step.index], stepped, api_name=False)
     step.next.click(lambda c, i: show_step(c, (i or 0) + 1), [state, step.index], stepped, api_name=False)

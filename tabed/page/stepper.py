@@ -34,6 +34,11 @@ def chosen_block(index: object, count: int) -> tuple[int, str | None]:
     return shown, f"block {int(index)} is not one of this answer's blocks (0 to {count - 1}): showing block {shown}"
 
 
+def refused_html(refused: str) -> str:
+    """Why the stepper shows another block than the one asked for, in a line above it."""
+    return f'<p class="tabed-step-refused">\u26a0\ufe0f {html.escape(refused)}</p>'
+
+
 def step_html(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], index: int,
               unlearned: str = UNLEARNED, shared: list[str] = ()) -> str:
     """Block `index` of a run (clamped to the run's blocks), as HTML. `unlearned`: why a block whose weights

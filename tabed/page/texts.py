@@ -77,8 +77,14 @@ SHOW_REJECTED_JS = """(shown) => {
   return shown;
 }"""
 
-# A phone stacks the page's two columns, so the status sits a screen below Run: a run brings it into view there.
-SCROLL_TO_STATUS_JS = """() => {
+# A run or a new conversation starts: the last answer's token detail goes (it would speak of a token no longer
+# shown); and, a phone stacking the page's two columns with the status a screen below Run, a run brings it into view.
+FORGET_DETAIL_JS = """() => {
+  const detail = document.querySelector('#token-detail .tabed-token-detail');
+  if (detail) { detail.textContent = DETAIL_PROMPT; detail.classList.remove('filled'); }
+}"""
+RUN_STARTS_JS = """() => {
+  (FORGET_DETAIL_JS)();
   if (window.innerWidth <= 640) document.querySelector('#status')?.scrollIntoView({block: 'start'});
 }"""
 
@@ -119,7 +125,10 @@ TOKEN_TAP_JS = """() => {
   document.addEventListener('click', (event) => say(event, true));
   document.addEventListener('mouseover', (event) => say(event, false));
 }"""
-TOKEN_DETAIL = '<div class="tabed-token-detail">Tap or hover a token of an answer for its details.</div>'
+DETAIL_PROMPT = "Tap or hover a token of an answer for its details."
+TOKEN_DETAIL = f'<div class="tabed-token-detail">{DETAIL_PROMPT}</div>'
+FORGET_DETAIL_JS = FORGET_DETAIL_JS.replace("DETAIL_PROMPT", repr(DETAIL_PROMPT))
+RUN_STARTS_JS = RUN_STARTS_JS.replace("FORGET_DETAIL_JS", FORGET_DETAIL_JS)
 
 INTRO = """# TABED: speculative decoding for vision-language models
 A small **drafter** guesses the next few tokens in several ways at once — **M** sees the image, **T** sees only

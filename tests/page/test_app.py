@@ -1,5 +1,6 @@
 """The app's event handlers, driven directly with a tiny pair: what they yield, errors, Stop."""
 
+import html
 import json
 import re
 import threading
@@ -741,16 +742,18 @@ def test_the_block_stepper_shows_the_last_answers_blocks_one_at_a_time(tiny_app,
     blocks = state.blocks
     assert len(blocks) > 2 and all(len(b.positions) == min(b.accepted + 1, len(b.draft)) for b in blocks)
     assert last_run(state)["results"]["speculative"]["blocks"][1]["positions"]  # in the download too
-    index, page, status = tiny_app.show_step(state, 1)
-    assert index == 1 and f"Block 1 of blocks 0–{len(blocks) - 1}" in page and status == gr.skip()
+    index, page = tiny_app.show_step(state, 1)
+    assert index == 1 and f"Block 1 of blocks 0–{len(blocks) - 1}" in page and "\u26a0" not in page
     last = len(blocks) - 1
     for typed, shown, said in ((999, last, f"block 999 is not one of this answer's blocks (0 to {last}): showing "
                                            f"block {last}"),
                                (-3, 0, f"block -3 is not one of this answer's blocks (0 to {last}): showing block 0"),
                                (2.5, 0, "block must be a whole number, one of this answer's blocks; got 2.5")):
-        index, page, status = tiny_app.show_step(state, typed)  # the nearest block, and the status says why
-        assert (index, status) == (shown, f"\u26a0\ufe0f {said}") and f"Block {shown} of blocks 0–{last}" in page
-    assert tiny_app.show_step(state, None)[:1] == (0,) and tiny_app.show_step(state, last)[2] == gr.skip()
+        index, page = tiny_app.show_step(state, typed)  # the nearest block, and the stepper says why above it
+        said = f'<p class="tabed-step-refused">\u26a0\ufe0f {said}</p>'
+        assert index == shown and html.unescape(page).startswith(said)
+        assert f"Block {shown} of blocks 0–{last}" in page
+    assert tiny_app.show_step(state, None)[:1] == (0,) and "\u26a0" not in tiny_app.show_step(state, last)[1]
     assert tiny_app.pick_step(state, SimpleNamespace(index=[2, 4]))[0] == 2  # a tap on the table's third row
     assert "Run a prompt" in tiny_app.show_step(None, 3)[1]
     assert "one row" not in tiny_app.show_step(state, 1)[1]
@@ -808,7 +811,7 @@ def test_methods_that_read_the_same_text_are_drawn_and_explained_as_one_row(tiny
     assert lines == {"weight of M=T (one row: no picture)": [1.0] * len(out.state.blocks)}
     assert "M=T guesses" in out.blocks.headers and "M guesses" not in out.blocks.headers
     assert "no picture" in out.status
-    _, page, _ = tiny_app.show_step(out.state, 2)
+    _, page = tiny_app.show_step(out.state, 2)
     assert "read the same text (no picture)" in page and "nothing verified yet" not in page
 
 

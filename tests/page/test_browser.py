@@ -223,9 +223,18 @@ class TestWithTheTinyPair:
         no_error_badge(page)
 
     def test_follow_up_from_the_page(self, page, chart_png):
+        """A follow-up joins the conversation; a token's detail from the last answer goes when the next run
+        starts, and when a new conversation does (it would speak of a token no longer shown)."""
         ask(page, chart_png, "w1 w2")
+        detail = page.locator("#token-detail")
+        page.locator("#tabed-answer .tk").first.click()
+        expect(detail).to_contain_text("block 0")
         ask(page, None, "w4 w5", run=2, button="#follow-up")
         expect(page.locator("#chat")).to_contain_text("w4 w5")
+        expect(detail).to_have_text(app.texts.DETAIL_PROMPT)
+        page.locator("#tabed-answer .tk").first.click()
+        page.locator("#new").click()
+        expect(detail).to_have_text(app.texts.DETAIL_PROMPT)
         assert workers_alive() == 0
 
     def test_new_conversation_clears_the_page(self, page, chart_png):
@@ -285,7 +294,8 @@ class TestWithTheTinyPair:
         index = page.locator("#step-index input")
         index.fill("-3")
         index.press("Enter")
-        expect(page.locator("#status")).to_contain_text(f"block -3 is not one of this answer's blocks (0 to {last})")
+        expect(view).to_contain_text(f"block -3 is not one of this answer's blocks (0 to {last})")  # where typed
+        expect(page.locator("#status")).to_contain_text("Exact")  # the status keeps the run's reasons
         expect(view).to_contain_text(f"Block 0 of blocks 0–{last}")
         no_error_badge(page)
 
