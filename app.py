@@ -233,7 +233,7 @@ def _question_column(default: str) -> SimpleNamespace:
     ui = SimpleNamespace()
     ui.image = gr.Gallery(label=LABELS["pictures"], type="filepath", interactive=True,
                           sources=["upload", "clipboard"], file_types=["image"], elem_id="image", height=280,
-                          columns=2, fit_columns=False, object_fit="contain")
+                          columns=3, fit_columns=False, object_fit="contain")  # three pictures side by side
     ui.prompt = gr.Textbox(label=LABELS["prompt"], placeholder="Ask about the pictures (several are seen together), "
                            "or anything else", elem_id="prompt",
                            lines=2)
@@ -242,7 +242,7 @@ def _question_column(default: str) -> SimpleNamespace:
         ui.follow_up = gr.Button("Ask as follow-up", elem_id="follow-up")
         ui.stop = gr.Button("Stop", variant="stop", elem_id="stop")
     ui.new = gr.Button("New conversation", size="sm", elem_id="new")
-    ui.chat = gr.Chatbot(label="Conversation", height=220, elem_id="chat")
+    ui.chat = gr.Chatbot(label="Conversation", height=220, elem_id="chat", buttons=["copy"])  # no toolbar on a turn
     ui.settings = _settings(default)
     starts, follow_ups = BUNDLED.starts(), BUNDLED.follow_ups()
     gr.Examples(starts, inputs=[ui.image, ui.prompt], cache_examples=False, elem_id="examples",

@@ -9,6 +9,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+OWN_QUESTION = ("This is a question of your own: the teaching drafter saw only the teaching world's pictures (shapes, "
+                "bar charts, printed words and numbers), so on a picture of another kind M's guesses suffer and T's "
+                "do not; and where a question is unlike the world's, the target's own words lead.")
 LATER_TURN = ("This is a later turn: the drafter, taught mostly on first turns, has the pictures and the answers so "
               "far in its context, and there the text helps it as much as the pictures do.")
 
@@ -43,7 +46,8 @@ class Examples:
     def lesson(self, pictures: list[str], asked: list[str]) -> str | None:
         """What the example whose pictures (by content, whatever their files are called now) and prompts these
         are was built to show, in a sentence: `asked` is the conversation's prompts, this run's last. Any other
-        later turn about pictures is one too (`LATER_TURN`)."""
+        later turn about pictures is one too (`LATER_TURN`), and any other first turn about pictures is a question
+        of one's own (`OWN_QUESTION`)."""
         digests = [_digest(Path(path)) for path in pictures]
         for row in self.rows:
             if [self._digests[name] for name in row.images] != digests:
@@ -51,7 +55,9 @@ class Examples:
             lesson = {(row.prompt,): row.lesson, (row.prompt, row.follow_up): row.follow_up_lesson}.get(tuple(asked))
             if lesson:
                 return f"This example was built to show {lesson}."
-        return LATER_TURN if len(asked) > 1 and pictures else None
+        if not pictures:
+            return None
+        return LATER_TURN if len(asked) > 1 else OWN_QUESTION
 
 
 def _digest(path: Path) -> str:

@@ -18,11 +18,14 @@ def why(word: Words, position: dict) -> str:
     target = dict(map(tuple, position["target"]))
     if test["kind"] == "greedy":
         top1 = test["target_top1"]
-        said = f"the target's top-1 is {word(top1)} ({target.get(top1, 0.0):.2f})"
         if test["kept"]:
-            return f"{said}: the draft is it, kept"
-        under = f"{target[draft]:.2f}" if draft in target else f"less than {min(target.values()):.2f}"
-        return f"{said}; the draft {word(draft)} had {under} under the target: rejected"
+            return f"the target's top-1 is {word(top1)} ({target.get(top1, 0.0):.2f}): the draft is it, kept"
+        if draft not in target:
+            return (f"the target's top-1 is {word(top1)} ({target.get(top1, 0.0):.2f}); the draft {word(draft)} is "
+                    f"not even among the target's top {len(target)}: rejected")
+        under, top = below(target[draft], target.get(top1, 0.0))  # a near tie shown with the decimals it needs
+        return (f"the target's top-1 is {word(top1)} ({top}); the draft {word(draft)} had {under} under the target: "
+                "rejected")
     tried = test.get("tried") or [{"token": draft, **{k: test[k] for k in ("u", "p", "q", "kept")}}]
     tests = "; ".join(_drawn(word, t) for t in tried)
     if test["kept"]:
@@ -106,6 +109,9 @@ def where_they_differed(blocks: list[BlockEvent]) -> str:
             "what the drafter was never taught).")
 
 
+FEW = 5  # positions: a method that guessed at fewer (it rested), and at under half the most, is not compared
+
+
 def who_led(blocks: list[BlockEvent], shared: list[str], pictures: bool, learned: bool) -> str | None:
     """Which method's guesses the target agreed with most, by how much, and the likely cause, in words;
     None when no draft was verified. `shared`: methods drafted as one row (no picture); `learned`: the
@@ -122,21 +128,33 @@ def who_led(blocks: list[BlockEvent], shared: list[str], pictures: bool, learned
     if shared:
         return text + (f" With no picture {' and '.join(shared)} read the same text: one row, one guess, so nothing "
                        "told them apart.")
-    leader = max(rate, key=rate.get)
-    if len(rate) > 1:
-        behind = min(rate, key=rate.get)
-        if rate[leader] - rate[behind] >= 0.2:
-            text += (f" {leader} led: its guesses matched at {rate[leader]:.0%} of the positions it guessed at, "
-                     f"{behind}'s at {rate[behind]:.0%}")
-            text += ", and the weights followed it." if learned else "."
-        else:
-            text += f" {'Neither method' if len(rate) == 2 else 'No method'} led by much."
-    if pictures and {"M", "T"} <= set(rate):
+    compared = {m: r for m, r in rate.items() if matched[m][1] >= min(FEW, most / 2)}
+    if few := [m for m in rate if m not in compared]:
+        text += (f" {' and '.join(few)} guessed at too few positions to compare: a method at weight 0 for a few "
+                 "blocks rests (its row sits out the drafting and catches up later, which the weights' history in "
+                 "the stepper counts).")
+    text += _lead(compared, learned)
+    if pictures and {"M", "T"} <= set(compared):
         text += where_they_differed(blocks)
     if max(rate.values()) < 0.5:
         text += (" Every method missed at most positions: the target is saying what the drafter does not "
                  "know (a fact it was never taught, a made-up name), so most tokens are the target's own.")
     return text
+
+
+def _lead(rate: dict[str, float], learned: bool) -> str:
+    """The method that led by a fifth of the positions or more, or that none did and what the weights followed."""
+    if len(rate) < 2:
+        return ""
+    leader, behind = max(rate, key=rate.get), min(rate, key=rate.get)
+    if rate[leader] - rate[behind] >= 0.2:
+        return (f" {leader} led: its guesses matched at {rate[leader]:.0%} of the positions it guessed at, "
+                f"{behind}'s at {rate[behind]:.0%}" + (", and the weights followed it." if learned else "."))
+    text = f" {'Neither method' if len(rate) == 2 else 'No method'} led by much"
+    if not learned:
+        return text + "."
+    return (text + ": the weights followed the rule's finer figures (with w-grid, where the weightings match as "
+            "often, the mix whose whole distribution came closest to the target's wins), shown in the stepper.")
 
 
 def fast_or_slow(tokens_per_pass: float, cost: float, measured: float) -> str:

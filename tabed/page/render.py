@@ -125,10 +125,10 @@ def block_rows(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], gro
 
     rows = []
     for block in blocks:
-        target = ("+" if block.bonus else "\u2192") + words([block.target_token]) if block.target_token is not None \
-            else "(the answer ended)"
-        weights = " ".join(f"{name} {group_weight(block, members):.2f}" + (" resting" if name in block.resting
-                                                                              else "") for name, members in groups)
+        target = f"{'bonus' if block.bonus else 'corrected'}: {words([block.target_token])}" \
+            if block.target_token is not None else "(the answer ended)"
+        weights = " · ".join(f"{name} rests" if name in block.resting else f"{name} {group_weight(block, members):.2f}"
+                             for name, members in groups)
         rows.append([block.index, weights, words(block.draft), block.accepted, target, draft_length(block)]
                     + ["(resting)" if name in block.resting else words(block.drafts.get(members[0], []))
                        for name, members in groups]
@@ -179,6 +179,9 @@ def block_columns(groups: Groups) -> list[str]:
     return list(LEADING_COLUMNS) + [f"{name} guesses" for name, _ in groups] + ["draft ms", "verify ms"]
 
 
+RESTED = "open dot: the method rested (its row sat out)"
+
+
 def weights_figure(blocks: list[BlockEvent], groups: Groups, alone: str | None = None) -> go.Figure:
     """Ensemble weight of each method per block (lines; methods drafted as one row, one line) and accepted
     drafts per block (bars). `alone`: the label of a single method's run ("M alone"), which mixed nothing:
@@ -197,6 +200,9 @@ def weights_figure(blocks: list[BlockEvent], groups: Groups, alone: str | None =
                                    "size": max(4, 15 - 5 * order)},
                            customdata=[" (resting: its row sat out the draft steps)" if r else "" for r in rested],
                            hovertemplate=f"block %{{x}}: w({method}) = %{{y:.2f}}%{{customdata}}<extra></extra>")
+    if alone is None and any(b.resting for b in blocks):  # what an open dot means, in the legend
+        figure.add_scatter(x=[None], y=[None], mode="markers", name=RESTED,
+                           marker={"symbol": "circle-open", "color": "#57606a", "size": 10})
     last = max(index, default=0)
     if alone is not None:  # no weight to draw: a short title (a phone's width holds it) says so
         figure.update_layout(title={"text": f"{alone}: no ensemble, no weights", "x": 0.02}, showlegend=True)
@@ -425,7 +431,9 @@ def acceptance_rows(metrics: Metrics) -> list[list]:
     if not metrics.accepted_histogram:
         return []
     def by_position(cells: list[dict]) -> str:
-        return " · ".join(f"{index}: {cell['rate']:.0%}" for index, cell in enumerate(cells[:SHOWN_POSITIONS], 1))
+        shown = " · ".join(f"{index}: {cell['rate']:.0%}" for index, cell in enumerate(cells[:SHOWN_POSITIONS], 1))
+        more = len(cells) - SHOWN_POSITIONS
+        return shown + (f" · positions {SHOWN_POSITIONS + 1}–{len(cells)}: in the JSON download" if more > 0 else "")
 
     return [["drafts kept a block (mean)", f"{metrics.mean_accepted:.2f}", "—"],
             ["blocks that kept 0, 1, 2, … drafts", ", ".join(map(str, metrics.accepted_histogram)), "—"],

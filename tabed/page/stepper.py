@@ -154,8 +154,11 @@ def _choice(block: BlockEvent) -> str:
             return (f"{seen}, {matched} (w-grid). All {len(candidates)} weightings tried matched as often "
                     f"({int(best['matches'])}), a tie that says nothing about which method is better, so the "
                     f"least KL (the mix whose whole distribution came closest to the target's) won: {chosen}.")
+        beyond = (", more than any method alone: a mix's top-1 is that of the weighted sum of the methods' "
+                  "distributions, which can be right where each one's own top-1 is not"
+                  if best["matches"] > max(alone.values()) else "")
         return (f"{seen}, {matched} (w-grid). Of the {len(candidates)} weightings tried, "
-                f"{tied} matched most often ({int(best['matches'])}); the one of least KL "
+                f"{tied} matched most often ({int(best['matches'])}{beyond}); the one of least KL "
                 f"among them won: {chosen}.")
     if update["rule"] in ("kld", "tvd"):
         sums = ", ".join(f"{m} {d:.2f}" for m, d in zip(methods, update["divergence"], strict=True))

@@ -27,6 +27,7 @@ CSS = """
 #examples .images-wrapper { flex-wrap: wrap; }  /* three pictures wrap in a phone's cell, off the prompt */
 .tabed-scroll-hint { display: none; font-size: 0.85em; color: #555; }
 @media (max-width: 640px) { .tabed-scroll-hint { display: block; } }
+@media (max-width: 640px) { .js-plotly-plot .modebar-container { display: none; } }  /* off the chart's label */
 #status strong { font-size: inherit; }  /* a reason's label, the size of its line */
 #status ul { margin-top: 0.3em; }
 """
@@ -189,6 +190,8 @@ TIMING_OF = """**How the speed is measured.** {Name} runs first, then (if ticked
 other on the same device — never at the same time. Each model did one warm-up forward when the pair was
 loaded. Speedup is the ratio of decode times: everything after the target's pass over the prompt, which both
 make ({name}'s also checks its first drafts, as transformers' assisted generation does); walltime includes it.
+On a CPU the same run's speedup can differ by a tenth or more from one try to the next (other work, caches,
+clock speed): the figures of one run explain each other, and two tries tell how much to trust them.
 *Replay race* plays both answers back side by side at the measured pace. Hover, click or tap a token of an
 answer for why it was kept, rejected or never tested; the block table scrolls."""
 TIMING = TIMING_OF.format(Name="TABED", name="TABED")

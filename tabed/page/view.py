@@ -15,6 +15,7 @@ import torch
 from ..engine.events import BlockEvent, Finished, GenerationResult, Started, TokenEvent
 from ..engine.session import BUSY_SHARE
 from ..engine.settings import Settings, hedges_first
+from ..engine.spec import METHOD_NAMES
 from ..engine.speed import TIMED_TOKENS, SpeedModel, answer_speed, decode_speedup
 from ..models.pair import ModelPair
 from . import reasons, render, stepper
@@ -255,6 +256,8 @@ class RunView:
         if (share := self.starved()) is not None:
             why.append(("\u26a0\ufe0f Timings unreliable", f"the machine was busy (the run got {share:.1%} of one "
                         f"core, under the {BUSY_SHARE:.0%} an idle machine gives it); run again when it is idle."))
+        if self.pictures and len(seen := [m for m in self.settings.spec.methods if m in METHOD_NAMES]) > 1:
+            why.append(("What each method sees", "; ".join(f"{m}: {METHOD_NAMES[m]}" for m in seen) + "."))
         if led := reasons.who_led(self.blocks, self.shared, self.pictures, learned=self.settings.spec.tabed):
             why.append(("Whose guesses were right", led))
         if (alone := self.alone_speedups()) and (speedup := self.speedup()) is not None:
@@ -279,9 +282,11 @@ class RunView:
             same = "the same sample" if ours == plain else "a different sample"
             return (f"Sampling: {same} from the same distribution. Each draft x is kept with probability "
                     "min(1, p(x)/q(x)) (p the target's, q the ensemble's) and a rejected one is replaced from "
-                    "what is left of p, so the answer is distributed exactly as plain decoding's.")
+                    "what is left of p, so the answer is distributed exactly as plain decoding's. The conversation "
+                    f"goes on from {self.label}'s sample.")
         if ours == plain:
-            return f"Identical to plain decoding: {len(ours)} of {len(plain)} tokens."
+            return (f"Identical to plain decoding: {len(ours)} of {len(plain)} tokens. Exact means the target's own "
+                    "answer, not a true one: where the target is wrong, so is this answer, no more and no less.")
         first = next((i for i, (a, b) in enumerate(zip(ours, plain, strict=False)) if a != b), min(len(ours),
                                                                                                   len(plain)))
         why = ("half precision rounds a near-tie differently in a many-token verify and a one-token step"
@@ -412,7 +417,8 @@ def race_frames(conversation: Conversation, stop: threading.Event) -> Iterator[s
         done = stopped or all(shown[p] == len(frames[p]) for p in frames)
         if done or dict(shown) != sent or time.monotonic() - last >= RACE_CLOCK_S:  # a slow browser keeps up
             yield (f'<div class="tabed-race"><div>{side(SPECULATIVE, conversation.label)}</div>'
-                   f'<div>{side(AUTOREGRESSIVE, "plain decoding")}</div></div><small>{clock:.2f} s{note}</small>')
+                   f'<div>{side(AUTOREGRESSIVE, "plain decoding")}</div></div><small>race clock {clock:.2f} s{note}'
+                   '</small>')
             sent, last = dict(shown), time.monotonic()
         if done:
             return

@@ -40,7 +40,7 @@ EXAMPLES = (  # (pictures, prompt, follow-up, scenario, what the first turn show
     ((), "What is 47 plus 38?", "Tell me about the owl.", "text",
      "arithmetic worked step by step, with no picture to read", "a second turn without a picture"),
     (("noise.png", "inverted.png", "texture.png"), "Describe the image in detail.", "What is 17 plus 25?", "odd",
-     "odd pictures (noise, an inverted photo, a texture) unlike any the drafter was trained on: M drafts "
+     "odd pictures (noise, shapes in inverted colours, a texture) unlike any the drafter was trained on: M drafts "
      "confidently wrong about them, and T, which does not see them, leads",
      SECOND_TURN + ", and no picture helps with arithmetic"),
 )

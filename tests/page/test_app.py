@@ -83,7 +83,7 @@ def test_run_streams_coloured_tokens_then_metrics_and_exports(tiny_app, image_pa
     rows = {row[0]: row for row in metrics}
     assert "speedup (decode time)" in rows and render.BLOCK_EFFICIENCY in rows
     assert float(rows[render.BLOCK_EFFICIENCY][1]) > 1.0
-    assert {trace.name for trace in figure.data} == {"accepted drafts", "weight of M", "weight of T"}
+    assert {trace.name for trace in figure.data} - {render.RESTED} == {"accepted drafts", "weight of M", "weight of T"}
     assert len(blocks.value["data"]) == result["speculative"]["metrics"]["target_forwards"]
     drafted = [row[blocks.value["headers"].index("drafted (why it stopped)")] for row in blocks.value["data"]]
     assert any("unsure: " in cell for cell in drafted)  # each block says how long its draft was, and why
@@ -108,9 +108,9 @@ def test_the_block_table_says_which_methods_rested(tiny_app, image_path, monkeyp
             rested += resting_here
             assert (symbols[f"weight of {method}"][i] == "circle-open") == resting_here  # the chart marks it
             if resting_here:
-                assert f"{method} 0.00 resting" in row[headers.index("weights")]
+                assert f"{method} rests" in row[headers.index("weights")].split(" · ")  # never "resting T"
                 assert row[headers.index(f"{method} guesses")] == "(resting)"
-    assert rested
+    assert rested and render.RESTED in {trace.name for trace in figure.data}  # the legend says what an open dot is
 
 
 def test_trees_from_the_page_are_drawn_block_by_block(tiny_app, image_path):
@@ -766,9 +766,12 @@ def test_the_status_shows_lossless_and_names_what_decoded(tiny_app, image_path):
     a static ensemble or a single method is never called TABED."""
     greedy = final(list(tiny_app.run(image_path, "w1 w2 w3", None, **settings(max_new_tokens=30))))
     tokens = len(last_run(greedy.state)["results"]["autoregressive"]["token_ids"])
-    assert f"Identical to plain decoding: {tokens} of {tokens} tokens." in greedy.status
+    assert f"Identical to plain decoding: {tokens} of {tokens} tokens. Exact means the target's own answer, not a " \
+           "true one" in greedy.status  # a student must not read "exact" as "right"
     sampled = final(list(tiny_app.run(image_path, "w1 w2 w3", None, **settings(temperature=1.0, seed=3))))
     assert "from the same distribution" in sampled.status and "min(1, p(x)/q(x))" in sampled.status
+    assert "The conversation goes on from TABED's sample." in sampled.status  # of the two shown, the one it keeps
+    assert sampled.state.turns[-1][1] == last_run(sampled.state)["results"]["speculative"]["text"]
     for methods, mode, name in ((["M"], app.MODES[2], "M alone"), (["M", "T"], app.MODES[1], "static ensemble MT")):
         statuses = [frame(values).status for values in tiny_app.run(image_path, "w1 w2", None,
                                                                      **settings(methods=methods, mode=mode))]
@@ -949,14 +952,14 @@ def test_the_page_says_why_on_the_bundled_examples(teaching_pair, monkeypatch, t
         assert re.search(r"T led: its guesses matched at \d+% of the positions it guessed at, M's at \d+%, and the "
                          r"weights followed it", said), said
         assert re.search(r"only T at \d+ \(there M.s reading of the picture led it astray\)", said), said
-        assert "This example was built to show odd pictures (noise, an inverted photo, a texture)" in said
+        assert "This example was built to show odd pictures (noise, shapes in inverted colours, a texture)" in said
         second = ask(None, "What is 17 plus 25?", first.state).status
         assert "This example was built to show a second turn: the drafter, taught mostly on first turns" in second
         made_up = ask([str(shapes)], "Tell me about Moravia.").status  # the drafter knows the
         assert re.search(r"M's at \d+ of \d+ positions", made_up), made_up  # grammar: it says what it observed
         assert "a made-up fact: Moravia is a country the teaching world invented and only the target" in made_up
         own = ask([str(shapes)], "Tell me about Moravia and its capital.").status  # not an example's question
-        assert "This example was built" not in own
+        assert "This example was built" not in own and "This is a question of your own: the teaching drafter" in own
         plain = ask(None, "What is 47 plus 38?").status
         assert "With no picture M and T read the same text: one row" in plain
         assert "This example was built to show arithmetic worked step by step" in plain

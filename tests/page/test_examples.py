@@ -5,7 +5,7 @@ import json
 
 from PIL import Image
 
-from tabed.page.examples import LATER_TURN, Examples
+from tabed.page.examples import LATER_TURN, OWN_QUESTION, Examples
 
 
 def _folder(tmp_path):
@@ -33,11 +33,12 @@ def test_an_examples_lesson_follows_its_pictures_by_content_and_its_prompts_turn
     assert examples.lesson([str(upload)], ["What colour?", "Again?"]) == built("a second turn")
     assert examples.lesson([str(upload), str(tmp_path / "blue.png")], ["What colour?"]) == built("two pictures")
     assert examples.lesson([], ["What is 2 plus 2?", "And 3?"]) == built("no picture, again")
-    assert examples.lesson([str(tmp_path / "blue.png")], ["What colour?"]) is None  # another picture
-    assert examples.lesson([str(upload)], ["What colour is it?"]) is None  # another question
-    assert examples.lesson([str(upload)], ["Again?"]) is None  # a follow-up asked first
-    assert examples.lesson([str(tmp_path / "gone.png")], ["What colour?"]) is None
-    assert examples.lesson([], ["What colour?"]) is None
+    # another picture, another question, a follow-up asked first, a picture gone: a question of one's own
+    assert examples.lesson([str(tmp_path / "blue.png")], ["What colour?"]) == OWN_QUESTION
+    assert examples.lesson([str(upload)], ["What colour is it?"]) == OWN_QUESTION
+    assert examples.lesson([str(upload)], ["Again?"]) == OWN_QUESTION
+    assert examples.lesson([str(tmp_path / "gone.png")], ["What colour?"]) == OWN_QUESTION
+    assert examples.lesson([], ["What colour?"]) is None  # no picture: nothing the drafter could not have seen
     # any later turn about pictures is one, said as such: this example's own second turn says nothing more
     assert examples.lesson([str(upload), str(tmp_path / "blue.png")], ["What colour?", "Again?"]) == LATER_TURN
     assert examples.lesson([str(upload)], ["What colour is it?", "And now?"]) == LATER_TURN

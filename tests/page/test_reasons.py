@@ -45,10 +45,21 @@ def test_where_neither_led_each_kind_of_position_says_its_cause():
               block([2, 3], 0, 5, {"M": [2, 3]})]                          # T rested: M alone guessed
     assert m_against_t(blocks) == {"both": 1, "M": 2, "T": 1, "neither": 0}
     text = who_led(blocks, shared=[], pictures=True, learned=True)
-    assert "Neither method led by much." in text and " led:" not in text
+    assert "Neither method led by much: the weights followed the rule's finer figures" in text and " led:" not in text
+    assert "Neither method led by much." in who_led(blocks, shared=[], pictures=True, learned=False)
     assert "Where both M and T guessed (4 positions): both were right at 1" in text
     assert "only M at 2 (there the picture told M what T cannot know)" in text
     assert "Where both" not in who_led(blocks, shared=[], pictures=False, learned=True)  # no picture, no such cause
+
+
+def test_a_method_that_rested_is_not_compared_on_a_few_positions():
+    """T guessed at 2 positions (it rested after), M at 12: T is said too few to compare, not said to lead or
+    trail, and the positions M and T both guessed at are not broken down on two."""
+    blocks = [block([1, 2], 2, 3, {"M": [1, 2], "T": [1, 9]})] + [block([4, 5], 2, 6, {"M": [4, 5]})] * 5
+    text = who_led(blocks, shared=[], pictures=True, learned=True)
+    assert "M's at 12 of 12 positions, T's at 1 of 2 positions (it rested in the other blocks)" in text
+    assert "T guessed at too few positions to compare" in text
+    assert " led" not in text and "Where both" not in text
 
 
 def test_a_made_up_fact_every_method_misses_and_only_the_target_knows():

@@ -19,6 +19,7 @@ from tabed.page.render import (
     BAND,
     END,
     KINDS,
+    RESTED,
     TokenStream,
     block_columns,
     block_rows,
@@ -55,6 +56,15 @@ def _tiny_run(pair, image, **config):
     settings = {"max_new_tokens": 30, "gamma": 4} | config
     return collect(speculative_generate(pair, [Turn("w1 w2 w3", [image])], parse_spec("tabed-MTCP"),
                                         GenerationConfig(**settings)))
+
+
+def test_the_block_table_says_what_the_targets_token_is(pair, image):
+    """Each block's target token in words, bonus or corrected, as the stepper and the legend say it."""
+    blocks = _tiny_run(pair, image).blocks
+    groups = method_groups(["M", "T", "C", "P"])
+    said = [row[block_columns(groups).index("target's token")].split(": ")[0]
+            for row in block_rows(pair.tokenizer, blocks, groups)]
+    assert said == ["bonus" if b.bonus else "corrected" for b in blocks] and "corrected" in said
 
 
 def test_the_weights_chart_counts_whole_blocks_and_shows_every_method(pair, image):
@@ -110,7 +120,7 @@ def test_the_weights_chart_draws_each_methods_own_weights_and_each_blocks_accept
     assert list(bars[0].y) == [b.accepted for b in result.blocks]
     most = max(b.accepted for b in result.blocks)  # the bars' axis fits them (γ = 20 left them flat)
     assert most < figure.layout.yaxis2.range[1] <= most + 2
-    lines = {trace.name: list(trace.y) for trace in figure.data if trace.type == "scatter"}
+    lines = {trace.name: list(trace.y) for trace in figure.data if trace.type == "scatter" and trace.name != RESTED}
     assert lines == {f"weight of {m}": [b.weights[m] for b in result.blocks] for m in methods}
     assert len({tuple(y) for y in lines.values()}) > 1  # the methods' weights differ: a swap would show
 
@@ -150,7 +160,7 @@ def test_the_metrics_say_how_the_drafts_fared_block_by_block_and_position_by_pos
     assert rows["drafts kept a block (mean)"] == "1.75"
     assert rows["blocks that kept 0, 1, 2, … drafts"] == "1, 0, 2, 1"
     assert rows["drafts kept at position 1, 2, … of a block"] == "1: 75% · " + " · ".join(
-        f"{i}: 50%" for i in range(2, 9))  # the first eight positions
+        f"{i}: 50%" for i in range(2, 9)) + " · positions 9–10: in the JSON download"  # the first eight, and where
     assert rows["M's own guess right at position 1, 2, …"] == "1: 100% · 2: 25%"
     assert "T's own guess right at position 1, 2, …" not in rows  # T rested through every block
     assert "drafts kept a block (mean)" not in {row[0] for row in metrics_rows(replace(metrics, accepted_histogram=[]),
@@ -250,3 +260,4 @@ def test_a_tokens_detail_says_why_it_was_kept_rejected_or_never_tested(pair, ima
         assert "the target's top-3: '" in title and test in title and "target p=" in title and "mix q=" in title
     assert all(": rejected" in title or "rejected" in title.split(" · ")[3] for title in details["rejected"])
     assert all("discarded, never tested" in title and "top-3" not in title for title in details["discarded"])
+

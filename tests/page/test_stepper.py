@@ -87,6 +87,13 @@ def test_each_verdict_says_why_in_one_line(tokenizer):
     assert why(word, position("greedy", False, target_top1=9)) == (
         f"the target's top-1 is {nine} (0.81); the draft {seven} had 0.07 under the target: rejected")
     assert why(word, position("greedy", True, target_top1=9)).endswith("the draft is it, kept")
+    unlisted = position("greedy", False, target_top1=9)
+    unlisted["target"] = [[9, 0.81], [3, 0.1]]  # the draft is none of the target's recorded top tokens
+    assert why(word, unlisted).endswith(f"the draft {seven} is not even among the target's top 2: rejected")
+    tie = position("greedy", False, target_top1=9)
+    tie["target"] = [[9, 0.5012], [7, 0.4988]]  # a near tie, with the decimals that tell it apart
+    assert why(word, tie) == (f"the target's top-1 is {nine} (0.501); the draft {seven} had 0.499 under the target: "
+                              "rejected")
     kept = why(word, position("sampling", True, u=0.42, p=0.07, q=0.1))
     assert kept == f"{seven}: u = 0.42 < p/q = 0.70 kept"
     rejected = why(word, position("sampling", False, u=0.9, p=0.07, q=0.6, residual_token=9))
@@ -131,6 +138,11 @@ def test_a_tie_on_matches_is_said_to_tell_nothing_and_the_kl_to_decide(pair, ima
             "which method is better, so the least KL") in text
     update["most_matches"] = update["most_matches"][:2]
     assert "a tie" not in weights_why(replace(block, weight_update=update))
+    mix = next(k for k, c in enumerate(update["candidates"]) if max(c["weights"]) < 1.0)  # no method alone
+    update["candidates"] = [dict(c, matches=3.0 if k == mix else 2.0) for k, c in enumerate(update["candidates"])]
+    update["most_matches"], update["winner"] = [mix], mix
+    beyond = weights_why(replace(block, weight_update=update))
+    assert "matched most often (3, more than any method alone: a mix's top-1 is that of the weighted sum" in beyond
 
 
 def steps_as_coloured(tokenizer, result, plain: list[int]) -> int:
