@@ -270,7 +270,7 @@ def _answer_column() -> SimpleNamespace:
     ui.weights_note = gr.Markdown(texts.WEIGHTS_NOTE, elem_id="weights-note")
     groups = render.method_groups(list(PAGE.methods))
     ui.blocks = gr.Dataframe(headers=render.block_columns(groups), column_widths=render.block_widths(groups),
-                             wrap=True, label="Block by block", elem_id="blocks", interactive=False, max_height=320)
+                             wrap=True, label="Block by block", elem_id="blocks", interactive=False, max_height=480)
     ui.trees = gr.Plot(label="Token trees", elem_id="trees-plot")  # shown while blocks may draft trees
     ui.stepper = _stepper()
     with gr.Row():
