@@ -9,9 +9,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-OWN_QUESTION = ("This is a question of your own: the teaching drafter saw only the teaching world's pictures (shapes, "
-                "bar charts, printed words and numbers), so on a picture of another kind M's guesses suffer and T's "
-                "do not; and where a question is unlike the world's, the target's own words lead.")
+OWN_QUESTION = ("This is a question of your own, so the page says only what it measured. What the teaching drafter "
+                "knows: the teaching world's pictures (shapes, bar charts, printed words and numbers) and facts; on "
+                "a picture of another kind (a photograph) M's guesses suffer and T's do not, and where the target "
+                "knows what the drafter was never taught, both miss.")
 LATER_TURN = ("This is a later turn: the drafter, taught mostly on first turns, has the pictures and the answers so "
               "far in its context, and there the text helps it as much as the pictures do.")
 

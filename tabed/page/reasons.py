@@ -130,16 +130,35 @@ def who_led(blocks: list[BlockEvent], shared: list[str], pictures: bool, learned
                        "told them apart.")
     compared = {m: r for m, r in rate.items() if matched[m][1] >= min(FEW, most / 2)}
     if few := [m for m in rate if m not in compared]:
-        text += (f" {' and '.join(few)} guessed at too few positions to compare: a method at weight 0 for a few "
-                 "blocks rests (its row sits out the drafting and catches up later, which the weights' history in "
-                 "the stepper counts).")
+        text += (f" {' and '.join(few)} drafted at too few positions to compare: a method at weight 0 rests (its "
+                 "row sits out the drafting and catches up later).")
+        if (history := history_matches(blocks)) is not None and history[0] >= FEW:
+            positions, alone = history
+            text += (f" Over the weights' history instead ({counted(positions, 'position')}, a resting row's top-1 "
+                     "filled in when it caught up, as the stepper counts): "
+                     + ", ".join(f"{m}'s top-1 matched at {int(n)}" for m, n in alone.items()) + ".")
+            compared = {m: n / positions for m, n in alone.items()}
     text += _lead(compared, learned)
-    if pictures and {"M", "T"} <= set(compared):
+    if pictures and {"M", "T"} <= set(compared) and not few:
         text += where_they_differed(blocks)
     if max(rate.values()) < 0.5:
         text += (" Every method missed at most positions: the target is saying what the drafter does not "
                  "know (a fact it was never taught, a made-up name), so most tokens are the target's own.")
     return text
+
+
+def history_matches(blocks: list[BlockEvent]) -> tuple[int, dict[str, float]] | None:
+    """The last w-grid choice's figures: the positions in the weights' history and, at them, how often each
+    method's own top-1 was the target's (its weighting alone); None when no block's weights were so chosen."""
+    for block in reversed(blocks):
+        update = block.weight_update
+        if not update or update.get("rule") != "w-grid" or update.get("shared"):
+            continue
+        alone = {m: next((c["matches"] for c in update["candidates"] if c["weights"][k] == 1.0), None)
+                 for k, m in enumerate(block.weights)}
+        if None not in alone.values():
+            return update["positions"], alone
+    return None
 
 
 def _lead(rate: dict[str, float], learned: bool) -> str:

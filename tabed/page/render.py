@@ -179,7 +179,7 @@ def block_columns(groups: Groups) -> list[str]:
     return list(LEADING_COLUMNS) + [f"{name} guesses" for name, _ in groups] + ["draft ms", "verify ms"]
 
 
-RESTED = "open dot: the method rested (its row sat out)"
+RESTED = "open dot: resting"  # short: a phone gives each legend entry a row
 
 
 def weights_figure(blocks: list[BlockEvent], groups: Groups, alone: str | None = None) -> go.Figure:
@@ -213,7 +213,7 @@ def weights_figure(blocks: list[BlockEvent], groups: Groups, alone: str | None =
         yaxis2={"title": "accepted", "overlaying": "y", "side": "right", "showgrid": False, "tickformat": "d",
                 "range": [0, max((b.accepted for b in blocks), default=0) + 1.5]},
         legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0, "xanchor": "left"},  # clear of the axes
-        margin={"l": 50, "r": 50, "t": 100, "b": 40},  # room for the legend in three rows (a phone's) and the label
+        margin={"l": 50, "r": 50, "t": 120, "b": 40},  # room for the legend in four rows (a phone's) and the label
         height=400,
         uirevision="weights",
     )

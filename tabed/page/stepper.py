@@ -150,16 +150,19 @@ def _choice(block: BlockEvent) -> str:
         best = candidates[update["winner"]]
         matched = ", ".join(f"{m}'s top-1 matched the target's {counted(int(n), 'time')}" for m, n in alone.items())
         tied = len(update["most_matches"])
+        whole = (" (all of it to one method: its distribution alone came closer to the target's than any mix; "
+                 "a method left at 0 rests, and the rule weighs it again when it catches up)"
+                 if max(best["weights"]) == 1.0 and len(methods) > 1 else "")
         if tied == len(candidates):  # the matches told the weightings nothing apart
             return (f"{seen}, {matched} (w-grid). All {len(candidates)} weightings tried matched as often "
                     f"({int(best['matches'])}), a tie that says nothing about which method is better, so the "
-                    f"least KL (the mix whose whole distribution came closest to the target's) won: {chosen}.")
+                    f"least KL (the mix whose whole distribution came closest to the target's) won: {chosen}{whole}.")
         beyond = (", more than any method alone: a mix's top-1 is that of the weighted sum of the methods' "
                   "distributions, which can be right where each one's own top-1 is not"
                   if best["matches"] > max(alone.values()) else "")
         return (f"{seen}, {matched} (w-grid). Of the {len(candidates)} weightings tried, "
                 f"{tied} matched most often ({int(best['matches'])}{beyond}); the one of least KL "
-                f"among them won: {chosen}.")
+                f"among them won: {chosen}{whole}.")
     if update["rule"] in ("kld", "tvd"):
         sums = ", ".join(f"{m} {d:.2f}" for m, d in zip(methods, update["divergence"], strict=True))
         return (f"{seen}, each method's summed divergence from the target ({update['rule']}): {sums}; weights ∝ "

@@ -145,15 +145,17 @@ RULE_PHRASES = {  # each weight rule in a phrase, for its choice (whole, on a ph
     "hedge": "hedge: exponential weights on each method's log-loss against the target",
 }
 
+_ORDINAL = {2: "second", 3: "third"}.get(REST_AFTER, f"{REST_AFTER}th")  # the block a method rests from
 WEIGHTS_NOTE = f"""**How the weights move.** After each block the target's distributions at the positions it
 verified join a history; the next block's weights are the rule's choice from it (the default, w-grid, as in
 the paper: of the weightings in steps of 0.1, the one whose mixed top-1 matched the target's most often, ties
 by the least KL). The first block has nothing to learn from, so every method weighs the same; it also drafts
 on until its chance of being kept whole falls below {FIRST_MIN_SURVIVAL} instead of {CPU_MIN_SURVIVAL}
 ({MIN_SURVIVAL} on a GPU, where a draft costs less against a target step), since the prompt's pass verifies
-it at no extra cost. A method at weight 0 for {REST_AFTER} blocks in a row **rests**: its row leaves the drafter's batch
-and catches up every {PROBE_EVERY} blocks, so it can earn weight back. *Step through a block* below shows
-the figures each choice was made from."""
+it at no extra cost. A method given weight 0 for a {_ORDINAL} block in a row **rests** from it on: its row
+leaves the drafter's batch and catches up {PROBE_EVERY} blocks later (then less and less often while it earns
+nothing); each catch-up lets the rule weigh it again, and it rejoins only if it wins weight. *Step through a
+block* below shows the figures each choice was made from."""
 
 PAIR_NOTES = {
     "teaching": "**The bundled teaching pair** (CPU, no network): a 17M target and a 1M drafter trained only on a "

@@ -959,7 +959,8 @@ def test_the_page_says_why_on_the_bundled_examples(teaching_pair, monkeypatch, t
         assert re.search(r"M's at \d+ of \d+ positions", made_up), made_up  # grammar: it says what it observed
         assert "a made-up fact: Moravia is a country the teaching world invented and only the target" in made_up
         own = ask([str(shapes)], "Tell me about Moravia and its capital.").status  # not an example's question
-        assert "This example was built" not in own and "This is a question of your own: the teaching drafter" in own
+        assert "This example was built" not in own
+        assert "This is a question of your own, so the page says only what it measured" in own
         plain = ask(None, "What is 47 plus 38?").status
         assert "With no picture M and T read the same text: one row" in plain
         assert "This example was built to show arithmetic worked step by step" in plain

@@ -532,6 +532,8 @@ def _chart_legible(page) -> None:
     assert len(ticks) >= 2 and all(right < left for (_, right), (left, _) in zip(ticks, ticks[1:], strict=False))
     legend, area = chart.locator(".legend").bounding_box(), chart.locator(".bglayer .bg").first.bounding_box()
     assert legend["y"] + legend["height"] <= area["y"] + 1, (legend, area)
+    label = chart.locator('[data-testid="block-label"]').bounding_box()  # and below the chart's own label
+    assert label["y"] + label["height"] <= legend["y"] + 1, (label, legend)
 
 
 def _rejected_drafts_hide_and_count(page) -> None:

@@ -1,5 +1,7 @@
 """Why, in words: the page's reasons are made from what the run measured, and say what a student can repeat."""
 
+from dataclasses import replace
+
 from tabed.engine.events import BlockEvent, StopReason
 from tabed.page.reasons import alone_sentence, fast_or_slow, guesses_matched, m_against_t, who_led
 from tabed.page.texts import TIMING, WEIGHTS_NOTE, notes_for
@@ -58,8 +60,17 @@ def test_a_method_that_rested_is_not_compared_on_a_few_positions():
     blocks = [block([1, 2], 2, 3, {"M": [1, 2], "T": [1, 9]})] + [block([4, 5], 2, 6, {"M": [4, 5]})] * 5
     text = who_led(blocks, shared=[], pictures=True, learned=True)
     assert "M's at 12 of 12 positions, T's at 1 of 2 positions (it rested in the other blocks)" in text
-    assert "T guessed at too few positions to compare" in text
+    assert "T drafted at too few positions to compare" in text
     assert " led" not in text and "Where both" not in text
+    grid = {"rule": "w-grid", "positions": 14, "winner": 0, "most_matches": [0],
+            "candidates": [{"weights": [1.0, 0.0], "matches": 13.0, "kl": 0.1},
+                           {"weights": [0.5, 0.5], "matches": 12.0, "kl": 0.2},
+                           {"weights": [0.0, 1.0], "matches": 5.0, "kl": 0.9}]}
+    learned = blocks[:-1] + [replace(blocks[-1], weights={"M": 1.0, "T": 0.0}, weight_update=grid)]
+    text = who_led(learned, shared=[], pictures=True, learned=True)  # the history, where T's row caught up
+    assert ("Over the weights' history instead (14 positions, a resting row's top-1 filled in when it caught up, "
+            "as the stepper counts): M's top-1 matched at 13, T's top-1 matched at 5.") in text
+    assert "M led: its guesses matched at 93% of the positions it guessed at, T's at 36%" in text
 
 
 def test_a_made_up_fact_every_method_misses_and_only_the_target_knows():

@@ -120,7 +120,7 @@ def test_the_weights_are_explained_by_the_rules_own_figures(pair, image):
     page = html.unescape(step_html(pair.tokenizer, result.blocks, index))
     moved = counted(len(result.blocks[index].positions), "verified position")
     assert f"How this block moved the weights: with its {moved} in the history" in page
-    assert f"won: {' · '.join(f'{m} {w:.2f}' for m, w in block.weights.items())}." in page
+    assert f"won: {' · '.join(f'{m} {w:.2f}' for m, w in block.weights.items())}" in page
     for rule, figure in (("kld", "summed divergence"), ("hedge", "summed log-loss")):
         other = run(pair, image, rule=rule)
         assert figure in weights_why(next(b for b in other.blocks if b.weight_update is not None))
@@ -143,6 +143,10 @@ def test_a_tie_on_matches_is_said_to_tell_nothing_and_the_kl_to_decide(pair, ima
     update["most_matches"], update["winner"] = [mix], mix
     beyond = weights_why(replace(block, weight_update=update))
     assert "matched most often (3, more than any method alone: a mix's top-1 is that of the weighted sum" in beyond
+    assert "all of it to one method" not in beyond  # the mix won: weight to both
+    update["winner"] = next(k for k, c in enumerate(update["candidates"]) if max(c["weights"]) == 1.0)
+    assert "(all of it to one method: its distribution alone came closer to the target's than any mix; a method " \
+           "left at 0 rests" in weights_why(replace(block, weight_update=update))
 
 
 def steps_as_coloured(tokenizer, result, plain: list[int]) -> int:
