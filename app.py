@@ -286,9 +286,9 @@ def _stepper() -> SimpleNamespace:
     block table or a block of the weights chart picked (`texts.STEP_ON_CLICK_JS`)."""
     ui = SimpleNamespace()
     with gr.Group(elem_id="stepper"):
-        gr.Markdown("**Step through a block**: what each method proposed, what the mix drafted, what the target "
-                    "kept and why, and how the weights were chosen. Tap a row of the block table or a block in "
-                    "the weights chart, or:")
+        gr.Markdown("**Step through a block** of the last finished answer: what each method proposed, what the mix "
+                    "drafted, what the target kept and why, and how the weights were chosen. Tap a row of the block "
+                    "table or a block in the weights chart, or:")
         with gr.Row(equal_height=True):
             ui.previous = gr.Button("◀ previous", elem_id="step-previous", size="sm", min_width=80)
             ui.index = gr.Number(0, label="block", precision=0, elem_id="step-index", min_width=80)

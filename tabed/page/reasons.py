@@ -176,15 +176,21 @@ def _lead(rate: dict[str, float], learned: bool) -> str:
             "often, the mix whose whole distribution came closest to the target's wins), shown in the stepper.")
 
 
-def fast_or_slow(tokens_per_pass: float, cost: float, measured: float) -> str:
+def fast_or_slow(tokens_per_pass: float, cost: float, measured: float, verify: float = 1.0) -> str:
     """Why an answer was fast or slow, in one plain sentence: a target pass's tokens against what a whole pass
-    cost (its verify, its drafting and the rest), in plain decoding's steps (`engine/speed.py`)."""
+    cost (its verify, its drafting and the rest), in plain decoding's steps (`engine/speed.py`); and why a
+    verify can come out cheaper than the one step it replaces."""
     whole = f"a whole pass (verify, drafting and the rest) cost {cost:.2f} plain steps"
     if measured >= 1.0:
-        return (f"Fast because each target pass kept {tokens_per_pass:.1f} tokens where a plain step makes one, "
+        text = (f"Fast because each target pass kept {tokens_per_pass:.1f} tokens where a plain step makes one, "
                 f"and {whole}.")
-    return (f"Slower than plain decoding: each target pass kept only {tokens_per_pass:.1f} tokens, and {whole}: "
-            "the drafts missed too often to pay for themselves.")
+    else:
+        text = (f"Slower than plain decoding: each target pass kept only {tokens_per_pass:.1f} tokens, and {whole}: "
+                "the drafts missed too often to pay for themselves.")
+    if verify < 1.0:
+        text += (f" A verify came out under one plain step ({verify:.2f}): checking a few tokens costs the target "
+                 "about what making one does, and the two are timed in different runs, so their noise can tip it.")
+    return text
 
 
 def alone_sentence(name: str, ours: float, alone: dict[str, float]) -> str:

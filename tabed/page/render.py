@@ -422,6 +422,10 @@ def speed_rows(speed: SpeedModel, weighed: bool = True) -> list[list]:
 
 
 SHOWN_POSITIONS = 8  # draft positions the metrics table lists (the JSON download has every one)
+# two rates per position, on two bases (`engine/acceptance.py`): a draft is tested only after every one before it
+# was kept, while a method's guess is judged wherever the target verified, so the two differ even for one method
+KEPT_AT = "drafts kept at position 1, 2, … (of the blocks that drafted that far)"
+RIGHT_AT = "'s own guess right at position 1, 2, … (of the positions the target verified)"
 
 
 def acceptance_rows(metrics: Metrics) -> list[list]:
@@ -437,9 +441,9 @@ def acceptance_rows(metrics: Metrics) -> list[list]:
 
     return [["drafts kept a block (mean)", f"{metrics.mean_accepted:.2f}", "—"],
             ["blocks that kept 0, 1, 2, … drafts", ", ".join(map(str, metrics.accepted_histogram)), "—"],
-            ["drafts kept at position 1, 2, … of a block", by_position(metrics.acceptance_by_position)
+            [KEPT_AT, by_position(metrics.acceptance_by_position)
              or "none drafted", "—"],
-            *([f"{method}'s own guess right at position 1, 2, …", by_position(cells), "—"]
+            *([f"{method}{RIGHT_AT}", by_position(cells), "—"]
               for method, cells in metrics.method_match_by_position.items() if cells)]
 
 

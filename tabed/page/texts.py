@@ -133,8 +133,8 @@ RUN_STARTS_JS = RUN_STARTS_JS.replace("FORGET_DETAIL_JS", FORGET_DETAIL_JS)
 
 INTRO = """# TABED: speculative decoding for vision-language models
 A small **drafter** guesses the next few tokens in several ways at once — **M** sees the image, **T** sees only
-the text, **C** a caption, **P** a pooled image — and an ensemble mixes the guesses with weights learned while
-decoding (TABED). The big **target** checks a whole block in one forward pass and keeps the longest correct
+the text, **C** a caption, **P** a pooled image (M and T unless Settings tick more) — and an ensemble mixes the
+guesses with weights learned while decoding (TABED). The big **target** checks a whole block in one forward pass and keeps the longest correct
 prefix, so the answer is exactly the target's own, only faster.
 """
 

@@ -251,7 +251,8 @@ class RunView:
         if (speed := self.speed()) is not None:
             cost = speed.verify + speed.drafting + speed.other
             rest = "bookkeeping" if self.alone() else "the weights and bookkeeping"
-            why.append(("Fast or slow", f"{reasons.fast_or_slow(speed.tokens_per_pass, cost, speed.measured)} "
+            said = reasons.fast_or_slow(speed.tokens_per_pass, cost, speed.measured, speed.verify)
+            why.append(("Fast or slow", f"{said} "
                                         f"In numbers: {speed.sentence(rest)}."))
         if (share := self.starved()) is not None:
             why.append(("\u26a0\ufe0f Timings unreliable", f"the machine was busy (the run got {share:.1%} of one "

@@ -87,6 +87,9 @@ def test_without_a_picture_the_rows_are_one_and_nothing_tells_them_apart():
 def test_fast_or_slow_in_one_sentence():
     assert fast_or_slow(3.2, 2.1, 1.52).startswith("Fast because each target pass kept 3.2 tokens")
     assert fast_or_slow(1.1, 1.6, 0.69).startswith("Slower than plain decoding: each target pass kept only 1.1")
+    assert "under one plain step" not in fast_or_slow(3.2, 2.1, 1.52, verify=1.1)
+    assert "A verify came out under one plain step (0.83): checking a few tokens costs the target about what " \
+           "making one does" in fast_or_slow(3.2, 2.1, 1.52, verify=0.83)
 
 
 def test_a_method_alone_that_beat_the_ensemble_is_said_and_why():

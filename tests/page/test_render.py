@@ -18,8 +18,10 @@ from tabed.models.chat import Turn
 from tabed.page.render import (
     BAND,
     END,
+    KEPT_AT,
     KINDS,
     RESTED,
+    RIGHT_AT,
     TokenStream,
     block_columns,
     block_rows,
@@ -159,10 +161,10 @@ def test_the_metrics_say_how_the_drafts_fared_block_by_block_and_position_by_pos
     rows = {row[0]: row[1] for row in metrics_rows(metrics, None)}
     assert rows["drafts kept a block (mean)"] == "1.75"
     assert rows["blocks that kept 0, 1, 2, … drafts"] == "1, 0, 2, 1"
-    assert rows["drafts kept at position 1, 2, … of a block"] == "1: 75% · " + " · ".join(
+    assert rows[KEPT_AT] == "1: 75% · " + " · ".join(
         f"{i}: 50%" for i in range(2, 9)) + " · positions 9–10: in the JSON download"  # the first eight, and where
-    assert rows["M's own guess right at position 1, 2, …"] == "1: 100% · 2: 25%"
-    assert "T's own guess right at position 1, 2, …" not in rows  # T rested through every block
+    assert rows[f"M{RIGHT_AT}"] == "1: 100% · 2: 25%"
+    assert f"T{RIGHT_AT}" not in rows  # T rested through every block
     assert "drafts kept a block (mean)" not in {row[0] for row in metrics_rows(replace(metrics, accepted_histogram=[]),
                                                                                  None)}
 
