@@ -242,7 +242,8 @@ def _question_column(default: str) -> SimpleNamespace:
         ui.follow_up = gr.Button("Ask as follow-up", elem_id="follow-up")
         ui.stop = gr.Button("Stop", variant="stop", elem_id="stop")
     ui.new = gr.Button("New conversation", size="sm", elem_id="new")
-    ui.chat = gr.Chatbot(label="Conversation", height=220, elem_id="chat", buttons=["copy"])  # no toolbar on a turn
+    ui.chat = gr.Chatbot(label="Conversation", show_label=False, height=220, elem_id="chat",
+                         buttons=["copy"])  # neither a label nor a toolbar over its first turn
     ui.settings = _settings(default)
     starts, follow_ups = BUNDLED.starts(), BUNDLED.follow_ups()
     gr.Examples(starts, inputs=[ui.image, ui.prompt], cache_examples=False, elem_id="examples",

@@ -45,11 +45,11 @@ class SpeedModel:
         return self.predicted / self.measured - 1.0
 
     def sentence(self, rest: str = "the weights and bookkeeping") -> str:
-        """The model in plain words, every part of the decode time named, e.g. "3.2 tokens per target pass;
+        """The model in plain words, every part of the decode time named, e.g. "3.20 tokens per target pass;
         its verify cost 1.35 plain steps and its drafting 0.70 more: expected 1.56×; the weights and
         bookkeeping took 0.03 more a pass: measured 1.55×". `rest`: what the other time was (a single
         method has no weights)."""
-        return (f"{self.tokens_per_pass:.1f} tokens per target pass; its verify cost {self.verify:.2f} plain steps "
+        return (f"{self.tokens_per_pass:.2f} tokens per target pass; its verify cost {self.verify:.2f} plain steps "
                 f"and its drafting {self.drafting:.2f} more: expected {self.predicted:.2f}×; {rest} took "
                 f"{self.other:.2f} more a pass: measured {self.measured:.2f}×")
 

@@ -12,7 +12,9 @@ from pathlib import Path
 OWN_QUESTION = ("This is a question of your own, so the page says only what it measured. What the teaching drafter "
                 "knows: the teaching world's pictures (shapes, bar charts, printed words and numbers) and facts; on "
                 "a picture of another kind (a photograph) M's guesses suffer and T's do not, and where the target "
-                "knows what the drafter was never taught, both miss.")
+                "knows what the drafter was never taught, both miss. It was taught a few kinds of question, worded "
+                "as in the examples: to one worded otherwise the target may answer about something else (an "
+                "animal, a country), and that answer is still its own, which the drafts are judged against.")
 LATER_TURN = ("This is a later turn: the drafter, taught mostly on first turns, has the pictures and the answers so "
               "far in its context, and there the text helps it as much as the pictures do.")
 

@@ -38,6 +38,8 @@ def _drawn(word: Words, tried: dict) -> str:
     """A sampled draft's test: its uniform draw u against p/q, with as many decimals as the comparison needs."""
     ratio = tried["p"] / tried["q"] if tried["q"] else float("inf")
     if tried["kept"]:
+        if ratio >= 1:
+            return f"{word(tried['token'])}: p/q = {ratio:.2f} ≥ 1, so kept whatever u (u = {tried['u']:.2f})"
         u, ratio_shown = below(tried["u"], ratio)
         return f"{word(tried['token'])}: u = {u} < p/q = {ratio_shown} kept"
     ratio_shown, u = below(ratio, tried["u"])
@@ -109,7 +111,7 @@ def where_they_differed(blocks: list[BlockEvent]) -> str:
             "what the drafter was never taught).")
 
 
-FEW = 5  # positions: a method that guessed at fewer (it rested), and at under half the most, is not compared
+FEW = 5  # positions: a method that guessed at fewer (it rested), and at under a quarter of the most, is not compared
 
 
 def who_led(blocks: list[BlockEvent], shared: list[str], pictures: bool, learned: bool) -> str | None:
@@ -128,18 +130,19 @@ def who_led(blocks: list[BlockEvent], shared: list[str], pictures: bool, learned
     if shared:
         return text + (f" With no picture {' and '.join(shared)} read the same text: one row, one guess, so nothing "
                        "told them apart.")
-    compared = {m: r for m, r in rate.items() if matched[m][1] >= min(FEW, most / 2)}
+    compared = {m: r for m, r in rate.items() if matched[m][1] >= min(FEW, most / 4)}
+    drafted = set(compared)  # compared on their drafts (the history may compare them all instead)
     if few := [m for m in rate if m not in compared]:
         text += (f" {' and '.join(few)} drafted at too few positions to compare: a method at weight 0 rests (its "
                  "row sits out the drafting and catches up later).")
         if (history := history_matches(blocks)) is not None and history[0] >= FEW:
             positions, alone = history
-            text += (f" Over the weights' history instead ({counted(positions, 'position')}, a resting row's top-1 "
-                     "filled in when it caught up, as the stepper counts): "
+            text += (f" Over the weights' history instead ({counted(positions, 'position')}: those verified until a "
+                     "resting row last caught up, its top-1 then filled in, as the stepper counts): "
                      + ", ".join(f"{m}'s top-1 matched at {int(n)}" for m, n in alone.items()) + ".")
             compared = {m: n / positions for m, n in alone.items()}
     text += _lead(compared, learned)
-    if pictures and {"M", "T"} <= set(compared) and not few:
+    if pictures and {"M", "T"} <= drafted:
         text += where_they_differed(blocks)
     if max(rate.values()) < 0.5:
         text += (" Every method missed at most positions: the target is saying what the drafter does not "
@@ -161,12 +164,15 @@ def history_matches(blocks: list[BlockEvent]) -> tuple[int, dict[str, float]] | 
     return None
 
 
+LEAD = 0.1  # a method leads when its share of right guesses is ahead by this much or more
+
+
 def _lead(rate: dict[str, float], learned: bool) -> str:
-    """The method that led by a fifth of the positions or more, or that none did and what the weights followed."""
+    """The method that led by `LEAD` or more, or that none did and what the weights followed."""
     if len(rate) < 2:
         return ""
     leader, behind = max(rate, key=rate.get), min(rate, key=rate.get)
-    if rate[leader] - rate[behind] >= 0.2:
+    if rate[leader] - rate[behind] >= LEAD:
         return (f" {leader} led: its guesses matched at {rate[leader]:.0%} of the positions it guessed at, "
                 f"{behind}'s at {rate[behind]:.0%}" + (", and the weights followed it." if learned else "."))
     text = f" {'Neither method' if len(rate) == 2 else 'No method'} led by much"
@@ -182,12 +188,12 @@ def fast_or_slow(tokens_per_pass: float, cost: float, measured: float, verify: f
     verify can come out cheaper than the one step it replaces."""
     whole = f"a whole pass (verify, drafting and the rest) cost {cost:.2f} plain steps"
     if measured >= 1.0:
-        text = (f"Fast because each target pass kept {tokens_per_pass:.1f} tokens where a plain step makes one, "
+        text = (f"Fast because each target pass kept {tokens_per_pass:.2f} tokens where a plain step makes one, "
                 f"and {whole}.")
     else:
-        text = (f"Slower than plain decoding: each target pass kept only {tokens_per_pass:.1f} tokens, and {whole}: "
+        text = (f"Slower than plain decoding: each target pass kept only {tokens_per_pass:.2f} tokens, and {whole}: "
                 "the drafts missed too often to pay for themselves.")
-    if verify < 1.0:
+    if round(verify, 2) < 1.0:
         text += (f" A verify came out under one plain step ({verify:.2f}): checking a few tokens costs the target "
                  "about what making one does, and the two are timed in different runs, so their noise can tip it.")
     return text

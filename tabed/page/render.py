@@ -437,7 +437,8 @@ def acceptance_rows(metrics: Metrics) -> list[list]:
     def by_position(cells: list[dict]) -> str:
         shown = " · ".join(f"{index}: {cell['rate']:.0%}" for index, cell in enumerate(cells[:SHOWN_POSITIONS], 1))
         more = len(cells) - SHOWN_POSITIONS
-        return shown + (f" · positions {SHOWN_POSITIONS + 1}–{len(cells)}: in the JSON download" if more > 0 else "")
+        rest = f"position {len(cells)}" if more == 1 else f"positions {SHOWN_POSITIONS + 1}–{len(cells)}"
+        return shown + (f" · {rest}: in the JSON download" if more > 0 else "")
 
     return [["drafts kept a block (mean)", f"{metrics.mean_accepted:.2f}", "—"],
             ["blocks that kept 0, 1, 2, … drafts", ", ".join(map(str, metrics.accepted_histogram)), "—"],

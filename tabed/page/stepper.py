@@ -84,13 +84,14 @@ def _position_row(word: Words, position: dict, j: int, methods: list[str]) -> st
              word.top(position["ensemble"]), word.top(position["target"]), verdict]
     span = len(cells)
     return ("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in cells) + "</tr>"
-            f'<tr class="tabed-why"><td colspan="{span}">{html.escape(why(word, position))}</td></tr>')
+            f'<tr class="tabed-why"><td colspan="{span}"><div>{html.escape(why(word, position))}</div></td></tr>')
 
 
 def _discarded_row(word: Words, token: int, j: int, span: int, said: bool) -> str:
     """A draft after the block's first rejection: shown, and (under the first such, `said`) why never tested."""
     cells = [str(j + 1), word(token), *[""] * (span - 3), VERDICTS["discarded"]]
-    why_not = f'<tr class="tabed-why"><td colspan="{span}">{html.escape(NEVER_TESTED)}</td></tr>' if said else ""
+    why_not = (f'<tr class="tabed-why"><td colspan="{span}"><div>{html.escape(NEVER_TESTED)}</div></td></tr>'
+               if said else "")
     return "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in cells) + "</tr>" + why_not
 
 
@@ -104,7 +105,7 @@ def _target_row(word: Words, block: BlockEvent, span: int) -> str:
         text = (f"{VERDICTS['corrected']}: the target's {word(block.target_token)} takes the first rejected "
                 "draft's place" if block.draft else
                 f"{VERDICTS['corrected']}: nothing was drafted; the target's {word(block.target_token)}")
-    return f'<tr class="tabed-why"><td colspan="{span}"><b>{html.escape(text)}</b></td></tr>'
+    return f'<tr class="tabed-why"><td colspan="{span}"><div><b>{html.escape(text)}</b></div></td></tr>'
 
 
 def moved_why(block: BlockEvent, after: BlockEvent) -> str:

@@ -27,12 +27,14 @@ CSS = """
 #examples .images-wrapper { flex-wrap: wrap; }  /* three pictures wrap in a phone's cell, off the prompt */
 .tabed-scroll-hint { display: none; font-size: 0.85em; color: #555; }
 @media (max-width: 640px) { .tabed-scroll-hint { display: block; } }
+/* a reason's line spans the stepper's wide table: on a phone it stays in view and wraps there as the table scrolls */
+@media (max-width: 640px) { .tabed-why td > div { position: sticky; left: 0; max-width: calc(100vw - 90px); } }
 @media (max-width: 640px) { .js-plotly-plot .modebar-container { display: none; } }  /* off the chart's label */
 #status strong { font-size: inherit; }  /* a reason's label, the size of its line */
 #status ul { margin-top: 0.3em; }
 """
 
-PHONE_COLUMNS = (44, 54, 64, 38, 60, 62)  # px: the block table's leading columns on a phone, together in view
+PHONE_COLUMNS = (44, 54, 60, 36, 72, 58)  # px: the block table's leading columns on a phone, together in view
 
 
 def _phone_block_table() -> str:
@@ -134,8 +136,8 @@ RUN_STARTS_JS = RUN_STARTS_JS.replace("FORGET_DETAIL_JS", FORGET_DETAIL_JS)
 INTRO = """# TABED: speculative decoding for vision-language models
 A small **drafter** guesses the next few tokens in several ways at once — **M** sees the image, **T** sees only
 the text, **C** a caption, **P** a pooled image (M and T unless Settings tick more) — and an ensemble mixes the
-guesses with weights learned while decoding (TABED). The big **target** checks a whole block in one forward pass and keeps the longest correct
-prefix, so the answer is exactly the target's own, only faster.
+guesses with weights learned while decoding (TABED). The big **target** checks a whole block in one forward
+pass and keeps the longest correct prefix, so the answer is exactly the target's own, only faster.
 """
 
 RULE_PHRASES = {  # each weight rule in a phrase, for its choice (whole, on a phone too)

@@ -20,7 +20,7 @@ def test_the_model_in_numbers_a_student_can_check():
     assert model.drafting == pytest.approx(0.5) and model.draft_token == pytest.approx(0.2)
     assert model.drafts_per_kept == 1.25 and model.other == pytest.approx(0.2)
     assert model.predicted == pytest.approx(2.0) and model.measured == pytest.approx(4 / 2.2)
-    assert model.sentence() == ("4.0 tokens per target pass; its verify cost 1.50 plain steps and its drafting "
+    assert model.sentence() == ("4.00 tokens per target pass; its verify cost 1.50 plain steps and its drafting "
                                 "0.50 more: expected 2.00×; the weights and bookkeeping took 0.20 more a pass: "
                                 "measured 1.82×")
     assert model.why_off() is None  # 10% off: within 15%

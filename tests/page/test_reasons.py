@@ -68,8 +68,9 @@ def test_a_method_that_rested_is_not_compared_on_a_few_positions():
                            {"weights": [0.0, 1.0], "matches": 5.0, "kl": 0.9}]}
     learned = blocks[:-1] + [replace(blocks[-1], weights={"M": 1.0, "T": 0.0}, weight_update=grid)]
     text = who_led(learned, shared=[], pictures=True, learned=True)  # the history, where T's row caught up
-    assert ("Over the weights' history instead (14 positions, a resting row's top-1 filled in when it caught up, "
-            "as the stepper counts): M's top-1 matched at 13, T's top-1 matched at 5.") in text
+    assert ("Over the weights' history instead (14 positions: those verified until a resting row last caught up, "
+            "its top-1 then filled in, as the stepper counts): M's top-1 matched at 13, T's top-1 matched at "
+            "5.") in text
     assert "M led: its guesses matched at 93% of the positions it guessed at, T's at 36%" in text
 
 
@@ -85,7 +86,7 @@ def test_without_a_picture_the_rows_are_one_and_nothing_tells_them_apart():
 
 
 def test_fast_or_slow_in_one_sentence():
-    assert fast_or_slow(3.2, 2.1, 1.52).startswith("Fast because each target pass kept 3.2 tokens")
+    assert fast_or_slow(3.2, 2.1, 1.52).startswith("Fast because each target pass kept 3.20 tokens")
     assert fast_or_slow(1.1, 1.6, 0.69).startswith("Slower than plain decoding: each target pass kept only 1.1")
     assert "under one plain step" not in fast_or_slow(3.2, 2.1, 1.52, verify=1.1)
     assert "A verify came out under one plain step (0.83): checking a few tokens costs the target about what " \

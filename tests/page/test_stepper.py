@@ -98,6 +98,8 @@ def test_each_verdict_says_why_in_one_line(tokenizer):
     assert kept == f"{seven}: u = 0.42 < p/q = 0.70 kept"
     rejected = why(word, position("sampling", False, u=0.9, p=0.07, q=0.6, residual_token=9))
     assert rejected.startswith(f"{seven}: u = 0.90 ≥ p/q = 0.12 rejected; the target's {nine} is drawn")
+    assert why(word, position("sampling", True, u=0.93, p=0.18, q=0.1)) == (
+        f"{seven}: p/q = 1.80 ≥ 1, so kept whatever u (u = 0.93)")  # the target likes it more than the mix did
     close = why(word, position("sampling", True, u=0.4098, p=0.041, q=0.1))  # a draw a hair under p/q
     assert close == f"{seven}: u = 0.4098 < p/q = 0.4100 kept"
     hair = why(word, position("sampling", False, u=0.4102, p=0.041, q=0.1, residual_token=9))
