@@ -41,6 +41,7 @@ def legend_html() -> str:
         style = f"color:{colour};font-weight:600" + (";text-decoration:line-through" if kind in STRUCK else "")
         items.append(f'<span class="tabed-legend-item" style="{style}" title="{html.escape(meaning)}">'
                      f"{kind}</span> {html.escape(meaning)}")
+    items.append("\u2423 a space, \u21b5 a new line, \u23ce the end of the answer")  # tokens with no ink
     return '<div class="tabed-legend">' + " &nbsp;·&nbsp; ".join(items) + "</div>"
 
 

@@ -28,8 +28,9 @@ SECOND_TURN = ("a second turn: the drafter, taught mostly on first turns, now ha
                "in its context, and the text so far helps it as much as the picture does")
 EXAMPLES = (  # (pictures, prompt, follow-up, scenario, what the first turn shows, what the second shows)
     (("shapes.png",), "Describe the image in detail.", "Say that again in other words.", "image",
-     "a long description of what the picture shows, which M sees and T (a newline where the picture was) does "
-     "not", SECOND_TURN),
+     "a long description of the picture, which M sees and T (a newline where the picture was) does not; yet most "
+     "of its words follow from the words before them, so T guesses those as well as M, and M gains only where the "
+     "picture's details come in", SECOND_TURN),
     (("chart.png",), "Describe the chart bar by bar.", "Add up all the bars.", "image",
      "values read off a chart bar by bar, which M sees and T must guess from the text so far; a drafter this "
      "small misreads some of them, so M's view helps less than one would think",
