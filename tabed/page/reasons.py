@@ -157,11 +157,17 @@ def history_matches(blocks: list[BlockEvent]) -> tuple[int, dict[str, float]] | 
         update = block.weight_update
         if not update or update.get("rule") != "w-grid" or update.get("shared"):
             continue
-        alone = {m: next((c["matches"] for c in update["candidates"] if c["weights"][k] == 1.0), None)
-                 for k, m in enumerate(block.weights)}
-        if None not in alone.values():
+        if (alone := alone_matches(update, list(block.weights))) is not None:
             return update["positions"], alone
     return None
+
+
+def alone_matches(update: dict, methods: list[str]) -> dict[str, float] | None:
+    """From a w-grid choice's figures: how often each method's own top-1 matched the target's (the weighting
+    all on it); None when the grid has no such weighting for some method."""
+    alone = {m: next((c["matches"] for c in update["candidates"] if c["weights"][k] == 1.0), None)
+             for k, m in enumerate(methods)}
+    return None if None in alone.values() else alone
 
 
 LEAD = 0.1  # a method leads when its share of right guesses is ahead by this much or more

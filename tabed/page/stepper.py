@@ -11,7 +11,7 @@ import math
 from transformers import PreTrainedTokenizerBase
 
 from ..engine.events import BlockEvent
-from .reasons import NEVER_TESTED, VERDICTS, why
+from .reasons import NEVER_TESTED, VERDICTS, alone_matches, why
 from .render import counted, draft_length
 from .words import SHOWN, Words
 
@@ -147,7 +147,7 @@ def _choice(block: BlockEvent) -> str:
                    "shared equally, since no split of it changes the mix)")
     if update["rule"] == "w-grid":
         candidates = update["candidates"]
-        alone = {m: next(c["matches"] for c in candidates if c["weights"][k] == 1.0) for k, m in enumerate(methods)}
+        alone = alone_matches(update, methods)
         best = candidates[update["winner"]]
         matched = ", ".join(f"{m}'s top-1 matched the target's {counted(int(n), 'time')}" for m, n in alone.items())
         tied = len(update["most_matches"])
