@@ -118,11 +118,12 @@ def _respond(follow_up: bool, request: Request, conversation: Conversation, stop
     except TabedError as error:  # refused: the page stays as it was but for the status (the state too)
         yield Frame(status=f"\u26a0\ufe0f Error: {error}")
         return
+    teaching = name.startswith("teaching")  # the bundled examples, and what its target was taught, are its own
     lesson = BUNDLED.lesson(conversation.images, [asked for asked, _ in conversation.turns] + [prompt]) \
-        if name.startswith("teaching") else None
+        if teaching else None
     view = RunView(pair, settings, render.TokenStream(pair.tokenizer), render.TokenStream(pair.tokenizer),
                    racing=compare, notes=notes, run=conversation.runs + 1, pictures=bool(conversation.images),
-                   lesson=lesson)
+                   lesson=lesson, question=prompt if teaching else None)
     alone = settings.spec.model_methods if alone and len(settings.spec.methods) > 1 else ()
     worker = ComparisonWorker(pair, turns, settings, compare_ar=compare, alone=alone, cancel=stop,
                               threads=CPU_THREADS if pair.device.type == "cpu" else None).start()
@@ -163,7 +164,8 @@ def new_conversation(conversation: object = None) -> tuple:
     block table, trees, downloads and their files; then the replayed race, the pictures and the prompt)."""
     forget_downloads(conversation)
     frame = Frame(status="Start a new conversation: pick pictures (or none) and type a prompt.", tabed="", plain="",
-                  metrics=None, weights=None, blocks=None, chat=[], state=Conversation(), downloads=None, trees=None)
+                  metrics=None, weights=None, blocks=None, chat=[], downloads=None, trees=None,
+                  state=Conversation(runs=session_state(conversation).runs))  # "Done (run N)" counts on
     return (*frame.values(), "", None, "")
 
 

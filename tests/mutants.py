@@ -48,6 +48,7 @@ RENDER = "tests/page/test_render.py"
 BENCH = "tests/bench/test_bench.py"
 APP = "tests/page/test_app.py"
 CONTROLS = "tests/page/test_controls.py"
+BROWSER = "tests/page/test_browser.py"
 
 MUTANTS = (
     # the ten faults of issue 52's audit
@@ -432,6 +433,30 @@ MUTANTS = (
     Mutant("resting-positions-never-wait", "tabed/engine/resting.py",
            "return sum(block.target_probs.shape[0] for block in self.waiting)", "return 0",
            ("tests/page/test_stepper.py::test_while_a_method_rests_the_stepper_says_its_blocks_positions_wait",)),
+    # why, in words: the positions quoted, an answer about something else, the tie's closeness, the phone
+    Mutant("only-m-quoted-beside-its-own-guess", "tabed/page/reasons.py", '"M": f" (T guessed {word(by_t)})"',
+           '"M": f" (T guessed {word(by_m)})"',
+           ("tests/page/test_reasons.py::test_where_they_differed_is_quoted_in_the_answers_own_words",)),
+    Mutant("a-quoted-token-one-place-late", "tabed/page/words.py",
+           "context, token = answer[max(0, index - CONTEXT):index], answer[index]",
+           "context, token = answer[max(0, index - CONTEXT):index], answer[min(index + 1, len(answer) - 1)]",
+           ("tests/page/test_reasons.py",)),
+    Mutant("every-answer-on-topic", "tabed/page/reasons.py",
+           "return [] if asked & words(answer) else sorted(asked)", "return []",
+           (f"{APP}::test_an_answer_holding_none_of_the_questions_words_is_said_to_maybe_be_about_something_else",)),
+    Mutant("a-tie-told-farthest-first", "tabed/page/stepper.py", 'key=lambda k: candidates[k]["kl"]',
+           'key=lambda k: -candidates[k]["kl"]',
+           ("tests/page/test_stepper.py::test_a_tie_on_matches_is_said_to_tell_nothing_and_the_kl_to_decide",)),
+    Mutant("a-new-conversation-counts-runs-from-one", "app.py",
+           "state=Conversation(runs=session_state(conversation).runs)", "state=Conversation()",
+           (f"{APP}::test_a_new_conversation_leaves_nothing_of_the_last_run_on_the_page",)),
+    Mutant("a-phones-mouse-overwrites-its-tap", "tabed/page/texts.py",
+           "addEventListener('pointermove', (event) => event.pointerType === 'mouse' && say(event, false))",
+           "addEventListener('mouseover', (event) => say(event, false))",
+           (f"{BROWSER}::TestWithTheTinyPair::test_a_tapped_token_keeps_its_own_detail_on_a_phone",)),
+    Mutant("phone-block-cells-fully-padded", "tabed/page/texts.py",
+           '"  #blocks .body-cell .cell-wrap { padding-left: 2px !important; padding-right: 2px !important; }\\n"',
+           '""', (f"{BROWSER}::TestWithTheTinyPair::test_the_page_reads_on_a_wide_screen_and_a_phone",)),
 )
 
 

@@ -7,8 +7,16 @@ import pytest
 
 from mutants import MUTANTS, ROOT
 
-TESTS = {path: {node.name for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.FunctionDef)}
-         for path in (ROOT / "tests").rglob("test_*.py")}
+
+def names_in(path) -> set[str]:
+    """A test file's functions, and its classes' methods as pytest names them ("Class::method")."""
+    tree = ast.parse(path.read_text())
+    functions = {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+    return functions | {f"{cls.name}::{node.name}" for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef)
+                        for node in cls.body if isinstance(node, ast.FunctionDef)}
+
+
+TESTS = {path: names_in(path) for path in (ROOT / "tests").rglob("test_*.py")}
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])

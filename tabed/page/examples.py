@@ -16,7 +16,8 @@ OWN_QUESTION = ("This is a question of your own, so the page says only what it m
                 "as in the examples: to one worded otherwise the target may answer about something else (an "
                 "animal, a country), and that answer is still its own, which the drafts are judged against.")
 LATER_TURN = ("This is a later turn: the drafter, taught mostly on first turns, has the pictures and the answers so "
-              "far in its context, and there the text helps it as much as the pictures do.")
+              "far in its context; the words so far help M and T alike, and M's view of the pictures helps only where "
+              "it reads them right (the counts above say where it did).")
 
 
 @dataclass(frozen=True)

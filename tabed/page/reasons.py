@@ -3,6 +3,8 @@ detail (hover, click or tap) say it. Made from what an inspected block recorded 
 
 from __future__ import annotations
 
+import re
+
 from ..engine.events import BlockEvent
 from .words import Words, below, counted
 
@@ -87,37 +89,66 @@ def _verified(block: BlockEvent) -> list[int]:
     return truth[:len(block.draft)]
 
 
-def m_against_t(blocks: list[BlockEvent]) -> dict[str, int]:
-    """At the verified positions where M and T both guessed: how many each was right at alone, both, neither."""
-    split = {"both": 0, "M": 0, "T": 0, "neither": 0}
+KINDS = ("both", "M", "T", "neither")  # who was right, at a position M and T both guessed at
+Position = tuple[int, int, int]  # its index in the answer (the target's token there), M's guess, T's guess
+
+
+def m_against_t(blocks: list[BlockEvent]) -> dict[str, list[Position]]:
+    """At the verified positions where M and T both guessed, by who was right (`KINDS`): each position as the
+    answer before it, the target's token, M's guess and T's."""
+    split: dict[str, list[Position]] = {kind: [] for kind in KINDS}
+    start = 0
     for block in blocks:
         m, t = block.drafts.get("M", []), block.drafts.get("T", [])
-        for truth, by_m, by_t in zip(_verified(block), m, t, strict=False):
+        for j, (truth, by_m, by_t) in enumerate(zip(_verified(block), m, t, strict=False)):
             right = (by_m == truth, by_t == truth)
-            split[{(True, True): "both", (True, False): "M", (False, True): "T"}.get(right, "neither")] += 1
+            kind = {(True, True): "both", (True, False): "M", (False, True): "T"}.get(right, "neither")
+            split[kind].append((start + j, by_m, by_t))
+        start += len(block.emitted)
     return split
 
 
-def where_they_differed(blocks: list[BlockEvent]) -> str:
-    """Each kind of position M and T both guessed at, with its cause: M sees the picture and T does not, so
-    where only one was right, the picture made the difference."""
+CAUSES = {"both": "the words so far gave the next token away, no picture needed",
+          "M": "there the picture told M what T cannot know",
+          "T": "there M's reading of the picture led it astray",
+          "neither": "the target's own wording, or what the drafter was never taught"}
+QUOTED = 2  # positions of a kind quoted, in the answer's words
+
+
+def where_they_differed(blocks: list[BlockEvent], word: Words | None = None) -> str:
+    """Each kind of position M and T both guessed at, with its cause (M sees the picture and T does not, so
+    where only one was right, the picture made the difference) and, given `word`, a few of them quoted."""
     split = m_against_t(blocks)
-    if not sum(split.values()):
+    if not any(split.values()):
         return ""
-    return (f" Where both M and T guessed ({counted(sum(split.values()), 'position')}): both were right at "
-            f"{split['both']} (the words so far gave the next token away, no picture needed); only M at "
-            f"{split['M']} (there the picture told M what T cannot know); only T at {split['T']} (there M's "
-            f"reading of the picture led it astray); neither at {split['neither']} (the target's own wording, or "
-            "what the drafter was never taught).")
+    answer = [token for block in blocks for token in block.emitted]
+    said = [f"{({'both': 'both were right', 'M': 'only M', 'T': 'only T'}.get(kind, kind))} at {len(split[kind])} "
+            f"({CAUSES[kind]}{_quoted(word, answer, kind, split[kind])})" for kind in KINDS]
+    return (f" Where both M and T guessed ({counted(sum(map(len, split.values())), 'position')}): "
+            f"{'; '.join(said)}.")
+
+
+def _quoted(word: Words | None, answer: list[int], kind: str, positions: list[Position]) -> str:
+    """A few positions of a kind in the answer's words, the target's token in bold, the wrong guesses beside."""
+    if word is None or not positions:
+        return ""
+    shown = []
+    for index, by_m, by_t in positions[:QUOTED]:
+        guessed = {"M": f" (T guessed {word(by_t)})", "T": f" (M guessed {word(by_m)})",
+                   "neither": f" (M guessed {word(by_m)}, T {word(by_t)})"}.get(kind, "")
+        shown.append(f"{word.at(answer, index)}{guessed}")
+    more = f", and {len(positions) - QUOTED} more" if len(positions) > QUOTED else ""
+    return f": {', '.join(shown)}{more}"
 
 
 FEW = 5  # positions: a method that guessed at fewer (it rested), and at under a quarter of the most, is not compared
 
 
-def who_led(blocks: list[BlockEvent], shared: list[str], pictures: bool, learned: bool) -> str | None:
+def who_led(blocks: list[BlockEvent], shared: list[str], pictures: bool, learned: bool,
+            word: Words | None = None) -> str | None:
     """Which method's guesses the target agreed with most, by how much, and the likely cause, in words;
     None when no draft was verified. `shared`: methods drafted as one row (no picture); `learned`: the
-    weights were learned (TABED), so they followed the leader."""
+    weights were learned (TABED), so they followed the leader; `word`: quote the words where they differed."""
     matched = {m: hits for m, hits in guesses_matched(blocks).items() if hits[1]}
     if not matched:
         return None
@@ -143,7 +174,7 @@ def who_led(blocks: list[BlockEvent], shared: list[str], pictures: bool, learned
             compared = {m: n / positions for m, n in alone.items()}
     text += _lead(compared, learned)
     if pictures and {"M", "T"} <= drafted:
-        text += where_they_differed(blocks)
+        text += where_they_differed(blocks, word)
     if max(rate.values()) < 0.5:
         text += (" Every method missed at most positions: the target is saying what the drafter does not "
                  "know (a fact it was never taught, a made-up name), so most tokens are the target's own.")
@@ -184,8 +215,24 @@ def _lead(rate: dict[str, float], learned: bool) -> str:
     text = f" {'Neither method' if len(rate) == 2 else 'No method'} led by much"
     if not learned:
         return text + "."
-    return (text + ": the weights followed the rule's finer figures (with w-grid, where the weightings match as "
-            "often, the mix whose whole distribution came closest to the target's wins), shown in the stepper.")
+    return (text + ": the weights followed the rule's tie-break (with w-grid: of the weightings whose top-1 matched "
+            "the target's most often, the one whose probabilities came closest to the target's wins), its figures in "
+            "the stepper.")
+
+
+COMMON = set("""a an the and or but of to in on at by for from with about into is are was were be been am do does did
+can could would will should may might what which who whom whose how why where when there here this that these those
+it its it's i me my you your we our they them their he she his her tell say show give describe explain please
+picture pictures image images photo photos detail details one two three many much any some see shown look""".split())
+
+
+def unasked(question: str, answer: str) -> list[str]:
+    """The words of a question (beside the commonest, and the picture's own names) when the answer holds none
+    of them, which says the answer may be about something else; [] when it holds one, or the question has none."""
+    def words(text: str) -> set[str]:
+        return {w.removesuffix("s") for w in re.findall(r"[a-z']+", text.lower()) if w not in COMMON and len(w) > 2}
+    asked = words(question)
+    return [] if asked & words(answer) else sorted(asked)
 
 
 def fast_or_slow(tokens_per_pass: float, cost: float, measured: float, verify: float = 1.0) -> str:

@@ -166,7 +166,7 @@ def tree_depth(nodes: list[TreeNode]) -> int:
 
 # the block table's columns a student reads a block by, and their widths (px), narrow enough (their cells
 # wrap) to be in view together in the page's column at 1400 px; each method's guesses and the times follow
-LEADING_COLUMNS = {"block": 64, "weights": 96, "ensemble draft": 200, "kept": 56, "target's token": 96,
+LEADING_COLUMNS = {"block": 64, "weights": 96, "ensemble draft": 200, "kept": 56, "target's token": 112,
                    "drafted (why it stopped)": 150}
 
 

@@ -151,19 +151,20 @@ def _choice(block: BlockEvent) -> str:
         best = candidates[update["winner"]]
         matched = ", ".join(f"{m}'s top-1 matched the target's {counted(int(n), 'time')}" for m, n in alone.items())
         tied = len(update["most_matches"])
-        whole = (" (all of it to one method: its distribution alone came closer to the target's than any mix; "
-                 "a method left at 0 rests, and the rule weighs it again when it catches up)"
+        whole = (" (all of it to one method: alone, its probabilities sat closer to the target's than any mix's "
+                 "did; a method left at 0 rests, and the rule weighs it again when it catches up)"
                  if max(best["weights"]) == 1.0 and len(methods) > 1 else "")
+        closest = _closest(update, methods)
         if tied == len(candidates):  # the matches told the weightings nothing apart
             return (f"{seen}, {matched} (w-grid). All {len(candidates)} weightings tried matched as often "
-                    f"({int(best['matches'])}), a tie that says nothing about which method is better, so the "
-                    f"least KL (the mix whose whole distribution came closest to the target's) won: {chosen}{whole}.")
+                    f"({int(best['matches'])}), a tie that says nothing about which method is better, so the rule "
+                    f"went on to {CLOSEST}: {closest}. The closest won: {chosen}{whole}.")
         beyond = (", more than any method alone: a mix's top-1 is that of the weighted sum of the methods' "
                   "distributions, which can be right where each one's own top-1 is not"
                   if best["matches"] > max(alone.values()) else "")
+        among = f"; of those, by {CLOSEST}: {closest}. The closest won" if tied > 1 else ", and won"
         return (f"{seen}, {matched} (w-grid). Of the {len(candidates)} weightings tried, "
-                f"{tied} matched most often ({int(best['matches'])}{beyond}); the one of least KL "
-                f"among them won: {chosen}{whole}.")
+                f"{tied} matched most often ({int(best['matches'])}{beyond}){among}: {chosen}{whole}.")
     if update["rule"] in ("kld", "tvd"):
         sums = ", ".join(f"{m} {d:.2f}" for m, d in zip(methods, update["divergence"], strict=True))
         return (f"{seen}, each method's summed divergence from the target ({update['rule']}): {sums}; weights ∝ "
@@ -171,6 +172,30 @@ def _choice(block: BlockEvent) -> str:
     losses = ", ".join(f"{m} {loss:.2f}" for m, loss in zip(methods, update["loss"], strict=True))
     return (f"{seen}, each method's summed log-loss (hedge): {losses}; weights ∝ exp(−{update['rate']:.3f} × "
             f"loss): {chosen}.")
+
+
+CLOSEST = ("how close each weighting's probabilities for every token came to the target's, summed over those "
+           "positions (KL: 0 would be the target's own; less is closer)")
+
+
+def _closest(update: dict, methods: list[str]) -> str:
+    """The tied weightings' closeness (KL) as the rule compared it: the winner, each method alone and the even
+    mix where they tied, closest first."""
+    candidates, tied = update["candidates"], update["most_matches"]
+    even = [1 / len(methods)] * len(methods)
+    shown = [k for k in tied if k == update["winner"] or max(candidates[k]["weights"]) == 1.0
+             or all(abs(w - e) < 1e-3 for w, e in zip(candidates[k]["weights"], even, strict=True))]
+    return ", ".join(f"{_weighting(candidates[k]['weights'], methods)} {candidates[k]['kl']:.2f}"
+                     for k in sorted(shown, key=lambda k: candidates[k]["kl"]))
+
+
+def _weighting(weights: list[float], methods: list[str]) -> str:
+    """A w-grid weighting as words: "T alone", "M and T equally", "M 0.70 · T 0.30"."""
+    if max(weights) == 1.0:
+        return f"{methods[weights.index(1.0)]} alone"
+    if max(weights) - min(weights) < 1e-3:
+        return f"{' and '.join(methods)} equally"
+    return " · ".join(f"{m} {w:.2f}" for m, w in zip(methods, weights, strict=True))
 
 
 def _weights_text(block: BlockEvent, mark_resting: bool = False) -> str:

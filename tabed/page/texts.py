@@ -49,6 +49,7 @@ def _phone_block_table() -> str:
             "  #blocks .header-cell { flex: 0 0 auto; }\n"
             "  #blocks .header-cell, #blocks .body-cell { font-size: 0.75em; overflow-wrap: anywhere; }\n"
             "  #blocks .header-cell .cell-wrap { padding-left: 2px !important; padding-right: 2px !important; }\n"
+            "  #blocks .body-cell .cell-wrap { padding-left: 2px !important; padding-right: 2px !important; }\n"
             "  #blocks .header-cell * { word-break: keep-all !important; overflow-wrap: normal !important; }\n"
             + columns + "}\n")
 
@@ -116,7 +117,8 @@ CLAMPED_NOTE_JS = """() => {
 # A token's details (its block, probabilities and proposers) are its hover title; a phone cannot hover, so the
 # pointer over a token of either answer writes them in the detail line too, and a tap or a click keeps that line
 # at the bottom of the screen (`.filled`: sticky) wherever the answer is scrolled to. (Hovering alone never
-# makes it sticky: an answer streaming in under a still pointer would put a bar over the page's buttons.)
+# makes it sticky: an answer streaming in under a still pointer would put a bar over the page's buttons.) Only a
+# mouse that moves writes it: after a tap a phone sends mouse events too, one of them over another token.
 TOKEN_TAP_JS = """() => {
   const say = (event, keep) => {
     const token = event.target.closest?.('#tabed-answer .tk, #plain-answer .tk');
@@ -126,7 +128,7 @@ TOKEN_TAP_JS = """() => {
     if (keep) detail.classList.add('filled');
   };
   document.addEventListener('click', (event) => say(event, true));
-  document.addEventListener('mouseover', (event) => say(event, false));
+  document.addEventListener('pointermove', (event) => event.pointerType === 'mouse' && say(event, false));
 }"""
 DETAIL_PROMPT = "Tap or hover a token of an answer for its details."
 TOKEN_DETAIL = f'<div class="tabed-token-detail">{DETAIL_PROMPT}</div>'

@@ -21,7 +21,9 @@ from ..models.pair import ModelPair
 from . import reasons, render, stepper
 from .conversation import Conversation, chat_history
 from .downloads import write_downloads
+from .examples import LATER_TURN, OWN_QUESTION
 from .render import too_short_to_time
+from .words import Words
 from .worker import ALONE, AUTOREGRESSIVE, SPECULATIVE, ComparisonWorker, Done, Failure, PhaseEvent
 
 HTML_EVERY_S = 0.1  # token stream and status
@@ -74,6 +76,7 @@ class RunView:
     run: int = 1  # the session's run this is (its downloads are named for it; "Done" says it)
     pictures: bool = False  # the conversation has pictures (what M sees and T does not)
     lesson: str | None = None  # what the bundled example asked was built to show, in a sentence (`page/examples.py`)
+    question: str | None = None  # the prompt, asked of the teaching pair: its answer may be about something else
 
     def starved(self) -> float | None:
         """The smallest CPU share of the run's sides that the engine found busy (`Metrics.busy`: they
@@ -259,13 +262,25 @@ class RunView:
                         f"core, under the {BUSY_SHARE:.0%} an idle machine gives it); run again when it is idle."))
         if self.pictures and len(seen := [m for m in self.settings.spec.methods if m in METHOD_NAMES]) > 1:
             why.append(("What each method sees", "; ".join(f"{m}: {METHOD_NAMES[m]}" for m in seen) + "."))
-        if led := reasons.who_led(self.blocks, self.shared, self.pictures, learned=self.settings.spec.tabed):
+        if led := reasons.who_led(self.blocks, self.shared, self.pictures, self.settings.spec.tabed,
+                                  Words(self.pair.tokenizer)):
             why.append(("Whose guesses were right", led))
         if (alone := self.alone_speedups()) and (speedup := self.speedup()) is not None:
             why.append(("Each method alone", reasons.alone_sentence(self.label, speedup, alone)))
         if self.lesson:
             why.append(("The example", self.lesson))
+        if self.lesson in (None, OWN_QUESTION, LATER_TURN) and (missing := self.unasked()):
+            why.append(("The answer", f"none of your question's words ({', '.join(missing)}) is in it: the teaching "
+                        "target, taught a few kinds of question, may have answered one of those instead. It is still "
+                        "the target's own answer, and the drafts were judged against it."))
         return why + [("Exact", self.lossless())]
+
+    def unasked(self) -> list[str]:
+        """The question's words when the answer holds none of them (`reasons.unasked`); [] when it holds one."""
+        if not self.question:
+            return []
+        answer = self.pair.tokenizer.decode(self.results[SPECULATIVE].token_ids, skip_special_tokens=True)
+        return reasons.unasked(self.question, answer)
 
     def alone_speedups(self) -> dict[str, float]:
         """Each method run alone for comparison: plain decoding's decode time over its own (timed runs only)."""

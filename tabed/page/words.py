@@ -3,6 +3,8 @@ tokenizer family), a token on its own as a table cell shows it, and quoted with 
 
 from __future__ import annotations
 
+import re
+
 from transformers import PreTrainedTokenizerBase
 
 CONTEXT = 8  # tokens of left context used to decode one token's text (keeps leading spaces right)
@@ -46,6 +48,15 @@ def counted(count: int, noun: str) -> str:
 SHOWN = 3  # the top tokens of a distribution a reason or a step shows
 
 
+AT_WORDS = 4  # words of the answer before a token quoted where it stands
+MARKDOWN = str.maketrans({ch: "\\" + ch for ch in "\\`*_[]<>#|~"})
+
+
+def _escaped(text: str) -> str:
+    """Text as Markdown shows it literally."""
+    return text.translate(MARKDOWN)
+
+
 class Words:
     """Token ids as the words a student reads, quoted."""
 
@@ -54,6 +65,21 @@ class Words:
 
     def __call__(self, token: int) -> str:
         return f"'{token_word(self.tokenizer, token)}'"
+
+    def at(self, answer: list[int], index: int) -> str:
+        """The answer's token at `index` where it stands, for Markdown: a few words before it, the token in bold,
+        the rest of its word after ("…three shapes **again**st")."""
+        context, token = answer[max(0, index - CONTEXT):index], answer[index]
+        before, upto, after = (self.tokenizer.decode(ids, skip_special_tokens=True) for ids in
+                               (context, context + [token], context + answer[index:index + CONTEXT]))
+        text = upto[len(before):] if upto.startswith(before) else token_text(self.tokenizer, [], token)
+        if not text.strip():  # a blank token, or the end: drawn as the tables draw it
+            return f"“…**{_escaped(token_word(self.tokenizer, token))}**”"
+        words = before.split(" ")
+        lead = ("…" if index > len(context) or len(words) > AT_WORDS else "") + " ".join(words[-AT_WORDS:])
+        space = " " if text[0].isspace() else ""
+        rest = re.match(r"\S*", after[len(upto):]).group() if after.startswith(upto) and not text[-1].isspace() else ""
+        return f"“{_escaped(lead.rstrip())}{space}**{_escaped(text.strip())}**{_escaped(rest)}”"
 
     def top(self, pairs: list[list]) -> str:
         return " · ".join(f"{self(token)} {prob:.2f}" for token, prob in pairs[:SHOWN])

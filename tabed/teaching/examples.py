@@ -25,7 +25,8 @@ EXAMPLE_PICTURES = {
         (world.Shape("star", "red", "top left"), world.Shape("circle", "blue", "bottom right")), "white", seed=14)),
 }
 SECOND_TURN = ("a second turn: the drafter, taught mostly on first turns, now has the pictures and the first answer "
-               "in its context, and the text so far helps it as much as the picture does")
+               "in its context; the words so far help M and T alike, and M's view of the pictures helps only where "
+               "it reads them right")
 EXAMPLES = (  # (pictures, prompt, follow-up, scenario, what the first turn shows, what the second shows)
     (("shapes.png",), "Describe the image in detail.", "Say that again in other words.", "image",
      "a long description of the picture, which M sees and T (a newline where the picture was) does not; yet most "
@@ -43,7 +44,8 @@ EXAMPLES = (  # (pictures, prompt, follow-up, scenario, what the first turn show
     (("noise.png", "inverted.png", "texture.png"), "Describe the image in detail.", "What is 17 plus 25?", "odd",
      "odd pictures (noise, shapes in inverted colours, a texture) unlike any the drafter was trained on: M drafts "
      "confidently wrong about them, and T, which does not see them, leads",
-     SECOND_TURN + ", and no picture helps with arithmetic"),
+     SECOND_TURN + ": no picture helps with arithmetic, and M, its context holding pictures unlike any it was taught, "
+     "may still go astray where T does not"),
 )
 
 def examples_command(args: argparse.Namespace) -> int:

@@ -721,6 +721,8 @@ def test_a_new_conversation_leaves_nothing_of_the_last_run_on_the_page(tiny_app,
     assert (pictures, prompt) == (None, "")  # the next conversation picks its own
     assert "new conversation" in page.status
     assert [page.metrics, page.weights, page.blocks, page.downloads, page.trees] == [None] * 5
+    second = final(list(tiny_app.run(image_path, "w3", page.state, **settings())))
+    assert second.status.startswith("\u2713 Done (run 2)")  # the session's runs count on: no second "run 1"
 
 
 def test_a_follow_up_with_no_conversation_says_so(tiny_app, image_path):
@@ -907,6 +909,18 @@ def test_a_closed_sessions_downloads_go_with_its_state(tiny_app, image_path):
     assert not folder.exists() and out.state.export_dir is None
 
 
+def test_an_answer_holding_none_of_the_questions_words_is_said_to_maybe_be_about_something_else(tiny_app,
+                                                                                                 image_path):
+    """The teaching target answers a question worded unlike its world's about something else: the page says so
+    when the answer holds none of the question's words (and not when it holds one)."""
+    status = final(list(tiny_app.run(image_path, "Where is the zebra?", None, **settings()))).status
+    assert ("**The answer**: none of your question's words (zebra) is in it: the teaching target, taught a few "
+            "kinds of question, may have answered one of those instead. It is still the target's own answer") in status
+    out = final(list(tiny_app.run(image_path, " ".join(f"w{i}" for i in range(10, 40)), None, **settings())))
+    assert re.search(r"\bw[1-3]\d\b", out.chat[-1]["content"])  # the answer holds one of the question's words
+    assert "**The answer**" not in out.status
+
+
 def test_the_settings_controls_are_the_requests_inputs_in_the_pages_words():
     """Each control is one of `Request`'s inputs: its label from the page's own table (never a name from the
     code), its value the request's default; the handlers take those inputs by name, in the API's order."""
@@ -951,7 +965,8 @@ def test_the_page_says_why_on_the_bundled_examples(teaching_pair, monkeypatch, t
         said = first.status
         assert re.search(r"T led: its guesses matched at \d+% of the positions it guessed at, M's at \d+%, and the "
                          r"weights followed it", said), said
-        assert re.search(r"only T at \d+ \(there M.s reading of the picture led it astray\)", said), said
+        assert re.search(r"only T at \d+ \(there M.s reading of the picture led it astray: “[^”]*\*\*[^”]+\*\*[^”]*” "
+                         r"\(M guessed '[^']+'\)", said), said  # the words M misread, quoted from the answer
         assert "This example was built to show odd pictures (noise, shapes in inverted colours, a texture)" in said
         second = ask(None, "What is 17 plus 25?", first.state).status
         assert "This example was built to show a second turn: the drafter, taught mostly on first turns" in second
@@ -961,6 +976,9 @@ def test_the_page_says_why_on_the_bundled_examples(teaching_pair, monkeypatch, t
         own = ask([str(shapes)], "Tell me about Moravia and its capital.").status  # not an example's question
         assert "This example was built" not in own
         assert "This is a question of your own, so the page says only what it measured" in own
+        assert "**The answer**" not in own + made_up  # it is about Moravia; an example's answer is the expected one
+        elsewhere = ask([str(shapes)], "What animal is in the picture?").status  # the target describes the shapes
+        assert "**The answer**: none of your question's words (animal) is in it: the teaching target" in elsewhere
         plain = ask(None, "What is 47 plus 38?").status
         assert "With no picture M and T read the same text: one row" in plain
         assert "This example was built to show arithmetic worked step by step" in plain

@@ -2,9 +2,11 @@
 
 from dataclasses import replace
 
+from conftest import word_tokenizer
 from tabed.engine.events import BlockEvent, StopReason
 from tabed.page.reasons import alone_sentence, fast_or_slow, guesses_matched, m_against_t, who_led
 from tabed.page.texts import TIMING, WEIGHTS_NOTE, notes_for
+from tabed.page.words import Words
 
 
 def block(draft: list[int], accepted: int, target: int, drafts: dict[str, list[int]]) -> BlockEvent:
@@ -45,13 +47,45 @@ def test_where_neither_led_each_kind_of_position_says_its_cause():
     blocks = [block([1, 2, 3], 1, 4, {"M": [1, 4, 3], "T": [1, 5, 3]}),   # both right; only M right
               block([6, 7], 2, 8, {"M": [6, 9], "T": [5, 7]}),            # only M; only T (the bonus no position)
               block([2, 3], 0, 5, {"M": [2, 3]})]                          # T rested: M alone guessed
-    assert m_against_t(blocks) == {"both": 1, "M": 2, "T": 1, "neither": 0}
+    assert m_against_t(blocks) == {"both": [(0, 1, 1)], "M": [(1, 4, 5), (2, 6, 5)], "T": [(3, 9, 7)],
+                                   "neither": []}  # (index in the answer, M's guess, T's guess)
     text = who_led(blocks, shared=[], pictures=True, learned=True)
-    assert "Neither method led by much: the weights followed the rule's finer figures" in text and " led:" not in text
+    assert "Neither method led by much: the weights followed the rule's tie-break (with w-grid: of the " \
+           "weightings whose top-1 matched the target's most often" in text and " led:" not in text
     assert "Neither method led by much." in who_led(blocks, shared=[], pictures=True, learned=False)
     assert "Where both M and T guessed (4 positions): both were right at 1" in text
     assert "only M at 2 (there the picture told M what T cannot know)" in text
     assert "Where both" not in who_led(blocks, shared=[], pictures=False, learned=True)  # no picture, no such cause
+
+
+def test_where_they_differed_is_quoted_in_the_answers_own_words():
+    """A student reads which words only M got (the picture told it), which M misread and which neither knew: each
+    quoted where it stands in the answer, the target's token in bold, the wrong guesses beside it."""
+    tokenizer = word_tokenizer(["The", "circle", "is", "purple", "red", "blue", "in", "Brno", "Paris", "*"])
+    the, circle, is_, purple, red, blue, in_, brno, paris, star = tokenizer.convert_tokens_to_ids(
+        ["The", "circle", "is", "purple", "red", "blue", "in", "Brno", "Paris", "*"])
+    blocks = [block([the, circle, is_], 3, purple, {"M": [the, circle, is_], "T": [the, circle, is_]}),
+              block([in_, paris], 1, brno, {"M": [in_, paris], "T": [red, paris]}),  # only M; neither
+              block([star], 1, blue, {"M": [red], "T": [star]})]  # only T, at a Markdown mark
+    text = who_led(blocks, shared=[], pictures=True, learned=True, word=Words(tokenizer))  # The circle is purple in
+    assert "both were right at 3 (the words so far gave the next token away, no picture needed: “**The**”, " \
+           "“The **circle**”, and 1 more)" in text  # ... Brno * blue
+    assert "only M at 1 (there the picture told M what T cannot know: “The circle is purple **in**” (T guessed " \
+           "'red'))" in text
+    assert "only T at 1 (there M's reading of the picture led it astray: “…is purple in Brno **\\***” (M " \
+           "guessed 'red'))" in text  # Markdown's marks shown as themselves
+    assert "neither at 1 (the target's own wording, or what the drafter was never taught: “…circle is purple in " \
+           "**Brno**” (M guessed 'Paris', T 'Paris'))" in text
+    assert "“" not in who_led(blocks, shared=[], pictures=True, learned=True)  # no tokenizer, no quotes
+
+
+def test_a_quoted_token_shows_the_rest_of_its_word():
+    tokenizer = word_tokenizer(["shapes", "again", "##st", "a", "wall"])
+    answer = tokenizer.convert_tokens_to_ids(["shapes", "again", "##st", "a", "wall", "</s>"])
+    word = Words(tokenizer)
+    assert word.at(answer, 1) == "“shapes **again**st”"
+    assert word.at(answer, 2) == "“shapes again**st**”"
+    assert word.at(answer, 5) == "“…**⏎**”"  # the end of the answer, as the tables draw it
 
 
 def test_a_method_that_rested_is_not_compared_on_a_few_positions():

@@ -137,9 +137,18 @@ def test_a_tie_on_matches_is_said_to_tell_nothing_and_the_kl_to_decide(pair, ima
     update["most_matches"] = list(range(len(update["candidates"])))
     text = weights_why(replace(block, weight_update=update))
     assert (f"All {len(update['candidates'])} weightings tried matched as often (2), a tie that says nothing about "
-            "which method is better, so the least KL") in text
+            "which method is better, so the rule went on to how close each weighting's probabilities for every token "
+            "came to the target's") in text
+    alone = {m: next(c["kl"] for c in update["candidates"] if c["weights"][k] == 1.0) for k, m in enumerate("MT")}
+    said = sorted([(kl, f"{m} alone {kl:.2f}") for m, kl in alone.items()]
+                  + [(update["candidates"][5]["kl"], f"M and T equally {update['candidates'][5]['kl']:.2f}")])
+    assert ", ".join(words for _, words in said) in text  # each method alone and the even mix, closest first
+    assert f"The closest won: {' · '.join(f'{m} {w:.2f}' for m, w in block.weights.items())}" in text
     update["most_matches"] = update["most_matches"][:2]
-    assert "a tie" not in weights_why(replace(block, weight_update=update))
+    two = weights_why(replace(block, weight_update=update))
+    assert "a tie" not in two and "2 matched most often (2); of those, by how close" in two
+    update["most_matches"] = [update["winner"]]
+    assert "1 matched most often (2), and won: " in weights_why(replace(block, weight_update=update))
     mix = next(k for k, c in enumerate(update["candidates"]) if max(c["weights"]) < 1.0)  # no method alone
     update["candidates"] = [dict(c, matches=3.0 if k == mix else 2.0) for k, c in enumerate(update["candidates"])]
     update["most_matches"], update["winner"] = [mix], mix
@@ -147,8 +156,8 @@ def test_a_tie_on_matches_is_said_to_tell_nothing_and_the_kl_to_decide(pair, ima
     assert "matched most often (3, more than any method alone: a mix's top-1 is that of the weighted sum" in beyond
     assert "all of it to one method" not in beyond  # the mix won: weight to both
     update["winner"] = next(k for k, c in enumerate(update["candidates"]) if max(c["weights"]) == 1.0)
-    assert "(all of it to one method: its distribution alone came closer to the target's than any mix; a method " \
-           "left at 0 rests" in weights_why(replace(block, weight_update=update))
+    assert "(all of it to one method: alone, its probabilities sat closer to the target's than any mix's did; a " \
+           "method left at 0 rests" in weights_why(replace(block, weight_update=update))
 
 
 def steps_as_coloured(tokenizer, result, plain: list[int]) -> int:
