@@ -345,7 +345,8 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
     race_event = show.race_button.click(replay_race, [state], [show.race], api_name="replay_race",
                                         trigger_mode="always_last")
     # On ZeroGPU the handler runs in another process, out of reach of the session's flags: cancel it there.
-    ask.stop.click(request_stop, None, None, queue=False, api_name=False,
+    # trigger_mode="multiple": every click of Stop is sent, even while an earlier one is still on its way
+    ask.stop.click(request_stop, None, None, queue=False, api_name=False, trigger_mode="multiple",
                    cancels=[run_event, follow_event, submit_event, race_event] if ZERO_GPU else None)
     preset.change(pair_note, [preset], [note], queue=False, api_name=False)
     for control in (methods, mode, tree_width, hedge_first):

@@ -726,6 +726,11 @@ def test_ten_stops_in_a_row_each_shown_on_the_page(browser, long_winded_pair):
         set_slider(page, "settings-max-new-tokens", 320)  # a race of about 20 s: a busy machine's Stop lands in it
         page.locator("#run").click()
         expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
+        # the run's last frames (charts, downloads) drawn first: on a busy machine drawing them held the browser
+        # for seconds, so that a Stop clicked meanwhile reached the server after the race had ended
+        expect(page.locator("#downloads a")).to_have_count(2, timeout=60_000)
+        page.evaluate(WATCH_STATUS)
+        _statuses_once_settled(page)
         for _ in range(2):
             page.locator("#race").click()
             # the new race's own frames (the last one's "Stopped" gone): a Stop before it began would stop nothing
