@@ -669,9 +669,18 @@ def _stop_and_check(page, where: str, moments: list[float]) -> None:
     30 s so that a busy machine fails only a Stop that never lands), with no error anywhere, and every
     status it shows from the click on (each change, seen by a MutationObserver) until the run's last frame
     must be a stopped run's, never "Done" or a speedup, not even for one frame."""
+    _check_stopped(page, where, moments, _press_stop(page))
+
+
+def _press_stop(page) -> float:
+    """Watch the status from now on, press Stop; when it was pressed."""
     page.evaluate(WATCH_STATUS)
     clicked = time.monotonic()
     page.locator("#stop").click()
+    return clicked
+
+
+def _check_stopped(page, where: str, moments: list[float], clicked: float) -> None:
     target = page.locator("#race-view") if where == "race" else page.locator("#status")
     expect(target).to_contain_text("Stopped", timeout=30_000)
     moments.append(time.monotonic() - clicked)
@@ -693,6 +702,43 @@ def _stop_and_check(page, where: str, moments: list[float]) -> None:
         expect(page.locator("#chat")).not_to_contain_text("w1 w2 w3")  # no half answer in the conversation
 
 
+def _stop_races(page, rng: random.Random, moments: list[float], monkeypatch, landed_wanted: int = 2) -> None:
+    """Replay the race and Stop it, until two Stops reached the server before their race had made its last
+    frame; each of those must show "Stopped" (`_check_stopped`). A busy machine's browser can run seconds
+    behind the frames it is sent, so that its Stop reaches the server after the race has ended: such a race
+    is replayed again, at most four times."""
+    stops: list[float] = []  # when each Stop reached the server
+    races: list[list[float]] = []  # per race, when the server had made each of its frames
+    monkeypatch.setattr(app.STOPS, "stop", lambda session, stop=app.STOPS.stop: (stops.append(time.monotonic()),
+                                                                                  stop(session)))
+
+    def timed(conversation, flag, frames=app.race_frames):
+        races.append([])
+        made = frames(conversation, flag)
+        for frame in made:
+            races[-1].append(time.monotonic())
+            yield frame
+    monkeypatch.setattr(app, "race_frames", timed)
+    late = 0
+    while len(moments) < 8 + landed_wanted:
+        page.locator("#race").click()
+        # the new race's own frames (the last one's "Stopped" gone): a Stop before it began would stop nothing
+        expect(page.locator("#race-view")).not_to_contain_text("Stopped", timeout=30_000)
+        expect(page.locator("#race-view")).to_contain_text("TABED", timeout=30_000)
+        time.sleep(rng.uniform(0.1, 0.5))
+        asked = len(stops)
+        clicked = _press_stop(page)
+        while (len(stops) == asked or app.STOPS.flags) and time.monotonic() - clicked < 60:
+            time.sleep(0.02)  # until the Stop has reached the server and the race has ended there
+        assert len(stops) > asked and not app.STOPS.flags, "Stop never reached the server, or the race never ended"
+        if stops[asked] < races[-1][-1]:  # before the race's last frame: it saw the Stop, the page must say so
+            _check_stopped(page, "race", moments, clicked)
+            continue
+        late += 1
+        assert late <= 4, "in four races the Stop reached the server after the race had ended"
+        print("a Stop reached the server after its race had ended: the race replayed again")
+
+
 @pytest.fixture
 def long_winded_pair():
     """The bundled pair with an end-of-sequence token it never writes: every answer runs to max new
@@ -703,7 +749,7 @@ def long_winded_pair():
 
 
 @pytest.mark.slow
-def test_ten_stops_in_a_row_each_shown_on_the_page(browser, long_winded_pair):
+def test_ten_stops_in_a_row_each_shown_on_the_page(browser, long_winded_pair, monkeypatch):
     """Long sampled answers, Stop at random moments: before the first block, during TABED, during plain
     decoding and during the replay race; then Run and Follow-up still work."""
     rng = random.Random(12)
@@ -726,18 +772,7 @@ def test_ten_stops_in_a_row_each_shown_on_the_page(browser, long_winded_pair):
         set_slider(page, "settings-max-new-tokens", 320)  # a race of about 20 s: a busy machine's Stop lands in it
         page.locator("#run").click()
         expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
-        # the run's last frames (charts, downloads) drawn first: on a busy machine drawing them held the browser
-        # for seconds, so that a Stop clicked meanwhile reached the server after the race had ended
-        expect(page.locator("#downloads a")).to_have_count(2, timeout=60_000)
-        page.evaluate(WATCH_STATUS)
-        _statuses_once_settled(page)
-        for _ in range(2):
-            page.locator("#race").click()
-            # the new race's own frames (the last one's "Stopped" gone): a Stop before it began would stop nothing
-            expect(page.locator("#race-view")).not_to_contain_text("Stopped", timeout=30_000)
-            expect(page.locator("#race-view")).to_contain_text("TABED", timeout=30_000)
-            time.sleep(rng.uniform(0.1, 0.5))
-            _stop_and_check(page, "race", moments)
+        _stop_races(page, rng, moments, monkeypatch)
         assert len(moments) == 10
         print("seconds from Stop to 'Stopped' on the page:", " ".join(f"{m:.2f}" for m in moments))
         set_slider(page, "settings-temperature", 0)
