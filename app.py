@@ -32,7 +32,7 @@ from tabed.errors import InputError, TabedError
 from tabed.models.loading import skip_cudnn_attention
 from tabed.models.presets import PRESETS, default_preset
 from tabed.page import render, stepper, texts
-from tabed.page.controls import LABELS, MODES, may_draft_trees
+from tabed.page.controls import LABELS, MODES, may_draft_trees, methods_for_mode
 from tabed.page.conversation import Conversation, build_turns, checked_pictures, checked_upload, session_state
 from tabed.page.downloads import forget_downloads
 from tabed.page.examples import Examples
@@ -349,6 +349,8 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
     ask.stop.click(request_stop, None, None, queue=False, api_name=False, trigger_mode="multiple",
                    cancels=[run_event, follow_event, submit_event, race_event] if ZERO_GPU else None)
     preset.change(pair_note, [preset], [note], queue=False, api_name=False)
+    mode.input(lambda m, e: methods_for_mode(m, e, PAGE.methods), [methods, mode], [methods], queue=False,
+               api_name=False)  # single method: one ticked; an ensemble: two at least
     for control in (methods, mode, tree_width, hedge_first):
         control.change(trees_shown, [methods, mode, tree_width, hedge_first], [show.trees], queue=False,
                        api_name=False)

@@ -138,6 +138,15 @@ def page_spec(methods: list[str] | None, mode: str) -> DraftingSpec:
     return DraftingSpec(chosen, tabed=ensemble == "tabed")
 
 
+def methods_for_mode(methods: list[str] | None, mode: str, defaults: tuple[str, ...]) -> list[str]:
+    """The ticked methods as a change of ensemble leaves them, so that Run works at once: "single method"
+    keeps the first ticked, an ensemble short of two adds the defaults back."""
+    ticked = [m for m in METHODS if m in (methods or [])]
+    if ENSEMBLES.get(mode) == "single":
+        return ticked[:1] or list(defaults[:1])
+    return ticked if len(ticked) >= 2 else [m for m in METHODS if m in ticked or m in defaults]
+
+
 def may_draft_trees(methods: list[str] | None, mode: str, tree_width: object, hedge_first: object) -> bool:
     """Whether some block of a run with these controls may draft a tree: with trees, or TABED's hedged first
     block (asked before the pictures are known); a spec the ticked methods do not make yet drafts none."""

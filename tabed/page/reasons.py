@@ -172,7 +172,7 @@ def who_led(blocks: list[BlockEvent], shared: list[str], pictures: bool, learned
                      "resting row last caught up, its top-1 then filled in, as the stepper counts): "
                      + ", ".join(f"{m}'s top-1 matched at {int(n)}" for m, n in alone.items()) + ".")
             compared = {m: n / positions for m, n in alone.items()}
-    text += _lead(compared, learned)
+    text += _lead(compared, learned, where_weights_sat(blocks) if learned else "")
     if pictures and {"M", "T"} <= drafted:
         text += where_they_differed(blocks, word)
     if max(rate.values()) < 0.5:
@@ -204,8 +204,9 @@ def alone_matches(update: dict, methods: list[str]) -> dict[str, float] | None:
 LEAD = 0.1  # a method leads when its share of right guesses is ahead by this much or more
 
 
-def _lead(rate: dict[str, float], learned: bool) -> str:
-    """The method that led by `LEAD` or more, or that none did and what the weights followed."""
+def _lead(rate: dict[str, float], learned: bool, sat: str = "") -> str:
+    """The method that led by `LEAD` or more, or that none did and what the weights followed (and, `sat`,
+    where they sat: a tie-break can still put all of the weight on one method, which the chart shows)."""
     if len(rate) < 2:
         return ""
     leader, behind = max(rate, key=rate.get), min(rate, key=rate.get)
@@ -215,9 +216,25 @@ def _lead(rate: dict[str, float], learned: bool) -> str:
     text = f" {'Neither method' if len(rate) == 2 else 'No method'} led by much"
     if not learned:
         return text + "."
-    return (text + ": the weights followed the rule's tie-break (with w-grid: of the weightings whose top-1 matched "
-            "the target's most often, the one whose probabilities came closest to the target's wins), its figures in "
-            "the stepper.")
+    return (text + ", so the matches did not choose the weights: the rule's tie-break did (with w-grid: of the "
+            "weightings whose top-1 matched the target's most often, the one whose probabilities came closest to "
+            f"the target's wins){sat}; its figures are in the stepper.")
+
+
+def where_weights_sat(blocks: list[BlockEvent]) -> str:
+    """Where the weights sat over the answer's blocks, as the chart draws them: all on one method in most
+    blocks, or each method's mean weight."""
+    if not blocks or len(blocks[0].weights) < 2:
+        return ""
+    methods = list(blocks[0].weights)
+    whole = {m: sum(block.weights.get(m, 0.0) >= 0.999 for block in blocks) for m in methods}
+    top = max(whole, key=whole.get)
+    if 2 * whole[top] > len(blocks):
+        others = " and ".join(m for m in methods if m != top)
+        return (f": it gave {top} all of the weight in {whole[top]} of {counted(len(blocks), 'block')}, where "
+                f"{others} had none")
+    mean = " · ".join(f"{m} {sum(block.weights.get(m, 0.0) for block in blocks) / len(blocks):.2f}" for m in methods)
+    return f": on average {mean}"
 
 
 COMMON = set("""a an the and or but of to in on at by for from with about into is are was were be been am do does did

@@ -124,7 +124,9 @@ TOKEN_TAP_JS = """() => {
     const token = event.target.closest?.('#tabed-answer .tk, #plain-answer .tk');
     const detail = document.querySelector('#token-detail .tabed-token-detail');
     if (!token || !detail) return;
-    detail.textContent = '\u201c' + token.textContent + '\u201d: ' + token.title;
+    const text = token.textContent;  // as the stepper shows a token: trimmed, a blank one's ␣ ↵ ⇥ drawn
+    const shown = text.trim() || text.replace(/ /g, '\u2423').replace(/\\n/g, '\u21b5').replace(/\\t/g, '\u21e5');
+    detail.textContent = '\u201c' + shown + '\u201d: ' + token.title;
     if (keep) detail.classList.add('filled');
   };
   document.addEventListener('click', (event) => say(event, true));

@@ -298,8 +298,10 @@ class RunView:
             same = "the same sample" if ours == plain else "a different sample"
             return (f"Sampling: {same} from the same distribution. Each draft x is kept with probability "
                     "min(1, p(x)/q(x)) (p the target's, q the ensemble's) and a rejected one is replaced from "
-                    "what is left of p, so the answer is distributed exactly as plain decoding's. The conversation "
-                    f"goes on from {self.label}'s sample.")
+                    "what is left of p, so the answer is distributed exactly as plain decoding's. One pair of "
+                    "answers cannot show a distribution; this page can show its parts: a token's detail gives the test "
+                    "it met, with its numbers, and at temperature 0 the same steps give the target's own answer, "
+                    f"identical token for token. The conversation goes on from {self.label}'s sample.")
         if ours == plain:
             return (f"Identical to plain decoding: {len(ours)} of {len(plain)} tokens. Exact means the target's own "
                     "answer, not a true one: where the target is wrong, so is this answer, no more and no less.")

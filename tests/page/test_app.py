@@ -773,6 +773,8 @@ def test_the_status_shows_lossless_and_names_what_decoded(tiny_app, image_path):
     sampled = final(list(tiny_app.run(image_path, "w1 w2 w3", None, **settings(temperature=1.0, seed=3))))
     assert "from the same distribution" in sampled.status and "min(1, p(x)/q(x))" in sampled.status
     assert "The conversation goes on from TABED's sample." in sampled.status  # of the two shown, the one it keeps
+    assert "One pair of answers cannot show a distribution" in sampled.status  # and how a student checks it
+    assert "at temperature 0 the same steps give the target's own answer, identical token for token" in sampled.status
     assert sampled.state.turns[-1][1] == last_run(sampled.state)["results"]["speculative"]["text"]
     for methods, mode, name in ((["M"], app.MODES[2], "M alone"), (["M", "T"], app.MODES[1], "static ensemble MT")):
         statuses = [frame(values).status for values in tiny_app.run(image_path, "w1 w2", None,

@@ -16,7 +16,7 @@ from playwright.sync_api import expect, sync_playwright
 import app
 from conftest import serving, workers_alive
 from tabed.models.loading import load_preset
-from tabed.page.controls import LABELS
+from tabed.page.controls import LABELS, MODES
 from tabed.teaching import world
 
 CHROMIUM = "/usr/bin/chromium"
@@ -412,7 +412,9 @@ class TestWithTheTinyPair:
             token.scroll_into_view_if_needed()
             token.tap()
             phone.wait_for_timeout(150)  # for what the page does after a tap
-            expect(detail).to_contain_text(f"\u201c{token.text_content()}\u201d: {token.get_attribute('title')}")
+            text = token.text_content()  # as the stepper shows it: trimmed, a blank token's ␣ drawn
+            shown = text.strip() or text.translate({32: "\u2423", 10: "\u21b5", 9: "\u21e5"})
+            expect(detail).to_contain_text(f"\u201c{shown}\u201d: {token.get_attribute('title')}")
 
     def test_a_refused_request_leaves_the_page_as_it_was(self, page, chart_png):
         ask(page, chart_png, "w1 w2")
@@ -459,7 +461,10 @@ class TestWithTheTinyPair:
         page.set_viewport_size({"width": width, "height": 1300})
         open_settings(page)
         page.locator("#settings").get_by_label("single method").check()
-        page.locator("#settings").get_by_label("T: ").uncheck()
+        # the default ticks M and T: choosing one method keeps the first, so that Run works at once (it said
+        # "single-method drafting uses one method; 2 are ticked" to a held-out trial)
+        expect(page.locator("#settings").get_by_label("T: ")).not_to_be_checked()
+        expect(page.locator("#settings").get_by_label("M: ")).to_be_checked()
         ask(page, None, "w1 w2")
         expect(page.locator("#tabed-answer")).to_contain_text("Answer (M alone)")
         expect(page.locator("#metrics")).to_contain_text("M alone")
@@ -471,6 +476,8 @@ class TestWithTheTinyPair:
         chart = page.locator("#weights-plot")
         expect(chart.locator(".gtitle")).to_have_text("M alone: no ensemble, no weights")  # no flat weight line
         expect(chart.locator(".legendtext")).to_have_text(["accepted drafts"])
+        page.locator("#settings").get_by_label(MODES[0]).check()  # back to an ensemble: two methods again
+        expect(page.locator("#settings").get_by_label("T: ")).to_be_checked()
 
     def test_token_trees_are_drawn_block_by_block(self, page, chart_png):
         expect(page.locator("#trees-plot")).to_be_visible()  # the default hedges the first block
@@ -737,6 +744,7 @@ def _stop_races(page, rng: random.Random, moments: list[float], monkeypatch, lan
         late += 1
         assert late <= 4, "in four races the Stop reached the server after the race had ended"
         print("a Stop reached the server after its race had ended: the race replayed again")
+        time.sleep(app.STOPS.EARLY_S)  # a Stop that finds nothing running stops what begins within this (by design)
 
 
 @pytest.fixture

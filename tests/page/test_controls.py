@@ -5,7 +5,7 @@ import pytest
 
 from tabed.engine.spec import parse_spec
 from tabed.errors import InputError
-from tabed.page.controls import FIELDS, MODES, page_settings, page_spec
+from tabed.page.controls import FIELDS, MODES, methods_for_mode, page_settings, page_spec
 
 
 @pytest.mark.parametrize("methods, ensemble, expected", [(["M"], "single", "M"), (["M", "T"], "static", "MT"),
@@ -81,3 +81,17 @@ def test_every_number_is_taken_at_both_ends_of_its_range(name):
 def test_the_page_names_each_ensemble_in_words_and_an_api_call_may_use_its_kind(mode, kind):
     methods = ["M"] if kind == "single" else ["M", "T"]
     assert page_spec(methods, mode) == page_spec(methods, kind) and page_spec(methods, kind).mode == kind
+
+
+def test_a_change_of_ensemble_leaves_methods_that_run():
+    """Single method keeps the first ticked; an ensemble short of two gets the defaults back; otherwise the
+    ticks stay as they are. Each result is accepted by `page_settings` for its mode."""
+    defaults = ("M", "T")
+    single, tabed = MODES[2], MODES[0]
+    assert methods_for_mode(["T", "M"], single, defaults) == ["M"]
+    assert methods_for_mode(["C", "P"], single, defaults) == ["C"]
+    assert methods_for_mode([], single, defaults) == ["M"]
+    assert methods_for_mode(["P"], tabed, defaults) == ["M", "T", "P"]
+    assert methods_for_mode(["T", "C"], tabed, defaults) == ["T", "C"]
+    for mode, ticked in ((single, ["M", "T", "N"]), (tabed, ["C"]), (MODES[1], None)):
+        page_settings(methods_for_mode(ticked, mode, defaults), mode, [])

@@ -50,12 +50,25 @@ def test_where_neither_led_each_kind_of_position_says_its_cause():
     assert m_against_t(blocks) == {"both": [(0, 1, 1)], "M": [(1, 4, 5), (2, 6, 5)], "T": [(3, 9, 7)],
                                    "neither": []}  # (index in the answer, M's guess, T's guess)
     text = who_led(blocks, shared=[], pictures=True, learned=True)
-    assert "Neither method led by much: the weights followed the rule's tie-break (with w-grid: of the " \
-           "weightings whose top-1 matched the target's most often" in text and " led:" not in text
+    assert "Neither method led by much, so the matches did not choose the weights: the rule's tie-break did (with " \
+           "w-grid: of the weightings whose top-1 matched the target's most often" in text and " led:" not in text
+    assert "came closest to the target's wins): on average M 0.67 · T 0.33; its figures are in the stepper" in text
     assert "Neither method led by much." in who_led(blocks, shared=[], pictures=True, learned=False)
     assert "Where both M and T guessed (4 positions): both were right at 1" in text
     assert "only M at 2 (there the picture told M what T cannot know)" in text
     assert "Where both" not in who_led(blocks, shared=[], pictures=False, learned=True)  # no picture, no such cause
+
+
+def test_a_tie_that_gave_one_method_all_of_the_weight_says_so():
+    """The trial's contradiction: "neither led by much" beside a chart at M 1.00 all along. The sentence says
+    where the tie-break put the weights, in the chart's terms."""
+    tied = [replace(b, weights={"M": 1.0, "T": 0.0}) for b in
+            [block([1, 2], 1, 3, {"M": [1, 4], "T": [1, 5]}), block([6, 7], 1, 8, {"M": [6, 4], "T": [6, 5]})]]
+    tied.append(block([2, 3], 1, 5, {"M": [2, 4], "T": [2, 6]}))  # equal weights in the last block
+    text = who_led(tied, shared=[], pictures=True, learned=True)
+    assert "the rule's tie-break did" in text and ": it gave M all of the weight in 2 of 3 blocks, where T had none; " \
+           "its figures are in the stepper." in text
+    assert "all of the weight" not in who_led(tied, shared=[], pictures=True, learned=False)  # nothing learned
 
 
 def test_where_they_differed_is_quoted_in_the_answers_own_words():
