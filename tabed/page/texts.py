@@ -1,7 +1,10 @@
 """The page's fixed words and styles."""
 
+import json
+
 from ..engine.draft_length import CPU_MIN_SURVIVAL, FIRST_MIN_SURVIVAL, MIN_SURVIVAL
 from ..engine.resting import PROBE_EVERY, REST_AFTER
+from .words import WHITESPACE
 
 CSS = """
 #tabed-answer, #plain-answer { white-space: pre-wrap; font-family: ui-monospace, monospace; line-height: 1.6;
@@ -125,13 +128,14 @@ TOKEN_TAP_JS = """() => {
     const detail = document.querySelector('#token-detail .tabed-token-detail');
     if (!token || !detail) return;
     const text = token.textContent;  // as the stepper shows a token: trimmed, a blank one's ␣ ↵ ⇥ drawn
-    const shown = text.trim() || text.replace(/ /g, '\u2423').replace(/\\n/g, '\u21b5').replace(/\\t/g, '\u21e5');
+    const shown = text.trim() || text.replace(/\\s/g, (blank) => (WHITESPACE)[blank] ?? blank);
     detail.textContent = '\u201c' + shown + '\u201d: ' + token.title;
     if (keep) detail.classList.add('filled');
   };
   document.addEventListener('click', (event) => say(event, true));
   document.addEventListener('pointermove', (event) => event.pointerType === 'mouse' && say(event, false));
 }"""
+TOKEN_TAP_JS = TOKEN_TAP_JS.replace("WHITESPACE", json.dumps(WHITESPACE))  # the table `words.token_word` draws with
 DETAIL_PROMPT = "Tap or hover a token of an answer for its details."
 TOKEN_DETAIL = f'<div class="tabed-token-detail">{DETAIL_PROMPT}</div>'
 FORGET_DETAIL_JS = FORGET_DETAIL_JS.replace("DETAIL_PROMPT", repr(DETAIL_PROMPT))
