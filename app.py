@@ -340,10 +340,11 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
     run_event = ask.run.click(run, inputs, outputs, api_name="run", **decode)
     follow_event = ask.follow_up.click(ask_follow_up, inputs, outputs, api_name="follow_up", **decode)
     submit_event = ask.prompt.submit(run, inputs, outputs, api_name=False, **decode)
+    # trigger_mode="multiple": a picture added while the last one's check is on its way is checked too
     ask.image.upload(check_upload, [ask.image], [ask.image, show.status], preprocess=False, queue=False,
-                     api_name=False)
+                     api_name=False, trigger_mode="multiple")
     race_event = show.race_button.click(replay_race, [state], [show.race], api_name="replay_race",
-                                        trigger_mode="always_last")
+                                        trigger_mode="always_last", show_progress="hidden")  # it has its clock
     # On ZeroGPU the handler runs in another process, out of reach of the session's flags: cancel it there.
     # trigger_mode="multiple": every click of Stop is sent, even while an earlier one is still on its way
     ask.stop.click(request_stop, None, None, queue=False, api_name=False, trigger_mode="multiple",

@@ -28,6 +28,10 @@ from .worker import ALONE, AUTOREGRESSIVE, SPECULATIVE, ComparisonWorker, Done, 
 
 HTML_EVERY_S = 0.1  # token stream and status
 RACE_CLOCK_S = 0.5  # the replayed race's clock is resent at least this often when no token comes
+# The race's frames, at most this often: the browser handles each frame by copying every value on the page (the
+# block table's and the charts' too), so that a frame every 50 ms (20 a second) kept a busy machine's browser
+# behind the race for seconds, and a click on Stop waited behind them.
+RACE_FRAME_S = 0.2
 PLOT_EVERY_S = 0.75  # plotly figures and tables are resent whole: keep them rare (Stop stays responsive)
 NO_RACE = "Run a prompt with 'compare with plain decoding' ticked first."
 STOPPED_MARK = '<div class="tabed-stopped">\u25a0 stopped here</div>'
@@ -440,4 +444,4 @@ def race_frames(conversation: Conversation, stop: threading.Event) -> Iterator[s
             sent, last = dict(shown), time.monotonic()
         if done:
             return
-        time.sleep(0.05)
+        stop.wait(RACE_FRAME_S)  # (a Stop ends the wait at once)

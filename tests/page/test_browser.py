@@ -208,13 +208,17 @@ class TestWithTheTinyPair:
         expect(page.locator("#weights-plot .js-plotly-plot")).to_have_count(1)
         expect(page.locator("#metrics")).to_contain_text("block efficiency")
 
-    def test_a_file_that_is_no_picture_is_refused_with_a_message(self, page, chart_png, tmp_path):
+    def test_a_file_that_is_no_picture_is_refused_with_a_message(self, page, chart_png, tmp_path, monkeypatch):
         """A corrupted PNG and a text file named `.png` are taken off the gallery with a line naming them (no
         server path), the picture beside them stays and Run goes on; past eight pictures the rest are left
-        out, and the status says so."""
+        out, and the status says so. A file added while the last one's check is still on its way (a busy
+        server: here the first check takes a second) is checked too."""
         broken, text = tmp_path / "broken.png", tmp_path / "notes.png"
         broken.write_bytes(b"\x89PNG\r\n\x1a\n" + b"not really a picture" * 20)
         text.write_text("a shopping list, not a picture\n" * 8)
+        checks = []
+        monkeypatch.setattr(app, "checked_upload", lambda upload, check=app.checked_upload: (
+            checks.append(1), len(checks) == 1 and time.sleep(1.0), check(upload))[-1])
         page.locator("#image input[type=file]").set_input_files(str(chart_png))
         expect(page.locator("#image img")).to_have_count(1)
         for bad in (broken, text):
@@ -683,7 +687,7 @@ def _press_stop(page) -> float:
     """Watch the status from now on, press Stop; when it was pressed."""
     page.evaluate(WATCH_STATUS)
     clicked = time.monotonic()
-    page.locator("#stop").click()
+    page.locator("#stop").click(timeout=60_000)  # a bound, not a speed: a busy browser can take seconds to click
     return clicked
 
 
@@ -780,6 +784,10 @@ def test_ten_stops_in_a_row_each_shown_on_the_page(browser, long_winded_pair, mo
         set_slider(page, "settings-max-new-tokens", 320)  # a race of about 20 s: a busy machine's Stop lands in it
         page.locator("#run").click()
         expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
+        # the run's last frames (charts, downloads) drawn first: a busy browser drawing them clicks Stop late
+        expect(page.locator("#downloads a")).to_have_count(2, timeout=60_000)
+        page.evaluate(WATCH_STATUS)
+        _statuses_once_settled(page)
         _stop_races(page, rng, moments, monkeypatch)
         assert len(moments) == 10
         print("seconds from Stop to 'Stopped' on the page:", " ".join(f"{m:.2f}" for m in moments))
