@@ -252,10 +252,14 @@ def unasked(question: str, answer: str) -> list[str]:
     return [] if asked & words(answer) else sorted(asked)
 
 
-def fast_or_slow(tokens_per_pass: float, cost: float, measured: float, verify: float = 1.0) -> str:
+VERIFY_DEAR = 1.25  # a verify this many plain steps or more is worth a word: it checked long blocks
+
+
+def fast_or_slow(tokens_per_pass: float, cost: float, measured: float, verify: float = 1.0,
+                 checked: float = 0.0) -> str:
     """Why an answer was fast or slow, in one plain sentence: a target pass's tokens against what a whole pass
     cost (its verify, its drafting and the rest), in plain decoding's steps (`engine/speed.py`); and why a
-    verify can come out cheaper than the one step it replaces."""
+    verify can come out cheaper than the one step it replaces, or dearer (`checked`: drafts per pass)."""
     whole = f"a whole pass (verify, drafting and the rest) cost {cost:.2f} plain steps"
     if measured >= 1.0:
         text = (f"Fast because each target pass kept {tokens_per_pass:.2f} tokens where a plain step makes one, "
@@ -266,6 +270,9 @@ def fast_or_slow(tokens_per_pass: float, cost: float, measured: float, verify: f
     if round(verify, 2) < 1.0:
         text += (f" A verify came out under one plain step ({verify:.2f}): checking a few tokens costs the target "
                  "about what making one does, and the two are timed in different runs, so their noise can tip it.")
+    elif verify >= VERIFY_DEAR and checked:
+        text += (f" A verify cost {verify:.2f} plain steps, not one: the target reads every draft of a block in its "
+                 f"pass ({checked:.1f} on average here), and on this machine a pass over more tokens takes longer.")
     return text
 
 

@@ -77,21 +77,26 @@ class TokenStream:
         self._add(kind, event.token_id, f"token {event.index + 1} · {what} took {event.step_s * 1e3:.1f} ms")
 
     def block(self, block: BlockEvent) -> None:
+        """A block's kept drafts, then its struck ones set above the target's token that replaced them (so that
+        a rejection inside a word leaves the word whole on its line: "Just", with "le" struck above "ust")."""
         kept, word = len(block.emitted), Words(self.tokenizer)
-        for j, token in enumerate(block.draft):
-            title = draft_detail(word, block, j)
-            if j < block.accepted:
-                if j < kept:
-                    self._add("accepted", token, title)
-            else:
+        for j, token in enumerate(block.draft[:min(block.accepted, kept)]):
+            self._add("accepted", token, draft_detail(word, block, j))
+        corrected = kept > block.accepted and not block.bonus
+        struck = block.draft[block.accepted:]
+        if struck:
+            self.html += '<span class="tk-fix"><span class="tk-drafts">' if corrected else ""
+            for j, token in enumerate(struck, start=block.accepted):
                 kind = "rejected" if j == block.accepted else "discarded"
-                self._add(kind, token, title, keep=False, after=block.draft[block.accepted:j])
+                self._add(kind, token, draft_detail(word, block, j), keep=False, after=struck[:j - block.accepted])
                 self.rejected += 1
+            self.html += "</span>" if corrected else ""  # (with no target's token after them, they stay inline)
         if kept > block.accepted:
             kind = "bonus" if block.bonus else "corrected"
             title = (f"block {block.index} · the target's token · target p={block.target_token_prob:.2f}"
                      f" · {'all drafts accepted' if block.bonus else 'replaces the first rejected draft'}")
             self._add(kind, block.target_token, title)
+            self.html += "</span>" if corrected and struck else ""
 
 
 Groups = list[tuple[str, list[str]]]  # the page's methods: (name, the methods it stands for)
@@ -166,13 +171,14 @@ def tree_depth(nodes: list[TreeNode]) -> int:
 
 # the block table's columns a student reads a block by, and their widths (px), narrow enough (their cells
 # wrap) to be in view together in the page's column at 1400 px; each method's guesses and the times follow
-LEADING_COLUMNS = {"block": 64, "weights": 96, "ensemble draft": 200, "kept": 56, "target's token": 112,
+LEADING_COLUMNS = {"block": 64, "weights": 96, "ensemble draft": 170, "kept": 56, "target's token": 112,
                    "drafted (why it stopped)": 150}
 
 
 def block_widths(groups: Groups) -> list[str]:
     """The block table's column widths, in `block_columns`' order."""
-    return [f"{width}px" for width in LEADING_COLUMNS.values()] + ["200px"] * len(groups) + ["72px", "72px"]
+    # (two methods' table fits a 1400 px screen whole; more scroll sideways)
+    return [f"{width}px" for width in LEADING_COLUMNS.values()] + ["150px"] * len(groups) + ["72px", "72px"]
 
 
 def block_columns(groups: Groups) -> list[str]:
@@ -429,6 +435,9 @@ KEPT_AT = "drafts kept at position 1, 2, … (of the blocks that drafted that fa
 RIGHT_AT = "'s own guess right at position 1, 2, … (of the positions the target verified)"
 
 
+KEPT_BY_COUNT = "blocks by drafts kept (drafts kept: blocks)"
+
+
 def acceptance_rows(metrics: Metrics) -> list[list]:
     """How the drafts fared, as rows of the metrics table: the mean drafts kept a block, the blocks by
     the number they kept, and each draft position's share kept (a draft is kept only with every one
@@ -442,7 +451,8 @@ def acceptance_rows(metrics: Metrics) -> list[list]:
         return shown + (f" · {rest}: in the JSON download" if more > 0 else "")
 
     return [["drafts kept a block (mean)", f"{metrics.mean_accepted:.2f}", "—"],
-            ["blocks that kept 0, 1, 2, … drafts", ", ".join(map(str, metrics.accepted_histogram)), "—"],
+            [KEPT_BY_COUNT, " · ".join(f"{kept}: {blocks}" for kept, blocks in enumerate(metrics.accepted_histogram)
+                                       if blocks), "—"],  # short on a phone: the counts no block had left out
             [KEPT_AT, by_position(metrics.acceptance_by_position)
              or "none drafted", "—"],
             *([f"{method}{RIGHT_AT}", by_position(cells), "—"]

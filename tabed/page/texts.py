@@ -11,6 +11,12 @@ CSS = """
   min-height: 4em; }
 .tabed-legend { font-size: 0.85em; }
 .hide-rejected .tk-rejected, .hide-rejected .tk-discarded { display: none; }
+/* struck drafts sit above the target's token that replaced them, out of the line's flow: the answer reads whole */
+#tabed-answer { line-height: 2.7; }
+#tabed-answer.hide-rejected { line-height: 1.6; }
+.tk-fix { position: relative; }
+.tk-drafts { position: absolute; left: 0; bottom: 85%; line-height: 1; white-space: pre; max-width: 8em;
+  overflow: hidden; text-overflow: ellipsis; background: var(--body-background-fill, #fff); }
 .tabed-rejected-count { display: none; color: #cf222e; font-size: 0.85em; margin-top: 0.4em; }
 .hide-rejected .tabed-rejected-count { display: block; }
 .tabed-stopped { color: #b45309; font-weight: 600; margin-top: 0.4em; }

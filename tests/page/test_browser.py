@@ -342,7 +342,8 @@ class TestWithTheTinyPair:
     def test_the_page_reads_on_a_wide_screen_and_a_phone(self, page, chart_png):
         """At 1400 px and 390 px: the status in view right after Run, no sideways scroll of the page, the block
         table's six leading columns in view together, the chart's block numbers apart and its legend clear of
-        the axes, rejected drafts hidden on demand (their count shown), and a token's details on a tap."""
+        the axes, struck drafts above the words they split, rejected drafts hidden on demand (their count shown),
+        and a token's details on a tap."""
         for run, width in enumerate((1400, 390), 1):
             page.locator("#image input[type=file]").set_input_files(str(chart_png))
             expect(page.locator("#image img")).to_have_count(1)
@@ -360,6 +361,7 @@ class TestWithTheTinyPair:
             _words_whole(page, '#blocks .body-cell[data-col="4"]')  # "corrected: x" (it broke as "correcte d")
             _words_whole(page, "#metrics td")
             _chart_legible(page)
+            _struck_drafts_above_whole_words(page)
             _rejected_drafts_hide_and_count(page)
             page.locator("#tabed-answer .tk-accepted").first.click()
             expect(page.locator("#token-detail")).to_contain_text("target p=")
@@ -576,6 +578,27 @@ def _chart_legible(page) -> None:
     assert legend["y"] + legend["height"] <= area["y"] + 1, (legend, area)
     label = chart.locator('[data-testid="block-label"]').bounding_box()  # and below the chart's own label
     assert label["y"] + label["height"] <= legend["y"] + 1, (label, legend)
+
+
+STRUCK_PLACES = """answer => {
+    const kept = [...answer.querySelectorAll('.tk:not(.tk-rejected):not(.tk-discarded)')];
+    const box = answer.getBoundingClientRect();
+    return kept.flatMap((token, i) => {
+        if (!token.classList.contains('tk-corrected') || i === 0) return [];
+        const own = token.getBoundingClientRect(), before = kept[i - 1].getBoundingClientRect();
+        const drafts = token.closest('.tk-fix')?.querySelector('.tk-drafts')?.getBoundingClientRect();
+        return [{text: token.innerText, gap: Math.abs(own.top - before.top) < 2 ? own.left - before.right : 0,
+                 above: drafts ? drafts.bottom <= own.top + 0.3 * own.height && drafts.top >= box.top : false}];
+    });
+}"""
+
+
+def _struck_drafts_above_whole_words(page) -> None:
+    """Each target's token at a rejection follows the kept token before it on its line with no gap, its
+    struck drafts set above it inside the answer's box: a word the drafts split reads whole ("Just", not
+    "J~~le~~ust", which a trial found garbled)."""
+    places = page.locator("#tabed-answer").evaluate(STRUCK_PLACES)
+    assert places and all(abs(place["gap"]) < 1.5 and place["above"] for place in places), places
 
 
 def _rejected_drafts_hide_and_count(page) -> None:

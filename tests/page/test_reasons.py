@@ -138,6 +138,9 @@ def test_fast_or_slow_in_one_sentence():
     assert "under one plain step" not in fast_or_slow(3.2, 2.1, 1.52, verify=1.1)
     assert "A verify came out under one plain step (0.83): checking a few tokens costs the target about what " \
            "making one does" in fast_or_slow(3.2, 2.1, 1.52, verify=0.83)
+    assert "A verify cost 1.84 plain steps, not one: the target reads every draft of a block in its pass (6.5 on " \
+           "average here)" in fast_or_slow(3.2, 2.6, 1.31, verify=1.84, checked=6.5)
+    assert "A verify cost" not in fast_or_slow(3.2, 2.1, 1.52, verify=1.1, checked=6.5)
 
 
 def test_a_method_alone_that_beat_the_ensemble_is_said_and_why():

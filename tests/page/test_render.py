@@ -160,7 +160,7 @@ def test_the_metrics_say_how_the_drafts_fared_block_by_block_and_position_by_pos
                                                 "T": []})
     rows = {row[0]: row[1] for row in metrics_rows(metrics, None)}
     assert rows["drafts kept a block (mean)"] == "1.75"
-    assert rows["blocks that kept 0, 1, 2, … drafts"] == "1, 0, 2, 1"
+    assert rows["blocks by drafts kept (drafts kept: blocks)"] == "0: 1 · 2: 2 · 3: 1"  # none kept 1
     assert rows[KEPT_AT] == "1: 75% · " + " · ".join(
         f"{i}: 50%" for i in range(2, 9)) + " · positions 9–10: in the JSON download"  # the first eight, and where
     assert rows[f"M{RIGHT_AT}"] == "1: 100% · 2: 25%"
