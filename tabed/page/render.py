@@ -77,8 +77,9 @@ class TokenStream:
         self._add(kind, event.token_id, f"token {event.index + 1} · {what} took {event.step_s * 1e3:.1f} ms")
 
     def block(self, block: BlockEvent) -> None:
-        """A block's kept drafts, then its struck ones set above the target's token that replaced them (so that
-        a rejection inside a word leaves the word whole on its line: "Just", with "le" struck above "ust")."""
+        """A block's kept drafts, then its struck ones set above the target's token that replaced them, in a box
+        (`.tk-fix`), so that a rejection inside a word leaves the word whole on its line: "Just", with "le"
+        struck above "ust"."""
         kept, word = len(block.emitted), Words(self.tokenizer)
         for j, token in enumerate(block.draft[:min(block.accepted, kept)]):
             self._add("accepted", token, draft_detail(word, block, j))

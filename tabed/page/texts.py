@@ -11,12 +11,12 @@ CSS = """
   min-height: 4em; }
 .tabed-legend { font-size: 0.85em; }
 .hide-rejected .tk-rejected, .hide-rejected .tk-discarded { display: none; }
-/* struck drafts sit above the target's token that replaced them, out of the line's flow: the answer reads whole */
-#tabed-answer { line-height: 2.7; }
-#tabed-answer.hide-rejected { line-height: 1.6; }
-.tk-fix { position: relative; }
-.tk-drafts { position: absolute; left: 0; bottom: 85%; line-height: 1; white-space: pre; max-width: 8em;
-  overflow: hidden; text-overflow: ellipsis; background: var(--body-background-fill, #fff); }
+/* struck drafts sit above the target's token that replaced them: the answer's line reads whole, a line with drafts is
+   taller (as ruby text is), and drafts longer than their token run on over the line's next ones, not apart from it */
+#tabed-answer { overflow-x: clip; }
+.tk-fix { display: inline-block; }
+.tk-drafts { display: block; width: 0; min-width: 100%; white-space: pre; line-height: 1.15; }
+.tk-drafts .tk { background: var(--body-background-fill, #fff); box-shadow: -1px 0 0 #d0d7de; }
 .tabed-rejected-count { display: none; color: #cf222e; font-size: 0.85em; margin-top: 0.4em; }
 .hide-rejected .tabed-rejected-count { display: block; }
 .tabed-stopped { color: #b45309; font-weight: 600; margin-top: 0.4em; }

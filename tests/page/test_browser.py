@@ -379,6 +379,7 @@ class TestWithTheTinyPair:
         open_settings(page)
         page.locator("#settings-adaptive input").uncheck()  # always γ drafts: some come after a rejection
         ask(page, chart_png, "w1 w2 w3")
+        _struck_drafts_above_whole_words(page)  # (here a block's struck drafts are several, wider than its token)
         answer, detail = page.locator("#tabed-answer"), page.locator("#token-detail")
         answer.locator(".tk-accepted").first.hover()  # the pointer over a token says as much as a tap
         expect(detail).to_contain_text("kept: the target's top-1 is")
@@ -587,7 +588,9 @@ STRUCK_PLACES = """answer => {
         if (!token.classList.contains('tk-corrected') || i === 0) return [];
         const own = token.getBoundingClientRect(), before = kept[i - 1].getBoundingClientRect();
         const drafts = token.closest('.tk-fix')?.querySelector('.tk-drafts')?.getBoundingClientRect();
-        return [{text: token.innerText, gap: Math.abs(own.top - before.top) < 2 ? own.left - before.right : 0,
+        const next = kept[i + 1]?.getBoundingClientRect();
+        const apart = (a, b) => b && Math.abs(a.top - b.top) < 2 ? Math.abs(b.left - a.right) : 0;  // on one line
+        return [{text: token.innerText, gap: Math.max(apart(before, own), apart(own, next)),
                  above: drafts ? drafts.bottom <= own.top + 0.3 * own.height && drafts.top >= box.top : false}];
     });
 }"""
@@ -596,7 +599,7 @@ STRUCK_PLACES = """answer => {
 def _struck_drafts_above_whole_words(page) -> None:
     """Each target's token at a rejection follows the kept token before it on its line with no gap, its
     struck drafts set above it inside the answer's box: a word the drafts split reads whole ("Just", not
-    "J~~le~~ust", which a trial found garbled)."""
+    "J~~le~~ust", which a trial found garbled; nor "Ju  st", drafts wider than their token pushing it apart)."""
     places = page.locator("#tabed-answer").evaluate(STRUCK_PLACES)
     assert places and all(abs(place["gap"]) < 1.5 and place["above"] for place in places), places
 
