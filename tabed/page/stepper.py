@@ -178,15 +178,21 @@ CLOSEST = ("how close each weighting's probabilities for every token came to the
            "positions (KL: 0 would be the target's own; less is closer)")
 
 
+ALL_TIED_SHOWN = 4  # tied weightings listed whole up to this many
+
+
 def _closest(update: dict, methods: list[str]) -> str:
-    """The tied weightings' closeness (KL) as the rule compared it: the winner, each method alone and the even
-    mix where they tied, closest first."""
+    """The tied weightings' closeness (KL) as the rule compared it, closest first: all of them when they are few
+    (a winner alone beside its figure says nothing), else the winner, each method alone and the even mix."""
     candidates, tied = update["candidates"], update["most_matches"]
     even = [1 / len(methods)] * len(methods)
-    shown = [k for k in tied if k == update["winner"] or max(candidates[k]["weights"]) == 1.0
-             or all(abs(w - e) < 1e-3 for w, e in zip(candidates[k]["weights"], even, strict=True))]
-    return ", ".join(f"{_weighting(candidates[k]['weights'], methods)} {candidates[k]['kl']:.2f}"
+    shown = tied if len(tied) <= ALL_TIED_SHOWN else [
+        k for k in tied if k == update["winner"] or max(candidates[k]["weights"]) == 1.0
+        or all(abs(w - e) < 1e-3 for w, e in zip(candidates[k]["weights"], even, strict=True))]
+    said = ", ".join(f"{_weighting(candidates[k]['weights'], methods)} {candidates[k]['kl']:.2f}"
                      for k in sorted(shown, key=lambda k: candidates[k]["kl"]))
+    left = len(tied) - len(shown)
+    return said + (f" (and {left} more, none closer than the winner)" if left else "")
 
 
 def _weighting(weights: list[float], methods: list[str]) -> str:

@@ -144,6 +144,12 @@ def test_a_tie_on_matches_is_said_to_tell_nothing_and_the_kl_to_decide(pair, ima
                   + [(update["candidates"][5]["kl"], f"M and T equally {update['candidates'][5]['kl']:.2f}")])
     assert ", ".join(words for _, words in said) in text  # each method alone and the even mix, closest first
     assert f"The closest won: {' · '.join(f'{m} {w:.2f}' for m, w in block.weights.items())}" in text
+    assert f"(and {len(update['candidates']) - 3} more, none closer than the winner)" in text
+    mixes = [k for k, c in enumerate(update["candidates"]) if max(c["weights"]) < 1.0 and k != 5][:3]
+    few = dict(update, most_matches=mixes, winner=min(mixes, key=lambda k: update["candidates"][k]["kl"]))
+    three = weights_why(replace(block, weight_update=few))  # few tied, none alone or even: each with its figure
+    assert "3 matched most often" in three and "more, none closer" not in three
+    assert all(f"{update['candidates'][k]['kl']:.2f}" in three.split("The closest won")[0] for k in mixes), three
     update["most_matches"] = update["most_matches"][:2]
     two = weights_why(replace(block, weight_update=update))
     assert "a tie" not in two and "2 matched most often (2); of those, by how close" in two
