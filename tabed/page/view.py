@@ -365,8 +365,10 @@ def stream_frames(view: RunView, worker: ComparisonWorker, conversation: Convers
         heavy = not finished and not view.racing and now - last_plot >= PLOT_EVERY_S and shown != last_shown
         if heavy:
             last_plot, last_shown = now, shown
-        frame = Frame(status=view.status(finished), tabed=render.answer_html(view.tabed), plain=view.plain.html,
-                      state=conversation)
+        status = view.status(finished)
+        if finished and not view.error and not view.stopped():  # "Done" comes with the charts (`final_frames`)
+            status = f"\u25f7 Finishing: the metrics, charts, block table and downloads · {view.pair.name}"
+        frame = Frame(status=status, tabed=render.answer_html(view.tabed), plain=view.plain.html, state=conversation)
         if not cleared:  # the engine took the request: the last run's charts and downloads would sit beside this
             # one's tokens (in a race, until it is over), and a download taken then would be the last run's
             cleared = True

@@ -635,8 +635,12 @@ def test_charts_wait_for_the_end_of_a_race_with_plain_decoding(tiny_app, image_p
     outputs = list(tiny_app.run(image_path, "w1 w2", None, **settings(max_new_tokens=400)))
     raced = _charted_statuses(outputs)
     assert raced and all(status.startswith("\u2713 Done") for status in raced)
-    decoding = [str(frame(output).status) for output in outputs if str(frame(output).status).startswith("\u25f7")]
+    statuses = [str(frame(output).status) for output in outputs]
+    decoding = [status for status in statuses if status.startswith("\u25f7") and "Finishing" not in status]
     assert decoding and all("the charts come when both sides are done" in status for status in decoding)
+    # "Done" only with the charts, never over a page still blank (the frame before them says it is finishing)
+    assert [status for status in statuses if status.startswith("\u2713 Done")] == raced
+    assert statuses[-2].startswith("\u25f7 Finishing: the metrics, charts, block table and downloads")
     alone = list(tiny_app.run(image_path, "w1 w2", None, **settings(max_new_tokens=400, compare_ar=False)))
     charted = _charted_statuses(alone)
     assert any("TABED decoding" in status for status in charted) and charted[-1].startswith("\u2713 Done")
