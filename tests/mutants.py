@@ -382,7 +382,7 @@ MUTANTS = (
     Mutant("discarded-drafts-said-rejected", "tabed/page/render.py",
            'kind = "rejected" if j == block.accepted else "discarded"', 'kind = "rejected"',
            (f"{RENDER}::test_each_token_is_coloured_by_what_the_target_did_with_it",)),
-    Mutant("rejected-drafts-lose-their-spaces", "tabed/page/render.py", "after=block.draft[block.accepted:j])",
+    Mutant("rejected-drafts-lose-their-spaces", "tabed/page/render.py", "after=struck[:j - block.accepted])",
            "after=())", (f"{RENDER}::test_rejected_drafts_keep_the_spaces_they_were_drafted_with",)),
     Mutant("token-detail-tests-the-discarded", "tabed/page/reasons.py", "    if j > block.accepted:\n",
            "    if j > block.accepted + 1:\n",
