@@ -83,21 +83,20 @@ class TokenStream:
         kept, word = len(block.emitted), Words(self.tokenizer)
         for j, token in enumerate(block.draft[:min(block.accepted, kept)]):
             self._add("accepted", token, draft_detail(word, block, j))
-        corrected = kept > block.accepted and not block.bonus
         struck = block.draft[block.accepted:]
-        if struck:
-            self.html += '<span class="tk-fix"><span class="tk-drafts">' if corrected else ""
-            for j, token in enumerate(struck, start=block.accepted):
-                kind = "rejected" if j == block.accepted else "discarded"
-                self._add(kind, token, draft_detail(word, block, j), keep=False, after=struck[:j - block.accepted])
-                self.rejected += 1
-            self.html += "</span>" if corrected else ""  # (with no target's token after them, they stay inline)
+        boxed = bool(struck) and kept > block.accepted  # (with no target's token after them, they stay inline)
+        self.html += '<span class="tk-fix"><span class="tk-drafts">' if boxed else ""
+        for j, token in enumerate(struck, start=block.accepted):
+            kind = "rejected" if j == block.accepted else "discarded"
+            self._add(kind, token, draft_detail(word, block, j), keep=False, after=struck[:j - block.accepted])
+            self.rejected += 1
+        self.html += "</span>" if boxed else ""
         if kept > block.accepted:
             kind = "bonus" if block.bonus else "corrected"
             title = (f"block {block.index} · the target's token · target p={block.target_token_prob:.2f}"
                      f" · {'all drafts accepted' if block.bonus else 'replaces the first rejected draft'}")
             self._add(kind, block.target_token, title)
-            self.html += "</span>" if corrected and struck else ""
+        self.html += "</span>" if boxed else ""
 
 
 Groups = list[tuple[str, list[str]]]  # the page's methods: (name, the methods it stands for)

@@ -206,9 +206,10 @@ class RunView:
         """The answer so far, in a box labelled with what decodes it."""
         return gr.update(value=render.answer_html(self.tabed), label=f"Answer ({self.label})")
 
-    def status(self, finished: bool) -> str:
+    def status(self, finished: bool, charted: bool = True) -> str:
         """The status line: in progress, done (with the speedup), stopped (saying which side), or an error.
-        A stopped run is never shown as done, not even in the frame that ends its stream."""
+        A stopped run is never shown as done, not even in the frame that ends its stream; a finished one is
+        done only beside its charts (`charted`; the frame before them says it is finishing)."""
         pair = self.pair
         where = f"{pair.name} on {pair.device.type} ({str(pair.dtype).removeprefix('torch.')})"
         if self.error:
@@ -226,6 +227,8 @@ class RunView:
             return (f"\u25a0 Stopped plain decoding after {render.counted(tokens, 'token')} · {where}. {self.name}'s "
                     "answer is complete and joins the conversation; no speedup is shown, since plain decoding did "
                     "not finish.")
+        if not charted:
+            return f"\u25f7 Finishing: the metrics, charts, block table and downloads · {where}"
         return self._done(where)
 
     def _progress(self, where: str) -> str:
@@ -365,10 +368,8 @@ def stream_frames(view: RunView, worker: ComparisonWorker, conversation: Convers
         heavy = not finished and not view.racing and now - last_plot >= PLOT_EVERY_S and shown != last_shown
         if heavy:
             last_plot, last_shown = now, shown
-        status = view.status(finished)
-        if finished and not view.error and not view.stopped():  # "Done" comes with the charts (`final_frames`)
-            status = f"\u25f7 Finishing: the metrics, charts, block table and downloads · {view.pair.name}"
-        frame = Frame(status=status, tabed=render.answer_html(view.tabed), plain=view.plain.html, state=conversation)
+        frame = Frame(status=view.status(finished, charted=False), tabed=render.answer_html(view.tabed),
+                      plain=view.plain.html, state=conversation)
         if not cleared:  # the engine took the request: the last run's charts and downloads would sit beside this
             # one's tokens (in a race, until it is over), and a download taken then would be the last run's
             cleared = True
