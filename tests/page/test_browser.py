@@ -16,6 +16,7 @@ from playwright.sync_api import expect, sync_playwright
 import app
 from conftest import serving, workers_alive
 from tabed.models.loading import load_preset
+from tabed.page import worker
 from tabed.page.controls import LABELS, MODES
 from tabed.teaching import world
 
@@ -786,6 +787,20 @@ def long_winded_pair():
     return pair
 
 
+@contextlib.contextmanager
+def _paced_plain_decoding(step_s: float = 0.02):
+    """Within: plain decoding takes at least `step_s` a token (256 tokens took about a second on a fast CI
+    machine, over before a Stop clicked up to 0.8 s after its status could land). Its Stop is the real one:
+    the decoding's own cancel check, between tokens."""
+    def paced(*args, generate=worker.autoregressive_generate, **kwargs):
+        for event in generate(*args, **kwargs):
+            yield event
+            time.sleep(step_s)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(worker, "autoregressive_generate", paced)
+        yield
+
+
 @pytest.mark.slow
 def test_ten_stops_in_a_row_each_shown_on_the_page(browser, long_winded_pair, monkeypatch):
     """Long sampled answers, Stop at random moments: before the first block, during TABED, during plain
@@ -800,13 +815,15 @@ def test_ten_stops_in_a_row_each_shown_on_the_page(browser, long_winded_pair, mo
         page.locator("#run").click()
         _stop_and_check(page, "first", moments)  # at once: before (or at) the first block
         for where in ["tabed"] * 4 + ["plain"] * 3:
+            paced = _paced_plain_decoding() if where == "plain" else contextlib.nullcontext()
             if where == "plain":  # TABED's side decodes first, to the end: 256 tokens take a quarter of 1024
                 set_slider(page, "settings-max-new-tokens", 256)
-            page.locator("#run").click()
-            phase = "TABED decoding…" if where == "tabed" else "plain decoding (the target alone)…"
-            expect(page.locator("#status")).to_contain_text(phase, timeout=60_000)
-            time.sleep(rng.uniform(0.0, 0.8))
-            _stop_and_check(page, where, moments)
+            with paced:
+                page.locator("#run").click()
+                phase = "TABED decoding…" if where == "tabed" else "plain decoding (the target alone)…"
+                expect(page.locator("#status")).to_contain_text(phase, timeout=60_000)
+                time.sleep(rng.uniform(0.0, 0.8))
+                _stop_and_check(page, where, moments)
         set_slider(page, "settings-max-new-tokens", 320)  # a race of about 20 s: a busy machine's Stop lands in it
         page.locator("#run").click()
         expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
