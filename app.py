@@ -276,11 +276,9 @@ def _answer_column() -> SimpleNamespace:
                              wrap=True, label="Block by block", elem_id="blocks", interactive=False, max_height=480)
     ui.trees = gr.Plot(label="Token trees", elem_id="trees-plot")  # shown while blocks may draft trees
     ui.stepper = _stepper()
-    with gr.Row():
-        ui.race_button = gr.Button("Replay race", elem_id="race")
-        ui.downloads = gr.File(label=DOWNLOADS_LABEL, file_count="multiple",
-                               elem_id="downloads")
-    ui.race = gr.HTML(elem_id="race-view", label="Race", show_label=False)
+    ui.race_button = gr.Button("Replay race", elem_id="race")
+    ui.race = gr.HTML(elem_id="race-view", label="Race", show_label=False)  # under its button: in view when pressed
+    ui.downloads = gr.File(label=DOWNLOADS_LABEL, file_count="multiple", elem_id="downloads")
     return ui
 
 

@@ -69,6 +69,27 @@ def word_tokenizer(words: list[str]) -> PreTrainedTokenizerFast:
     return tokenizer
 
 
+def a_word_split_by_a_rejection() -> tuple[PreTrainedTokenizerFast, list]:
+    """'Additionally, the picture' in three blocks, their tokens pieces of words: the first keeps 'Add' and
+    rejects 'le', the target's 'it' after it (inside the word); the second keeps 'ionally' ',' and the third
+    'the picture', all its drafts kept."""
+    from tabed.engine.events import BlockEvent, StopReason
+
+    tokenizer = word_tokenizer(["Add", "##it", "##le", "##ionally", "##,", "the", "picture", "w1"])
+    ids = dict(zip(["Add", "it", "le", "ionally", ",", "the", "picture", "w1"], tokenizer.convert_tokens_to_ids(
+        ["Add", "##it", "##le", "##ionally", "##,", "the", "picture", "w1"]), strict=True))
+
+    def block(index: int, draft: list[str], accepted: int, target: str, bonus: bool):
+        draft_ids = [ids[word] for word in draft]
+        return BlockEvent(index=index, weights={"M": 1.0}, draft=draft_ids, drafts={}, accepted=accepted,
+                          target_token=ids[target], bonus=bonus, emitted=draft_ids[:accepted] + [ids[target]],
+                          draft_probs=[0.9] * len(draft), target_probs=[0.5] * len(draft), target_token_prob=1.0,
+                          method_accepted={}, stop=StopReason.FIXED, survival=None, threshold=None, draft_s=0.0,
+                          verify_s=0.0, weights_s=0.0, elapsed_s=0.0)
+    return tokenizer, [block(0, ["Add", "le"], 1, "it", False), block(1, ["ionally"], 1, ",", True),
+                       block(2, ["the", "picture"], 2, "w1", True)]
+
+
 SPECS = ["M", "T", "C", "P", "MT", "MTC", "MTP", "MTCP", "tabed-MT", "tabed-MTC", "tabed-MTP", "tabed-MTCP",
          "tabed-MTN"]
 

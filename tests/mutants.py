@@ -457,6 +457,12 @@ MUTANTS = (
     Mutant("phone-block-cells-fully-padded", "tabed/page/texts.py",
            '"  #blocks .body-cell .cell-wrap { padding-left: 2px !important; padding-right: 2px !important; }\\n"',
            '""', (f"{BROWSER}::TestWithTheTinyPair::test_the_page_reads_on_a_wide_screen_and_a_phone",)),
+    # a word with struck drafts kept on one line; a tap steps to the token's block
+    Mutant("a-word-with-drafts-may-break", "tabed/page/render.py",
+           "whole = self.boxed and len(self.word_text.strip()) <= WHOLE_WORD_CHARS", "whole = False",
+           (f"{BROWSER}::test_a_word_with_struck_drafts_in_it_never_breaks_over_two_lines",)),
+    Mutant("a-finished-answer-never-steps", "tabed/page/view.py", "    tabed_html += STEPPABLE\n", "",
+           (f"{BROWSER}::TestWithTheTinyPair::test_a_tapped_token_keeps_its_own_detail_on_a_phone",)),
 )
 
 

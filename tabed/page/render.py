@@ -45,7 +45,7 @@ def legend_html() -> str:
     return '<div class="tabed-legend">' + " &nbsp;·&nbsp; ".join(items) + "</div>"
 
 
-def _span(kind: str, text: str, title: str) -> str:
+def _span(kind: str, text: str, title: str, block: int | None = None) -> str:
     colour = KINDS[kind][0]
     style = f"color:{colour}"
     if kind in STRUCK:
@@ -53,28 +53,56 @@ def _span(kind: str, text: str, title: str) -> str:
     elif kind in ("corrected", "bonus"):
         style += ";font-weight:600"
     shown = html.escape(text) if text else END  # an end-of-sequence token shows as ⏎
-    return f'<span class="tk tk-{kind}" style="{style}" title="{html.escape(title, quote=True)}">{shown}</span>'
+    steps = "" if block is None else f' data-block="{block}"'  # a tap steps the stepper to its block
+    return f'<span class="tk tk-{kind}" style="{style}" title="{html.escape(title, quote=True)}"{steps}>{shown}</span>'
+
+
+WHOLE_WORD_CHARS = 24  # a word with struck drafts in it is kept on one line up to this long (a URL may wrap)
 
 
 @dataclass
 class TokenStream:
-    """The answer as coloured HTML, appended to block by block (what streamed stays a prefix)."""
+    """The answer as coloured HTML, appended to block by block. A word with a block's struck drafts in it is
+    kept on one line (`.tk-word`): a browser may break a line at the drafts' box, even inside a word."""
 
     tokenizer: object
     ids: list[int] = field(default_factory=list)
-    html: str = ""
+    done: str = ""  # the words before the last one
+    word: list[str] = field(default_factory=list)  # the last word's spans (and boxes), which more may join
+    word_text: str = ""
+    boxed: bool = False  # the last word holds a box of struck drafts
     rejected: int = 0  # drafts shown struck through, rejected or discarded
 
-    def _add(self, kind: str, token: int, title: str, keep: bool = True, after: list[int] = ()) -> None:
+    @property
+    def html(self) -> str:
+        last = "".join(self.word)
+        whole = self.boxed and len(self.word_text.strip()) <= WHOLE_WORD_CHARS
+        return self.done + (f'<span class="tk-word">{last}</span>' if whole else last)
+
+    def _piece(self, piece: str, text: str, box: bool = False) -> None:
+        """A kept token's span (or a box with one), `text` what it reads: a blank starts or ends a word."""
+        if text[:1].isspace():
+            self._end_word()
+        self.word.append(piece)
+        self.word_text += text
+        self.boxed |= box
+        if text[-1:].isspace():
+            self._end_word()
+
+    def _end_word(self) -> None:
+        self.done, self.word, self.word_text, self.boxed = self.html, [], "", False
+
+    def _span(self, kind: str, token: int, title: str, block: int | None, after: list[int] = ()) -> tuple[str, str]:
         """`after`: the rejected drafts before this one, which it was drafted after (its spaces follow them)."""
         text = token_text(self.tokenizer, self.ids + list(after), token)
-        self.html += _span(kind, text if text or token_word(self.tokenizer, token) == END else " ", title)
-        if keep:
-            self.ids.append(token)
+        text = text if text or token_word(self.tokenizer, token) == END else " "
+        return _span(kind, text, title, block), text
 
     def token(self, event: TokenEvent, kind: str = "plain") -> None:
         what = "the prompt's pass, which gives the first token" if event.index == 0 else "its plain decoding step"
-        self._add(kind, event.token_id, f"token {event.index + 1} · {what} took {event.step_s * 1e3:.1f} ms")
+        title = f"token {event.index + 1} · {what} took {event.step_s * 1e3:.1f} ms"
+        self._piece(*self._span(kind, event.token_id, title, None))
+        self.ids.append(event.token_id)
 
     def block(self, block: BlockEvent) -> None:
         """A block's kept drafts, then its struck ones set above the target's token that replaced them, in a box
@@ -82,21 +110,27 @@ class TokenStream:
         struck above "ust"."""
         kept, word = len(block.emitted), Words(self.tokenizer)
         for j, token in enumerate(block.draft[:min(block.accepted, kept)]):
-            self._add("accepted", token, draft_detail(word, block, j))
+            self._piece(*self._span("accepted", token, draft_detail(word, block, j), block.index))
+            self.ids.append(token)
         struck = block.draft[block.accepted:]
-        boxed = bool(struck) and kept > block.accepted  # (with no target's token after them, they stay inline)
-        self.html += '<span class="tk-fix"><span class="tk-drafts">' if boxed else ""
+        drafts = ""
         for j, token in enumerate(struck, start=block.accepted):
             kind = "rejected" if j == block.accepted else "discarded"
-            self._add(kind, token, draft_detail(word, block, j), keep=False, after=struck[:j - block.accepted])
+            drafts += self._span(kind, token, draft_detail(word, block, j), block.index,
+                                 after=struck[:j - block.accepted])[0]
             self.rejected += 1
-        self.html += "</span>" if boxed else ""
-        if kept > block.accepted:
-            kind = "bonus" if block.bonus else "corrected"
-            title = (f"block {block.index} · the target's token · target p={block.target_token_prob:.2f}"
-                     f" · {'all drafts accepted' if block.bonus else 'replaces the first rejected draft'}")
-            self._add(kind, block.target_token, title)
-        self.html += "</span>" if boxed else ""
+        if kept <= block.accepted:  # no target's token after them (a stopped answer): they stay inline
+            self.word.append(drafts)
+            return
+        kind = "bonus" if block.bonus else "corrected"
+        title = (f"block {block.index} · the target's token · target p={block.target_token_prob:.2f}"
+                 f" · {'all drafts accepted' if block.bonus else 'replaces the first rejected draft'}")
+        own, text = self._span(kind, block.target_token, title, block.index)
+        if drafts:
+            self._piece(f'<span class="tk-fix"><span class="tk-drafts">{drafts}</span>{own}</span>', text, box=True)
+        else:
+            self._piece(own, text)
+        self.ids.append(block.target_token)
 
 
 Groups = list[tuple[str, list[str]]]  # the page's methods: (name, the methods it stands for)

@@ -15,10 +15,14 @@ CSS = """
    taller (as ruby text is), and drafts longer than their token run on over the line's next ones, not apart from it */
 #tabed-answer { overflow-x: clip; }
 .tk-fix { display: inline-block; }
+.tk-word { white-space: pre; }  /* a word with drafts in it: a browser breaks lines at a box, word or not */
 .tk-drafts { display: block; width: 0; min-width: 100%; white-space: pre; line-height: 1.15; }
 .tk-drafts .tk { background: var(--body-background-fill, #fff); box-shadow: -1px 0 0 #d0d7de; }
 .tabed-rejected-count { display: none; color: #cf222e; font-size: 0.85em; margin-top: 0.4em; }
 .hide-rejected .tabed-rejected-count { display: block; }
+/* the block table is wider than its column: its label says so, as the stepper's hint does on a phone */
+#blocks .header-row .label p::after { content: " ↔ scrolls sideways: each method's own draft, then the times";
+  font-weight: normal; font-size: 0.85em; color: #57606a; }
 .tabed-stopped { color: #b45309; font-weight: 600; margin-top: 0.4em; }
 .tabed-race { display: grid; grid-template-columns: 1fr 1fr; gap: 1em; white-space: pre-wrap; }
 .tabed-step-table { overflow-x: auto; max-width: 100%; }
@@ -128,6 +132,7 @@ CLAMPED_NOTE_JS = """() => {
 # at the bottom of the screen (`.filled`: sticky) wherever the answer is scrolled to. (Hovering alone never
 # makes it sticky: an answer streaming in under a still pointer would put a bar over the page's buttons.) Only a
 # mouse that moves writes it: after a tap a phone sends mouse events too, one of them over another token.
+# A tap or click on a token of a finished TABED answer also steps the stepper to its block.
 TOKEN_TAP_JS = """() => {
   const say = (event, keep) => {
     const token = event.target.closest?.('#tabed-answer .tk, #plain-answer .tk');
@@ -137,6 +142,14 @@ TOKEN_TAP_JS = """() => {
     const shown = text.trim() || text.replace(/\\s/g, (blank) => (WHITESPACE)[blank] ?? blank);
     detail.textContent = '\u201c' + shown + '\u201d: ' + token.title;
     if (keep) detail.classList.add('filled');
+    const block = token.dataset.block, box = document.querySelector('#step-index input');
+    if (!keep || block === undefined || !box || !token.closest('#tabed-answer')?.querySelector('.tabed-steppable'))
+      return;  // (a streaming answer's blocks are not the stepper's yet: it steps through the last finished one)
+    detail.textContent += ' \u2014 Step through a block, below, now shows block ' + block + '.';
+    if (box.value !== block) {
+      box.value = block;
+      box.dispatchEvent(new Event('input', {bubbles: true}));
+    }
   };
   document.addEventListener('click', (event) => say(event, true));
   document.addEventListener('pointermove', (event) => event.pointerType === 'mouse' && say(event, false));

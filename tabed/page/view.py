@@ -35,6 +35,7 @@ RACE_FRAME_S = 0.2
 PLOT_EVERY_S = 0.75  # plotly figures and tables are resent whole: keep them rare (Stop stays responsive)
 NO_RACE = "Run a prompt with 'compare with plain decoding' ticked first."
 STOPPED_MARK = '<div class="tabed-stopped">\u25a0 stopped here</div>'
+STEPPABLE = '<span class="tabed-steppable" hidden></span>'  # its blocks are the stepper's: a tap steps
 
 
 @dataclass
@@ -399,6 +400,7 @@ def final_frames(view: RunView, conversation: Conversation, request: dict) -> It
         yield Frame(status=view.status(True), tabed=tabed_html, plain=plain_html, chat=chat_history(conversation),
                     state=conversation)
         return
+    tabed_html += STEPPABLE
     if stopped != SPECULATIVE:
         conversation.turns.append((request["prompt"], view.results[SPECULATIVE].text))
     compared = view.compared()

@@ -239,15 +239,17 @@ def test_follow_up_continues_the_conversation(tiny_app, image_path):
 
 
 def test_token_text_is_escaped(tiny_app):
-    from tabed.page.render import TokenStream
+    from tabed.engine.events import TokenEvent
+    from tabed.page.render import TokenStream, _span
 
     class AngleTokenizer:
         def decode(self, ids, skip_special_tokens=True):
             return "".join("<b>&" for _ in ids)
 
     stream = TokenStream(AngleTokenizer())
-    stream._add("accepted", 1, 'quote " title')
-    assert "&lt;b&gt;&amp;" in stream.html and "<b>" not in stream.html and "&quot;" in stream.html
+    stream.token(TokenEvent(index=0, token_id=1, step_s=0.01, elapsed_s=0.01))
+    assert "&lt;b&gt;&amp;" in stream.html and "<b>" not in stream.html
+    assert "&quot;" in _span("accepted", "a", 'quote " title') and "<b>" not in _span("accepted", "<b>", "t")
 
 
 def test_several_pictures_go_with_the_first_prompt(tiny_app, image_path, tmp_path):

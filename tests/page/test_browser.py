@@ -14,9 +14,9 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 import app
-from conftest import serving, workers_alive
+from conftest import a_word_split_by_a_rejection, serving, workers_alive
 from tabed.models.loading import load_preset
-from tabed.page import worker
+from tabed.page import render, worker
 from tabed.page.controls import LABELS, MODES
 from tabed.teaching import world
 
@@ -191,6 +191,8 @@ class TestWithTheTinyPair:
         ask(page, chart_png, "w1 w2")
         page.locator("#race").click()  # the last run's replayed race, to its end
         expect(page.locator("#race-view")).to_contain_text("at the measured pace", timeout=30_000)
+        button, race = page.locator("#race").bounding_box(), page.locator("#race-view").bounding_box()
+        assert 0 <= race["y"] - (button["y"] + button["height"]) < 40, (button, race)  # right under its button
         expect(page.locator("#race-view")).to_contain_text("\u2714 ")
         expect(page.locator("#race-view")).not_to_contain_text("\u258c")
         long_answers()
@@ -394,6 +396,12 @@ class TestWithTheTinyPair:
         expect(detail).to_contain_text("this draft: target p=")
         answer.locator(".tk-discarded").first.click()
         expect(detail).to_contain_text("discarded, never tested")
+        last = answer.locator(".tk-rejected").last  # a click steps the stepper to its block (not the first)
+        block = last.get_attribute("data-block")
+        assert int(block) > 0
+        last.click()
+        expect(page.locator("#step-view")).to_contain_text(f"Block {block} of blocks 0–")
+        expect(detail).to_contain_text(f"Step through a block, below, now shows block {block}.")
         assert not re.search(r"w\d+w\d+", answer.inner_text())  # every drafted word apart, rejected ones too
         settings = page.locator("#settings")
         shown = [label.strip() for label in settings.locator("label > span:first-child, .label-text, "
@@ -406,8 +414,9 @@ class TestWithTheTinyPair:
         expect(rules.first).to_contain_text("w-grid: the weighting (in steps of 0.1) whose top-1 matched the target")
 
     def test_a_tapped_token_keeps_its_own_detail_on_a_phone(self, phone, chart_png):
-        """A tap fills the detail line and keeps it at the screen's bottom; the page moving under the finger
-        then (a mouse event a phone makes after the tap) never puts another token's detail there."""
+        """A tap fills the detail line and keeps it at the screen's bottom, and steps the stepper to the token's
+        block; the page moving under the finger then (a mouse event a phone makes after the tap) never puts
+        another token's detail there."""
         ask(phone, chart_png, "w1 w2 w3")
         detail = phone.locator("#token-detail")
         tokens = phone.locator("#tabed-answer .tk")
@@ -423,6 +432,8 @@ class TestWithTheTinyPair:
             text = token.text_content()  # as the stepper shows it: trimmed, a blank token's ␣ drawn
             shown = text.strip() or text.translate({32: "\u2423", 10: "\u21b5", 9: "\u21e5"})
             expect(detail).to_contain_text(f"\u201c{shown}\u201d: {token.get_attribute('title')}")
+            # and the stepper shows its block
+            expect(phone.locator("#step-view")).to_contain_text(f"Block {token.get_attribute('data-block')} of")
 
     def test_a_refused_request_leaves_the_page_as_it_was(self, page, chart_png):
         ask(page, chart_png, "w1 w2")
@@ -539,12 +550,20 @@ def _as_it_was(page, rows: int) -> None:
 
 
 def _leading_columns_in_view(page) -> None:
-    """The block table's first six columns, headers and cells, inside its box together."""
+    """The block table's first six columns, headers and cells, inside its box together; the others scroll,
+    and its label says so."""
     table = page.locator("#blocks").bounding_box()
     for column in range(6):
         for cell in (f'[data-testid="header-{column}"]', f'[data-testid="cell-0-{column}"]'):
             box = page.locator(f"#blocks {cell}").bounding_box()
             assert table["x"] <= box["x"] and box["x"] + box["width"] <= table["x"] + table["width"] + 1, (cell, box)
+    viewport = page.locator("#blocks .virtual-table-viewport")
+    assert viewport.evaluate("v => v.scrollWidth > v.clientWidth")  # (the method columns, then the times)
+    label = page.locator("#blocks .header-row .label p")
+    said = label.evaluate("p => getComputedStyle(p, '::after').content")
+    assert "scrolls sideways: each method's own draft, then the times" in said, said
+    box = label.bounding_box()
+    assert table["x"] <= box["x"] and box["x"] + box["width"] <= table["x"] + table["width"] + 1, box
 
 
 WORDS_BROKEN_JS = """cells => cells.flatMap(cell => {
@@ -603,6 +622,34 @@ def _struck_drafts_above_whole_words(page) -> None:
     "J~~le~~ust", which a trial found garbled; nor "Ju  st", drafts wider than their token pushing it apart)."""
     places = page.locator("#tabed-answer").evaluate(STRUCK_PLACES)
     assert places and all(abs(place["gap"]) < 1.5 and place["above"] for place in places), places
+
+
+ROW_OF_EACH_TOKEN = """answer => [...answer.querySelectorAll('.tk:not(.tk-rejected):not(.tk-discarded)')]
+    .map(token => [token.textContent, Math.round(token.getBoundingClientRect().top)])"""
+
+
+def test_a_word_with_struck_drafts_in_it_never_breaks_over_two_lines(browser):
+    """On a page of its own, the app's styles: "Additionally," with 'le' struck inside it, after words that
+    fill the line, at every width from 120 to 400 px (a line ends just before, inside and after the word):
+    its pieces stay on one line ("Add / itionally" was seen on a phone: Chromium breaks at the drafts' box)."""
+    tokenizer, blocks = a_word_split_by_a_rejection()
+    stream = render.TokenStream(tokenizer)
+    for block in blocks:
+        stream.block(block)
+    context = browser.new_context(viewport={"width": 420, "height": 400})
+    try:
+        page = context.new_page()
+        split = []
+        for width in range(120, 401, 3):
+            page.set_content(f'<style>{app.texts.CSS}</style><div id="tabed-answer" style="width:{width}px">'
+                             f'<span class="tk">Some words here and there</span><span class="tk"> </span>'
+                             f'{stream.html}</div>')
+            rows = dict(page.locator("#tabed-answer").evaluate(ROW_OF_EACH_TOKEN))
+            if len({rows[piece] for piece in ("Add", "it", "ionally", ",")}) > 1:
+                split.append((width, rows))
+        assert not split, split
+    finally:
+        context.close()
 
 
 def _rejected_drafts_hide_and_count(page) -> None:

@@ -5,10 +5,11 @@ import html
 import math
 import re
 from dataclasses import replace
+from html.parser import HTMLParser
 
 import pytest
 
-from conftest import ending_on_a_draft
+from conftest import a_word_split_by_a_rejection, ending_on_a_draft
 from tabed.engine.config import GenerationConfig
 from tabed.engine.events import Metrics
 from tabed.engine.loop import collect, speculative_generate
@@ -242,6 +243,44 @@ def test_rejected_drafts_keep_the_spaces_they_were_drafted_with(tokenizer):
     struck = re.findall(r'tk-(?:rejected|discarded)"[^>]*>([^<]*)<', stream.html)
     assert "".join(struck) == "w1 w2 w3"
     assert re.findall(r'tk-corrected"[^>]*>([^<]*)<', stream.html) == ["w4"]
+
+
+def _unbreakable_words(page: str) -> list[str]:
+    """The kept text of each `.tk-word` span of an answer's HTML."""
+    words: list[str] = []
+
+    class Reader(HTMLParser):
+        open: list[str] = []
+
+        def handle_starttag(self, tag, attrs):
+            self.open.append(dict(attrs).get("class", ""))
+            if self.open[-1] == "tk-word":
+                words.append("")
+
+        def handle_endtag(self, tag):
+            self.open.pop()
+
+        def handle_data(self, data):
+            if "tk-word" in self.open and not {"tk tk-rejected", "tk tk-discarded"} & set(self.open):
+                words[-1] += data
+    Reader().feed(page)
+    return words
+
+
+def test_a_word_with_struck_drafts_in_it_is_kept_on_one_line_and_each_token_names_its_block():
+    """A browser may break a line at the struck drafts' box even inside a word ("Add / itionally" on a phone):
+    the word it stands in, from its blank to the next, is one unbreakable span; the words around it are not.
+    Each token of a block carries the block's number, for a tap to step to it."""
+    tokenizer, blocks = a_word_split_by_a_rejection()
+    stream = TokenStream(tokenizer)
+    for block in blocks:
+        stream.block(block)
+    assert _unbreakable_words(stream.html) == ["Additionally,"], stream.html
+    kept = r'class="tk tk-(?:accepted|corrected|bonus)"[^>]*>([^<]*)<'
+    assert html.unescape("".join(re.findall(kept, stream.html))) == "Additionally, the picture w1"
+    assert re.findall(r'tk-(\w+)"[^>]*data-block="(\d)"', stream.html) == [
+        ("accepted", "0"), ("rejected", "0"), ("corrected", "0"), ("accepted", "1"), ("bonus", "1"),
+        ("accepted", "2"), ("accepted", "2"), ("bonus", "2")]
 
 
 @pytest.mark.parametrize("sampling", [False, True], ids=["greedy", "sampling"])
