@@ -284,12 +284,12 @@ def _answer_column() -> SimpleNamespace:
 
 def _stepper() -> SimpleNamespace:
     """The block stepper: one block of the last answer at a time, by number, previous / next, a row of the
-    block table or a block of the weights chart picked (`texts.STEP_ON_CLICK_JS`)."""
+    block table, a block of the weights chart (`texts.STEP_ON_CLICK_JS`) or a token of the answer picked."""
     ui = SimpleNamespace()
     with gr.Group(elem_id="stepper"):
         gr.Markdown("**Step through a block** of the last finished answer: what each method proposed, what the mix "
-                    "drafted, what the target kept and why, and how the weights were chosen. Tap a row of the block "
-                    "table or a block in the weights chart, or:")
+                    "drafted, what the target kept and why, and how the weights were chosen. Tap a token of the "
+                    "answer, a row of the block table or a block in the weights chart, or:")
         with gr.Row(equal_height=True):
             ui.previous = gr.Button("◀ previous", elem_id="step-previous", size="sm", min_width=80)
             ui.index = gr.Number(0, label="block", precision=0, elem_id="step-index", min_width=80)

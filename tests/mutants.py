@@ -461,7 +461,7 @@ MUTANTS = (
     Mutant("a-word-with-drafts-may-break", "tabed/page/render.py",
            "whole = self.boxed and len(self.word_text.strip()) <= WHOLE_WORD_CHARS", "whole = False",
            (f"{BROWSER}::test_a_word_with_struck_drafts_in_it_never_breaks_over_two_lines",)),
-    Mutant("a-finished-answer-never-steps", "tabed/page/view.py", "    tabed_html += STEPPABLE\n", "",
+    Mutant("a-finished-answer-never-steps", "tabed/page/view.py", "    tabed_html = STEPPABLE + tabed_html\n", "",
            (f"{BROWSER}::TestWithTheTinyPair::test_a_tapped_token_keeps_its_own_detail_on_a_phone",)),
 )
 

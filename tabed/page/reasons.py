@@ -255,15 +255,24 @@ def unasked(question: str, answer: str) -> list[str]:
 VERIFY_DEAR = 1.25  # a verify this many plain steps or more is worth a word: it checked long blocks
 
 
+ABOUT_EVEN = 0.1  # a speedup this close to 1.00× is about as fast as plain decoding, neither fast nor slow
+
+
 def fast_or_slow(tokens_per_pass: float, cost: float, measured: float, verify: float = 1.0,
                  checked: float = 0.0) -> str:
     """Why an answer was fast or slow, in one plain sentence: a target pass's tokens against what a whole pass
     cost (its verify, its drafting and the rest), in plain decoding's steps (`engine/speed.py`); and why a
     verify can come out cheaper than the one step it replaces, or dearer (`checked`: drafts per pass)."""
     whole = f"a whole pass (verify, drafting and the rest) cost {cost:.2f} plain steps"
-    if measured >= 1.0:
+    if measured >= 1 + ABOUT_EVEN:
         text = (f"Fast because each target pass kept {tokens_per_pass:.2f} tokens where a plain step makes one, "
                 f"and {whole}.")
+    elif measured > 1 - ABOUT_EVEN:
+        predicted = tokens_per_pass / cost if cost > 0 else 0.0
+        took = (": nearly all that it gained" if abs(predicted - 1) < ABOUT_EVEN else
+                f"; these predict {predicted:.2f}×, the clock gave {measured:.2f}×")
+        text = (f"About as fast as plain decoding ({measured:.2f}×): each target pass kept {tokens_per_pass:.2f} "
+                f"tokens where a plain step makes one, but {whole}{took}.")
     else:
         text = (f"Slower than plain decoding: each target pass kept only {tokens_per_pass:.2f} tokens, and {whole}: "
                 "the drafts missed too often to pay for themselves.")

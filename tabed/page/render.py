@@ -62,8 +62,9 @@ WHOLE_WORD_CHARS = 24  # a word with struck drafts in it is kept on one line up 
 
 @dataclass
 class TokenStream:
-    """The answer as coloured HTML, appended to block by block. A word with a block's struck drafts in it is
-    kept on one line (`.tk-word`): a browser may break a line at the drafts' box, even inside a word."""
+    """The answer as coloured HTML, appended to block by block (a token shown stays as it is). A word with a
+    block's struck drafts in it is kept on one line (`.tk-word`): a browser may break a line at the drafts'
+    box, even inside a word."""
 
     tokenizer: object
     ids: list[int] = field(default_factory=list)

@@ -109,17 +109,25 @@ def _target_row(word: Words, block: BlockEvent, span: int) -> str:
 
 
 def moved_why(block: BlockEvent, after: BlockEvent) -> str:
-    """How this block moved the weights: the next block's, chosen with this block's verified positions too,
-    or, while a method rests, not yet: its positions wait for the resting row to catch up."""
+    """What this block changed, in short (the next block says how its weights were chosen): its verified
+    positions joined the history and the next block's weights, or, while a method rests, not yet: its
+    positions wait for the resting row to catch up."""
     verified = counted(len(block.positions), "verified position")
     update = after.weight_update
     if update is not None and update.get("waiting"):
         waits = "waits" if len(block.positions) == 1 else "wait"
-        return (f"How this block moved the weights: not yet. Its {verified} {waits}, with the others verified while "
+        return (f"What this block changed: nothing yet. Its {verified} {waits}, with the others verified while "
                 f"{_resting(after)} rested, for its row to catch up: until then the history holds "
                 f"{counted(update['positions'], 'position')} and the next block's weights stay "
                 f"{_weights_text(after)}.")
-    return f"How this block moved the weights: with its {verified} in the history, {_choice(after)}"
+    now, then = _weights_text(after), _weights_text(block)
+    change = f"stay {now}" if now == then else f"go from {then} to {now}"
+    alone = alone_matches(update, list(after.weights)) if update["rule"] == "w-grid" else None
+    over = (" (over them " + ", ".join(f"{m}'s top-1 matched the target's {counted(int(n), 'time')}"
+                                        for m, n in alone.items()) + ")") if alone and len(alone) > 1 else ""
+    return (f"What this block changed: its {verified} joined the history, which holds "
+            f"{counted(update['positions'], 'position')} now{over}, and the next block's weights {change}. "
+            f"Block {after.index} says how they were chosen.")
 
 
 def _resting(block: BlockEvent) -> str:
@@ -155,14 +163,16 @@ def _choice(block: BlockEvent) -> str:
                  "did; a method left at 0 rests, and the rule weighs it again when it catches up)"
                  if max(best["weights"]) == 1.0 and len(methods) > 1 else "")
         closest = _closest(update, methods)
+        won = ("As close as the winner to six decimals, the first of them in the rule's order won"
+               if _equally_close(update) else "The closest won")
         if tied == len(candidates):  # the matches told the weightings nothing apart
             return (f"{seen}, {matched} (w-grid). All {len(candidates)} weightings tried matched as often "
                     f"({int(best['matches'])}), a tie that says nothing about which method is better, so the rule "
-                    f"went on to {CLOSEST}: {closest}. The closest won: {chosen}{whole}.")
+                    f"went on to {CLOSEST}: {closest}. {won}: {chosen}{whole}.")
         beyond = (", more than any method alone: a mix's top-1 is that of the weighted sum of the methods' "
                   "distributions, which can be right where each one's own top-1 is not"
                   if best["matches"] > max(alone.values()) else "")
-        among = f"; of those, by {CLOSEST}: {closest}. The closest won" if tied > 1 else ", and won"
+        among = f"; of those, by {CLOSEST}: {closest}. {won}" if tied > 1 else ", and won"
         return (f"{seen}, {matched} (w-grid). Of the {len(candidates)} weightings tried, "
                 f"{tied} matched most often ({int(best['matches'])}{beyond}){among}: {chosen}{whole}.")
     if update["rule"] in ("kld", "tvd"):
@@ -189,10 +199,20 @@ def _closest(update: dict, methods: list[str]) -> str:
     shown = tied if len(tied) <= ALL_TIED_SHOWN else [
         k for k in tied if k == update["winner"] or max(candidates[k]["weights"]) == 1.0
         or all(abs(w - e) < 1e-3 for w, e in zip(candidates[k]["weights"], even, strict=True))]
-    said = ", ".join(f"{_weighting(candidates[k]['weights'], methods)} {candidates[k]['kl']:.2f}"
+    kls = [candidates[k]["kl"] for k in shown]
+    digits = next((d for d in range(2, 7) if len({round(kl, d) for kl in kls}) == len({round(kl, 6) for kl in kls})),
+                  6)  # as many decimals as tell the figures apart (they read "0.16, 0.16, 0.16" with two)
+    said = ", ".join(f"{_weighting(candidates[k]['weights'], methods)} {candidates[k]['kl']:.{digits}f}"
                      for k in sorted(shown, key=lambda k: candidates[k]["kl"]))
     left = len(tied) - len(shown)
     return said + (f" (and {left} more, none closer than the winner)" if left else "")
+
+
+def _equally_close(update: dict) -> bool:
+    """Whether a tied weighting came as close as the winner, to six decimals (then the first in order wins)."""
+    candidates, winner = update["candidates"], update["winner"]
+    return any(k != winner and round(candidates[k]["kl"], 6) == round(candidates[winner]["kl"], 6)
+               for k in update["most_matches"])
 
 
 def _weighting(weights: list[float], methods: list[str]) -> str:

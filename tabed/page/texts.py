@@ -12,11 +12,14 @@ CSS = """
 .tabed-legend { font-size: 0.85em; }
 .hide-rejected .tk-rejected, .hide-rejected .tk-discarded { display: none; }
 /* struck drafts sit above the target's token that replaced them: the answer's line reads whole, a line with drafts is
-   taller (as ruby text is), and drafts longer than their token run on over the line's next ones, not apart from it */
+   taller (as ruby text is); drafts longer than their token end in "…" (run on, they ran into the next drafts), and
+   show whole over the line's next ones under a mouse (on a touch screen that takes the tap; the stepper lists them) */
 #tabed-answer { overflow-x: clip; }
 .tk-fix { display: inline-block; }
 .tk-word { white-space: pre; }  /* a word with drafts in it: a browser breaks lines at a box, word or not */
-.tk-drafts { display: block; width: 0; min-width: 100%; white-space: pre; line-height: 1.15; }
+.tk-drafts { display: block; width: 0; min-width: 100%; white-space: pre; line-height: 1.15; overflow: hidden;
+  text-overflow: ellipsis; }
+@media (hover: hover) { .tk-fix:hover .tk-drafts { overflow: visible; position: relative; z-index: 5; } }
 .tk-drafts .tk { background: var(--body-background-fill, #fff); box-shadow: -1px 0 0 #d0d7de; }
 .tabed-rejected-count { display: none; color: #cf222e; font-size: 0.85em; margin-top: 0.4em; }
 .hide-rejected .tabed-rejected-count { display: block; }

@@ -400,7 +400,7 @@ def final_frames(view: RunView, conversation: Conversation, request: dict) -> It
         yield Frame(status=view.status(True), tabed=tabed_html, plain=plain_html, chat=chat_history(conversation),
                     state=conversation)
         return
-    tabed_html += STEPPABLE
+    tabed_html = STEPPABLE + tabed_html
     if stopped != SPECULATIVE:
         conversation.turns.append((request["prompt"], view.results[SPECULATIVE].text))
     compared = view.compared()

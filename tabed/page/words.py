@@ -68,18 +68,19 @@ class Words:
 
     def at(self, answer: list[int], index: int) -> str:
         """The answer's token at `index` where it stands, for Markdown: a few words before it, the token in bold,
-        the rest of its word after ("…three shapes **again**st")."""
+        the rest of its word after ("…three shapes <b>again</b>st"; HTML's bold, as Markdown's ** is no bold
+        between a letter and a comma: "Additionally**,**")."""
         context, token = answer[max(0, index - CONTEXT):index], answer[index]
         before, upto, after = (self.tokenizer.decode(ids, skip_special_tokens=True) for ids in
                                (context, context + [token], context + answer[index:index + CONTEXT]))
         text = upto[len(before):] if upto.startswith(before) else token_text(self.tokenizer, [], token)
         if not text.strip():  # a blank token, or the end: drawn as the tables draw it
-            return f"“…**{_escaped(token_word(self.tokenizer, token))}**”"
+            return f"“…<b>{_escaped(token_word(self.tokenizer, token))}</b>”"
         words = before.split(" ")
         lead = ("…" if index > len(context) or len(words) > AT_WORDS else "") + " ".join(words[-AT_WORDS:])
         space = " " if text[0].isspace() else ""
         rest = re.match(r"\S*", after[len(upto):]).group() if after.startswith(upto) and not text[-1].isspace() else ""
-        return f"“{_escaped(lead.rstrip())}{space}**{_escaped(text.strip())}**{_escaped(rest)}”"
+        return f"“{_escaped(lead.rstrip())}{space}<b>{_escaped(text.strip())}</b>{_escaped(rest)}”"
 
     def top(self, pairs: list[list]) -> str:
         return " · ".join(f"{self(token)} {prob:.2f}" for token, prob in pairs[:SHOWN])

@@ -71,10 +71,10 @@ def test_run_streams_coloured_tokens_then_metrics_and_exports(tiny_app, image_pa
     status, tabed_html, plain_html, metrics, figure = out.status, out.tabed, out.plain, out.metrics, out.weights
     blocks, chat, state, files, trees = out.blocks, out.chat, out.state, out.downloads, out.trees
     assert status.startswith("\u2713 Done") and "Speedup" in status
-    streamed = [frame(o).tabed.split('<div class="tabed-rejected-count">')[0] for o in outputs
-                if isinstance(frame(o).tabed, str) and frame(o).tabed]  # the tokens, before the count of rejected
-    assert len(streamed) > 1
-    assert all(later.startswith(earlier) for earlier, later in zip(streamed, streamed[1:], strict=False))
+    streamed = [re.findall(r'<span class="tk [^>]*>[^<]*</span>', frame(o).tabed) for o in outputs
+                if isinstance(frame(o).tabed, str) and frame(o).tabed]  # each frame's tokens, as shown
+    assert len(streamed) > 1  # a token once shown stays, as it was (a word may be wrapped to keep it on one line)
+    assert all(later[:len(earlier)] == earlier for earlier, later in zip(streamed, streamed[1:], strict=False))
     assert "tk-accepted" in tabed_html and "tk-rejected" in tabed_html
     assert "tk-corrected" in tabed_html or "tk-bonus" in tabed_html
     assert "tk-plain" in plain_html
@@ -991,4 +991,5 @@ def test_the_page_says_why_on_the_bundled_examples(teaching_pair, monkeypatch, t
         assert "With no picture M and T read the same text: one row" in plain
         assert "This example was built to show arithmetic worked step by step" in plain
         for text in (said, second, made_up, plain):
-            assert re.search(r"(Fast because|Slower than plain decoding:) each target pass kept", text), text
+            assert re.search(r"(Fast because|Slower than plain decoding:|About as fast as plain decoding \(.*\):) each "
+                             r"target pass kept", text), text

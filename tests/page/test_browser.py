@@ -394,7 +394,9 @@ class TestWithTheTinyPair:
         page.set_viewport_size({"width": width, "height": 1000})
         expect(detail).to_contain_text("the target's top-3: ")
         expect(detail).to_contain_text("this draft: target p=")
-        answer.locator(".tk-discarded").first.click()
+        discarded = answer.locator(".tk-discarded").first
+        discarded.locator("xpath=ancestor::span[@class='tk-fix']").hover()  # its drafts show whole
+        discarded.click()
         expect(detail).to_contain_text("discarded, never tested")
         last = answer.locator(".tk-rejected").last  # a click steps the stepper to its block (not the first)
         block = last.get_attribute("data-block")
@@ -610,8 +612,10 @@ STRUCK_PLACES = """answer => {
         const drafts = token.closest('.tk-fix')?.querySelector('.tk-drafts')?.getBoundingClientRect();
         const next = kept[i + 1]?.getBoundingClientRect();
         const apart = (a, b) => b && Math.abs(a.top - b.top) < 2 ? Math.abs(b.left - a.right) : 0;  // on one line
+        const past = drafts && document.elementFromPoint(own.right + 3, (drafts.top + drafts.bottom) / 2);
         return [{text: token.innerText, gap: Math.max(apart(before, own), apart(own, next)),
-                 above: drafts ? drafts.bottom <= own.top + 0.3 * own.height && drafts.top >= box.top : false}];
+                 above: drafts ? drafts.bottom <= own.top + 0.3 * own.height && drafts.top >= box.top : false,
+                 spills: Boolean(past && token.closest('.tk-fix').querySelector('.tk-drafts').contains(past))}];
     });
 }"""
 
@@ -619,9 +623,13 @@ STRUCK_PLACES = """answer => {
 def _struck_drafts_above_whole_words(page) -> None:
     """Each target's token at a rejection follows the kept token before it on its line with no gap, its
     struck drafts set above it inside the answer's box: a word the drafts split reads whole ("Just", not
-    "J~~le~~ust", which a trial found garbled; nor "Ju  st", drafts wider than their token pushing it apart)."""
+    "J~~le~~ust", which a trial found garbled; nor "Ju  st", drafts wider than their token pushing it apart);
+    and its drafts end where it does (run on, a trial saw them run into the next ones: "TЋi hig wst")."""
+    page.mouse.move(0, 0)  # (under the pointer, a token's drafts show whole)
+    page.locator("#tabed-answer").scroll_into_view_if_needed()
     places = page.locator("#tabed-answer").evaluate(STRUCK_PLACES)
     assert places and all(abs(place["gap"]) < 1.5 and place["above"] for place in places), places
+    assert not any(place["spills"] for place in places), places
 
 
 ROW_OF_EACH_TOKEN = """answer => [...answer.querySelectorAll('.tk:not(.tk-rejected):not(.tk-discarded)')]

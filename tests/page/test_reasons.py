@@ -81,14 +81,14 @@ def test_where_they_differed_is_quoted_in_the_answers_own_words():
               block([in_, paris], 1, brno, {"M": [in_, paris], "T": [red, paris]}),  # only M; neither
               block([star], 1, blue, {"M": [red], "T": [star]})]  # only T, at a Markdown mark
     text = who_led(blocks, shared=[], pictures=True, learned=True, word=Words(tokenizer))  # The circle is purple in
-    assert "both were right at 3 (the words so far gave the next token away, no picture needed: “**The**”, " \
-           "“The **circle**”, and 1 more)" in text  # ... Brno * blue
-    assert "only M at 1 (there the picture told M what T cannot know: “The circle is purple **in**” (T guessed " \
+    assert "both were right at 3 (the words so far gave the next token away, no picture needed: “<b>The</b>”, " \
+           "“The <b>circle</b>”, and 1 more)" in text  # ... Brno * blue
+    assert "only M at 1 (there the picture told M what T cannot know: “The circle is purple <b>in</b>” (T guessed " \
            "'red'))" in text
-    assert "only T at 1 (there M's reading of the picture led it astray: “…is purple in Brno **\\***” (M " \
+    assert "only T at 1 (there M's reading of the picture led it astray: “…is purple in Brno <b>\\*</b>” (M " \
            "guessed 'red'))" in text  # Markdown's marks shown as themselves
     assert "neither at 1 (the target's own wording, or what the drafter was never taught: “…circle is purple in " \
-           "**Brno**” (M guessed 'Paris', T 'Paris'))" in text
+           "<b>Brno</b>” (M guessed 'Paris', T 'Paris'))" in text
     assert "“" not in who_led(blocks, shared=[], pictures=True, learned=True)  # no tokenizer, no quotes
 
 
@@ -96,9 +96,11 @@ def test_a_quoted_token_shows_the_rest_of_its_word():
     tokenizer = word_tokenizer(["shapes", "again", "##st", "a", "wall"])
     answer = tokenizer.convert_tokens_to_ids(["shapes", "again", "##st", "a", "wall", "</s>"])
     word = Words(tokenizer)
-    assert word.at(answer, 1) == "“shapes **again**st”"
-    assert word.at(answer, 2) == "“shapes again**st**”"
-    assert word.at(answer, 5) == "“…**⏎**”"  # the end of the answer, as the tables draw it
+    assert word.at(answer, 1) == "“shapes <b>again</b>st”"
+    assert word.at(answer, 2) == "“shapes again<b>st</b>”"
+    assert word.at(answer, 5) == "“…<b>⏎</b>”"  # the end of the answer, as the tables draw it
+    comma = word_tokenizer(["Additionally", "##,"])  # bold that Markdown's ** would not make ("Additionally**,**")
+    assert Words(comma).at(comma.convert_tokens_to_ids(["Additionally", "##,"]), 1) == "“Additionally<b>,</b>”"
 
 
 def test_a_method_that_rested_is_not_compared_on_a_few_positions():
@@ -135,6 +137,11 @@ def test_without_a_picture_the_rows_are_one_and_nothing_tells_them_apart():
 def test_fast_or_slow_in_one_sentence():
     assert fast_or_slow(3.2, 2.1, 1.52).startswith("Fast because each target pass kept 3.20 tokens")
     assert fast_or_slow(1.1, 1.6, 0.69).startswith("Slower than plain decoding: each target pass kept only 1.1")
+    assert fast_or_slow(1.9, 1.85, 1.03) == (  # neither fast nor slow (a trial saw "Fast because" at 1.03×)
+        "About as fast as plain decoding (1.03×): each target pass kept 1.90 tokens where a plain step makes one, but "
+        "a whole pass (verify, drafting and the rest) cost 1.85 plain steps: nearly all that it gained.")
+    assert fast_or_slow(2.6, 2.0, 0.95).endswith("cost 2.00 plain steps; these predict 1.30×, the clock gave 0.95×.")
+    assert fast_or_slow(3.2, 2.1, 1.1).startswith("Fast because")
     assert "under one plain step" not in fast_or_slow(3.2, 2.1, 1.52, verify=1.1)
     assert "A verify came out under one plain step (0.83): checking a few tokens costs the target about what " \
            "making one does" in fast_or_slow(3.2, 2.1, 1.52, verify=0.83)

@@ -121,8 +121,10 @@ def test_the_weights_are_explained_by_the_rules_own_figures(pair, image):
     index = result.blocks.index(block) - 1  # the block before: it moved the weights to this block's
     page = html.unescape(step_html(pair.tokenizer, result.blocks, index))
     moved = counted(len(result.blocks[index].positions), "verified position")
-    assert f"How this block moved the weights: with its {moved} in the history" in page
-    assert f"won: {' · '.join(f'{m} {w:.2f}' for m, w in block.weights.items())}" in page
+    assert f"What this block changed: its {moved} joined the history, which holds " in page
+    before, after = (" · ".join(f"{m} {w:.2f}" for m, w in b.weights.items()) for b in (result.blocks[index], block))
+    change = f"stay {after}" if before == after else f"go from {before} to {after}"
+    assert f"and the next block's weights {change}. Block {index + 1} says how they were chosen." in page
     for rule, figure in (("kld", "summed divergence"), ("hedge", "summed log-loss")):
         other = run(pair, image, rule=rule)
         assert figure in weights_why(next(b for b in other.blocks if b.weight_update is not None))
@@ -164,6 +166,28 @@ def test_a_tie_on_matches_is_said_to_tell_nothing_and_the_kl_to_decide(pair, ima
     update["winner"] = next(k for k, c in enumerate(update["candidates"]) if max(c["weights"]) == 1.0)
     assert "(all of it to one method: alone, its probabilities sat closer to the target's than any mix's did; a " \
            "method left at 0 rests" in weights_why(replace(block, weight_update=update))
+
+
+def test_tied_closeness_is_printed_to_the_digits_that_tell_it_apart_and_an_equal_one_said(pair, image):
+    """A trial saw "T alone 0.16, M and T equally 0.16, M alone 0.16. The closest won: T alone", which looks
+    arbitrary: the figures get the decimals that tell them apart, and figures equal to six decimals are said
+    to be equal, the first in the rule's order winning."""
+    block = next(b for b in run(pair, image).blocks if b.weight_update is not None)
+    update = dict(block.weight_update)
+    even = next(k for k, c in enumerate(update["candidates"]) if max(c["weights"]) < 0.51)
+    alone = [k for k, c in enumerate(update["candidates"]) if max(c["weights"]) == 1.0]
+    tied = [*alone, even]
+    kls = dict(zip(tied, (0.1612, 0.1601, 0.1604), strict=True))
+    update["candidates"] = [dict(c, matches=2.0 if k in tied else 1.0, kl=kls.get(k, 1.0))
+                            for k, c in enumerate(update["candidates"])]
+    update["most_matches"], update["winner"] = tied, alone[1]
+    text = weights_why(replace(block, weight_update=update))
+    assert "0.1601, M and T equally 0.1604, " in text and "alone 0.1612" in text and "The closest won" in text
+    update["candidates"] = [dict(c, kl=0.16 if k in tied else 1.0) for k, c in enumerate(update["candidates"])]
+    update["winner"] = min(tied)
+    equal = weights_why(replace(block, weight_update=update))
+    assert "As close as the winner to six decimals, the first of them in the rule's order won: " in equal, equal
+    assert "The closest won" not in equal and "M and T equally 0.16" in equal
 
 
 def steps_as_coloured(tokenizer, result, plain: list[int]) -> int:
@@ -229,12 +253,12 @@ def test_while_a_method_rests_the_stepper_says_its_blocks_positions_wait(pair, i
                 waited += 1
                 resting_now = " and ".join(after.resting)
                 assert after.weights == block.weights and resting_now
-                assert said.startswith("How this block moved the weights: not yet.")
+                assert said.startswith("What this block changed: nothing yet.")
                 assert (f"while {resting_now} rested, for its row to catch up: until then the history holds "
                         f"{counted(after.weight_update['positions'], 'position')} and the next block's weights stay "
                         f"{' · '.join(f'{m} {w:.2f}' for m, w in after.weights.items())}.") in said
                 assert (f"({after.weight_update['waiting']} more wait for {resting_now}'s row to catch up"
                         in weights_why(after))
             else:
-                assert said.startswith("How this block moved the weights: with its ")
+                assert said.startswith("What this block changed: its ")
     assert waited >= 2
