@@ -32,7 +32,7 @@ from tabed.errors import InputError, TabedError
 from tabed.models.loading import skip_cudnn_attention
 from tabed.models.presets import PRESETS, default_preset
 from tabed.page import render, stepper, texts
-from tabed.page.controls import LABELS, MODES, may_draft_trees, methods_for_mode
+from tabed.page.controls import ENSEMBLES, LABELS, MODES, may_draft_trees, methods_for_mode
 from tabed.page.conversation import Conversation, build_turns, checked_pictures, checked_upload, session_state
 from tabed.page.downloads import forget_downloads
 from tabed.page.examples import Examples
@@ -188,7 +188,8 @@ def _settings(default: str) -> dict[str, gr.components.Component]:
                              info="presets marked GPU need a GPU and download their weights once")
         methods = gr.CheckboxGroup([(f"{m}: {name}", m) for m, name in METHOD_NAMES.items()],
                                    **shown("methods", value=list(PAGE.methods)))
-        mode = gr.Radio(MODES, **shown("mode"))
+        mode = gr.Radio(MODES, **shown("mode"), info="single method: the first ticked method drafts alone; the weight "
+                        "rule and its window are TABED's own (a static ensemble or one method learns no weights)")
         rule = gr.Radio([(texts.RULE_PHRASES[r], r) for r in RULES], **shown("rule"), elem_id="settings-rule")
         window = gr.Number(**shown("window"), precision=0, minimum=0, info="positions the weights learn from; 0 = all")
         with gr.Row():
@@ -350,6 +351,8 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
     preset.change(pair_note, [preset], [note], queue=False, api_name=False)
     mode.input(lambda m, e: methods_for_mode(m, e, PAGE.methods), [methods, mode], [methods], queue=False,
                api_name=False)  # single method: one ticked; an ensemble: two at least
+    mode.change(lambda m: [gr.update(interactive=ENSEMBLES.get(m) == "tabed")] * 2, [mode],
+                [ask.settings["rule"], ask.settings["window"]], queue=False, api_name=False)  # TABED's own
     for control in (methods, mode, tree_width, hedge_first):
         control.change(trees_shown, [methods, mode, tree_width, hedge_first], [show.trees], queue=False,
                        api_name=False)

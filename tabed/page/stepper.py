@@ -10,10 +10,10 @@ import math
 
 from transformers import PreTrainedTokenizerBase
 
-from ..engine.events import BlockEvent
+from ..engine.events import BlockEvent, StopReason
 from .reasons import NEVER_TESTED, VERDICTS, alone_matches, why
-from .render import counted, draft_length
-from .words import SHOWN, Words
+from .render import STOP_WORDS, counted, tree_depth
+from .words import SHOWN, Words, below
 
 SCROLL_HINT = "The table scrolls sideways: the target's column and the verdict are on the right."  # phones only
 UNLEARNED = "nothing verified yet to learn from, so every method weighs the same"
@@ -50,8 +50,8 @@ def step_html(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], inde
     block = blocks[index]
     word = Words(tokenizer)
     weights = _weights_text(block, mark_resting=True) + _one_row(shared, block)
-    head = (f"<p><b>Block {index} of blocks 0–{len(blocks) - 1}</b>: drafted {draft_length(block)}, the target kept "
-            f"{block.accepted}. Weights {html.escape(weights)}.</p>")
+    head = (f"<p><b>Block {index} of blocks 0–{len(blocks) - 1}</b>: drafted {html.escape(drafted(block))}; the "
+            f"target kept {block.accepted}. Weights {html.escape(weights)}.</p>")
     if not block.positions and block.draft:
         return f'<div class="tabed-step">{head}<p>This run did not record its blocks (inspect was off).</p></div>'
     methods = list(block.positions[0]["methods"]) if block.positions else []
@@ -66,6 +66,21 @@ def step_html(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], inde
     moved = (f"<p>{html.escape(moved_why(block, blocks[index + 1]))}</p>" if index + 1 < len(blocks)
              and blocks[index + 1].weight_update is not None else "")
     return f'<div class="tabed-step">{head}{table}<p>{html.escape(weights_why(block, unlearned))}</p>{moved}</div>'
+
+
+def drafted(block: BlockEvent) -> str:
+    """What the block drafted and why it stopped there, in words (the block table's cell in short: '3, unsure:
+    0.198 < 0.200'; '18 deep, 28 nodes')."""
+    if block.tree:
+        what = (f"a tree of {counted(len(block.tree), 'token')}, {tree_depth(block.tree)} deep (more than one guess "
+                "at some positions: below, the branch the target followed; the trees chart draws every one)")
+    else:
+        what = counted(len(block.draft), "token")
+    if block.stop == StopReason.UNSURE:
+        low, high = below(block.survival, block.threshold)
+        return (f"{what}, then stopped: the chance that every draft so far would be kept fell to {low}, under the "
+                f"{high} at which drafting stops")
+    return f"{what}, up to {STOP_WORDS.get(block.stop, block.stop)}" if block.stop != StopReason.FIXED else what
 
 
 def _one_row(shared: list[str], block: BlockEvent) -> str:

@@ -478,7 +478,8 @@ class TestWithTheTinyPair:
     @pytest.mark.parametrize("width", [1400, 390])
     def test_a_single_method_run_never_says_tabed(self, page, width):
         """Its final page: the answer, the metrics, the status, the notes and the chart name M alone (every
-        frame of such a run is held to it in test_app, on the handler's yields)."""
+        frame of such a run is held to it in test_app, on the handler's yields); the weight rule, TABED's own, is
+        off while a single method is chosen."""
         page.set_viewport_size({"width": width, "height": 1300})
         open_settings(page)
         page.locator("#settings").get_by_label("single method").check()
@@ -486,6 +487,13 @@ class TestWithTheTinyPair:
         # "single-method drafting uses one method; 2 are ticked" to a held-out trial)
         expect(page.locator("#settings").get_by_label("T: ")).not_to_be_checked()
         expect(page.locator("#settings").get_by_label("M: ")).to_be_checked()
+        expect(page.locator("#settings")).to_contain_text("single method: the first ticked method drafts alone")
+        rule = page.locator("#settings-rule input").first  # TABED's own: off while nothing learns weights
+        expect(rule).to_be_disabled()
+        page.locator("#settings").get_by_label("TABED (adaptive weights)").check()
+        expect(rule).to_be_enabled()
+        page.locator("#settings").get_by_label("single method").check()
+        expect(rule).to_be_disabled()
         ask(page, None, "w1 w2")
         expect(page.locator("#tabed-answer")).to_contain_text("Answer (M alone)")
         expect(page.locator("#metrics")).to_contain_text("M alone")
