@@ -461,6 +461,9 @@ MUTANTS = (
     Mutant("a-word-with-drafts-may-break", "tabed/page/render.py",
            "whole = self.boxed and len(self.word_text.strip()) <= WHOLE_WORD_CHARS", "whole = False",
            (f"{BROWSER}::test_a_word_with_struck_drafts_in_it_never_breaks_over_two_lines",)),
+    Mutant("a-trees-later-draw-said-as-the-first", "tabed/page/reasons.py", "_drawn(word, t) if k == 0 else",
+           "_drawn(word, t) if True else",
+           ("tests/page/test_stepper.py::test_a_trees_second_draw_is_said_to_meet_what_the_first_left",)),
     Mutant("a-finished-answer-never-steps", "tabed/page/view.py", "    tabed_html = STEPPABLE + tabed_html\n", "",
            (f"{BROWSER}::TestWithTheTinyPair::test_a_tapped_token_keeps_its_own_detail_on_a_phone",)),
 )

@@ -29,7 +29,10 @@ def why(word: Words, position: dict) -> str:
         return (f"the target's top-1 is {word(top1)} ({top}); the draft {word(draft)} had {under} under the target: "
                 "rejected")
     tried = test.get("tried") or [{"token": draft, **{k: test[k] for k in ("u", "p", "q", "kept")}}]
-    tests = "; ".join(_drawn(word, t) for t in tried)
+    tests = "; ".join(_drawn(word, t) if k == 0 else  # a tree's next draw meets what the rejected one left
+                      f"then, with {word(tried[k - 1]['token'])} rejected, against what is left of the target's "
+                      f"distribution (max(p − q, 0) renormalised: its p here): {_drawn(word, t)}"
+                      for k, t in enumerate(tried))
     if test["kept"]:
         return tests
     return (f"{tests}; the target's {word(test['residual_token'])} is drawn from what is left of its "
