@@ -973,7 +973,7 @@ def test_the_page_says_why_on_the_bundled_examples(teaching_pair, monkeypatch, t
         said = first.status
         assert re.search(r"T led: its guesses matched at \d+% of the positions it guessed at, M's at \d+%, and the "
                          r"weights followed it", said), said
-        assert re.search(r"only T at \d+ \(there M.s reading of the picture led it astray: “[^”]*\*\*[^”]+\*\*[^”]*” "
+        assert re.search(r"only T at \d+ \(there M.s reading of the picture led it astray: “[^”]*<b>[^”]+</b>[^”]*” "
                          r"\(M guessed '[^']+'\)", said), said  # the words M misread, quoted from the answer
         assert "This example was built to show odd pictures (noise, shapes in inverted colours, a texture)" in said
         second = ask(None, "What is 17 plus 25?", first.state).status
