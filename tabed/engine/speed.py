@@ -40,6 +40,16 @@ class SpeedModel:
         return self.tokens_per_pass / (self.verify + self.drafting)
 
     @property
+    def pass_cost(self) -> float:
+        """A whole pass's cost: its verify, its drafting and the rest."""
+        return self.verify + self.drafting + self.other
+
+    @property
+    def whole(self) -> float:
+        """The speedup a whole pass's cost predicts (the measured one, but for the clocks' noise)."""
+        return self.tokens_per_pass / self.pass_cost
+
+    @property
     def error(self) -> float:
         """The prediction's relative miss: predicted / measured − 1."""
         return self.predicted / self.measured - 1.0
@@ -57,7 +67,7 @@ class SpeedModel:
         """Why the prediction missed by more than `TOLERANCE` (None when it did not)."""
         if abs(self.error) <= TOLERANCE:
             return None
-        share = self.other / (self.verify + self.drafting + self.other)
+        share = self.other / self.pass_cost
         return (f"{share:.0%} of the decode time went neither to drafting nor to verifying (the weights, "
                 "bookkeeping)" if self.other > 0 else "the phases' timings add up to more than the decode time")
 

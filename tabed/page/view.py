@@ -260,10 +260,9 @@ class RunView:
         exact: (what a line answers, the line)."""
         why = []
         if (speed := self.speed()) is not None:
-            cost = speed.verify + speed.drafting + speed.other
             rest = "bookkeeping" if self.alone() else "the weights and bookkeeping"
             checked = sum(len(block.tree) or len(block.draft) for block in self.blocks) / max(len(self.blocks), 1)
-            said = reasons.fast_or_slow(speed.tokens_per_pass, cost, speed.measured, speed.verify, checked)
+            said = reasons.fast_or_slow(speed.tokens_per_pass, speed.pass_cost, speed.measured, speed.verify, checked)
             why.append(("Fast or slow", f"{said} "
                                         f"In numbers: {speed.sentence(rest)}."))
         if (share := self.starved()) is not None:
