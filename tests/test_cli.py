@@ -91,6 +91,21 @@ def test_a_busy_run_says_its_timings_are_unreliable(capsys, pair_dirs, monkeypat
     assert code == 0 and "timings unreliable: the machine was busy" in err
 
 
+def test_a_busy_runs_speed_is_not_explained(capsys, pair_dirs, monkeypatch):
+    """A starved run's costs say nothing of the method: no 'why' beside its figure, in the JSON or the line; a
+    quiet run of the same request has one."""
+    args = ["--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter", "--prompt", "w1 w2",
+            "--max-new-tokens", 12, "--compare-ar"]
+    monkeypatch.setattr(Clock, "cpu_share", lambda self: 1.0)
+    code, out, err = run_cli(capsys, *args, "--json")
+    assert code == 0 and "why" in json.loads(out)
+    monkeypatch.setattr(Clock, "cpu_share", lambda self: 0.2)
+    code, out, err = run_cli(capsys, *args, "--json")
+    assert code == 0 and "why" not in json.loads(out) and json.loads(out)["metrics"]["busy"]
+    code, _, err = run_cli(capsys, *args)
+    assert code == 0 and "why:" not in err and "timings unreliable" in err
+
+
 def test_one_prompt_prints_its_answer_alone(capsys, pair_dirs):
     code, out, err = run_cli(capsys, "--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter",
                              "--prompt", "w1 w2", "--max-new-tokens", 8, "--json")

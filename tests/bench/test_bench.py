@@ -456,3 +456,32 @@ def test_the_scenario_goal_is_met_at_0_95_of_the_faster_method_and_not_below():
                    "scenarios": {"image": {"specs": {"tabed-MT": {"speedup_vs_peer": 2.0}}}}}
         overall = reports._peer_goals(summary, "tabed-MT")[0]
         assert overall["met"] is met and overall["measured"] == f"{speed:.2f}x"
+
+
+def test_each_speed_rows_cells_are_its_own_figures():
+    """Every cell of the Markdown speed table under its own header: the speculative and plain seconds, the
+    draft and verify seconds and the ratios, each summed over the scenario's cases (distinct numbers, so that
+    a swap shows)."""
+    runs = [replace(run("a", "image", "M", 10, 2, 1.5, 4.0, accepted=6, drafted=8), draft_s=0.3, verify_s=0.7),
+            replace(run("b", "image", "M", 8, 2, 1.0, 3.5, mismatch=True, accepted=3, drafted=8), draft_s=0.2,
+                    verify_s=0.4)]
+    summary = reports.summarize(runs)
+    report = {"pair": "p", "device": "cpu", "dtype": "float32", "gamma": 5, "adaptive": False, "max_new_tokens": 9,
+              "temperature": 0.0, "suite": "s", "cases": 2, "complete": True, "specs_run": ["M"],
+              "default_spec": "M", "timing": "t", **summary}
+    lines = reports.markdown(report).splitlines()
+    header = next(line for line in lines if line.startswith("| scenario | spec |"))
+    row = next(line for line in lines if line.startswith("| image | M |"))
+    cells = dict(zip(header.strip("|").split(" | "), row.strip("|").split(" | "), strict=True))
+    cells = {name.strip(): value.strip() for name, value in cells.items()}
+    assert cells["SD s"] == "2.50" and cells["AR s"] == "7.50"
+    assert cells["draft s"] == "0.50" and cells["verify s"] == "1.10"
+    assert cells["speedup vs AR"] == f"{7.3 / 2.3:.2f}×" and cells["walltime speedup"] == f"{7.5 / 2.5:.2f}×"
+    assert cells["mismatches"] == "1" and cells["acceptance"] == f"{9 / 16:.0%}"
+
+
+def test_bench_refuses_a_limit_under_one_case(tmp_path, capsys):
+    for limit in ("0", "-1"):
+        assert cli.main(["bench", "--limit", limit, "--out", str(tmp_path / "out")]) == 2
+        assert f"--limit must be at least 1, got {limit}" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -122,3 +122,14 @@ def test_each_chain_position_records_its_own_uniform_draw():
     positions = block_positions(("M", "T"), [], draft, verdict, greedy=False)
     assert [position["test"]["u"] for position in positions] == [0.11, 0.22, 0.93]
     assert [position["test"]["kept"] for position in positions] == [True, True, False]
+
+
+@pytest.mark.parametrize("scenario", ["greedy-chain", "fixed-gamma-kld", "greedy-tree"])
+def test_a_rejections_target_token_and_its_probability_are_the_targets_top_one_where_it_rejected(pair, image,
+                                                                                                 scenario):
+    _, result, _ = inspected(pair, image, scenario)
+    rejected = [b for b in result.blocks if b.accepted < len(b.draft)]
+    assert rejected
+    for block in rejected:
+        token, prob = block.positions[block.accepted]["target"][0]
+        assert block.target_token == token and close(block.target_token_prob, prob)

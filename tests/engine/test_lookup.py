@@ -66,3 +66,47 @@ def test_where_n_has_no_match_the_ensemble_is_the_renormalised_model_mixture_and
             weights = weights / weights.sum()
             _, q, _ = DraftDistributions(3, weights, config, False, no_match)(logits, [])
             assert float(q.sum()) == pytest.approx(1.0) and float(q.min()) >= 0.0
+
+
+def test_a_suffix_is_found_wherever_it_occurred_the_contexts_first_token_included():
+    assert ngram_continuation([1, 2, 9, 1, 2]) == 9  # "1 2" occurred only at the very start
+    assert ngram_continuation([7, 8, 5, 7]) == 8  # one token, at the start
+    assert ngram_continuation([3, 3]) == 3
+
+
+def test_n_looks_its_guess_up_in_the_blocks_own_drafts_too():
+    others = torch.full((10,), 0.1)
+    lookup = NgramLookup([1, 2], [3])
+    assert int(lookup.distribution([4, 5, 6, 4, 5], others).argmax()) == 6  # "4 5" occurred among the drafts only
+    assert torch.equal(lookup.distribution([4], others), others)  # 4 never occurred before: no opinion
+
+
+def test_each_draft_positions_n_guess_follows_the_prompt_the_answer_and_the_drafts_before_it(pair, image,
+                                                                                         monkeypatch):
+    """In a real run, N's guess at every position is what followed the latest occurrence of the context's
+    suffix, the context being the prompt, the answer so far and the block's drafts before that position."""
+    import tabed.engine.loop as loop
+
+    made = []
+
+    class Recorded(NgramLookup):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(loop, "NgramLookup", Recorded)
+    turns = [Turn("w1 w2 w1 w2 w3", [image], answer="w4 w5 w4 w5"), Turn("w4 w5")]
+    config = GenerationConfig(max_new_tokens=40, gamma=5, adaptive=False)
+    result = collect(speculative_generate(pair, turns, parse_spec("tabed-MTN"), config))
+    (lookup,) = made
+    answered = len(result.token_ids) - sum(len(b.emitted) for b in result.blocks)  # the prompt pass's token
+    from_drafts = 0
+    for block in result.blocks:
+        before = lookup.prompt_ids + result.token_ids[:answered]
+        for i, guess in enumerate(block.drafts["N"]):
+            expected = ngram_continuation(before + block.draft[:i])
+            if expected is not None:
+                assert guess == expected
+                from_drafts += expected != ngram_continuation(before)
+        answered += len(block.emitted)
+    assert from_drafts > 0  # the run had guesses that only the drafts gave

@@ -412,3 +412,31 @@ def test_a_run_that_got_too_little_of_the_cpu_says_its_timings_are_unreliable(pa
         metrics = collect(events).metrics
         assert (metrics.cpu_share, metrics.busy) == (share, busy)
     assert not Clock(torch.device("meta")).busy(0.1)
+
+
+def test_a_fixed_chain_whose_last_draft_is_the_end_token_stopped_at_its_length_not_at_the_end_token(twin_pair,
+                                                                                                image):
+    """A fixed-length chain is cut after an end token drafted before its last position; one drafted last
+    was drafted because the length was reached (`fixed`), the answer ending with it all the same."""
+    turns = [Turn("w1 w2 w3", [image])]
+    for gamma in range(3, 9):  # the first length at which some block's last draft is a token's first occurrence
+        config = GenerationConfig(max_new_tokens=24, gamma=gamma, adaptive=False)
+        first = collect(speculative_generate(twin_pair, turns, parse_spec("M"), config))
+        start, end = len(first.token_ids) - sum(len(b.emitted) for b in first.blocks), None
+        for block in first.blocks:
+            if len(block.draft) == gamma and block.draft[-1] not in first.token_ids[:start + gamma - 1]:
+                end = block.draft[-1]
+                break
+            start += len(block.emitted)
+        if end is not None:
+            break
+    assert end is not None
+    saved = twin_pair.target.generation_config.eos_token_id
+    twin_pair.target.generation_config.eos_token_id = end
+    try:
+        result = collect(speculative_generate(twin_pair, turns, parse_spec("M"), config))
+    finally:
+        twin_pair.target.generation_config.eos_token_id = saved
+    last = result.blocks[-1]
+    assert last.draft[-1] == end == result.token_ids[-1] and len(last.draft) == gamma
+    assert last.stop == StopReason.FIXED and not last.bonus

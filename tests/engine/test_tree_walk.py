@@ -147,3 +147,16 @@ def test_the_greedy_walk_follows_the_targets_choices_down_a_second_branch_severa
     path, token = _walk_greedy(tree, choices)
     assert path == [1, 3, 4] and [tree.tokens[n] for n in path] == [2, 0, 1]
     assert token == choices[1 + 4]
+
+
+def test_the_chain_shown_below_a_node_follows_its_likeliest_child_at_each_depth():
+    """A block's `draft` continues its accepted path by the drafts likeliest to be accepted: at each depth
+    the child with the higher estimated chance, whichever was drawn first."""
+    tree = DraftTree()
+    for at, token, chance in ((ROOT, 1, 0.3), (ROOT, 2, 0.6), (1, 3, 0.9), (1, 0, 0.2), (1, 1, 0.7)):
+        tree.contexts.setdefault(at, Context(torch.zeros(1, VOCAB), torch.zeros(VOCAB), None))
+        node, _ = tree.add(at, token, chance, chance)
+        tree.contexts[at].draws.append((node, None))
+    # nodes 0 (token 1, 0.3) and 1 (token 2, 0.6) under the root; under 1: 2 (3, 0.54), 3 (0, 0.12), 4 (1, 0.42)
+    assert tree.best_below(ROOT) == [1, 2]
+    assert tree.best_below(0) == [] and tree.best_below(2) == []

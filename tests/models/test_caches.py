@@ -19,6 +19,7 @@ from tabed.models.caches import (
     DynamicBackend,
     StaticBackend,
     TreeLayout,
+    fit_logits,
 )
 from tabed.models.chat import Turn, encode
 from tabed.models.pair import ModelPair, resolve_cache
@@ -260,3 +261,17 @@ def test_a_tree_graph_that_fails_to_capture_leaves_sequence_graphs_on(pair, imag
                           atol=1e-5)
     assert not backend.tree_graphs and backend.graphs
     assert "tree forwards run eager" in backend.why_eager
+
+
+def test_logits_are_fitted_to_the_pairs_vocabulary_and_padding_is_never_drawn():
+    """A model whose head is shorter than the pair's vocabulary (the real checkpoints pad 32000 tokens to 32064)
+    gets logits of -inf there: probability 0, never a draft, even where every real logit is negative; a longer
+    head is cut; suppressed ids are -inf."""
+    inf = float("inf")
+    logits = torch.tensor([[-1.0, -2.0, -0.5]])
+    padded = fit_logits(logits, 5, None)
+    assert padded.tolist() == [[-1.0, -2.0, -0.5, -inf, -inf]] and int(padded.argmax()) == 2
+    assert torch.softmax(padded, -1)[0, 3:].tolist() == [0.0, 0.0]
+    assert fit_logits(logits, 2, None).tolist() == [[-1.0, -2.0]]
+    assert fit_logits(logits, 3, torch.tensor([2])).tolist() == [[-1.0, -2.0, -inf]]
+    assert fit_logits(logits, None, None) is logits

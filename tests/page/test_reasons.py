@@ -129,6 +129,13 @@ def test_a_made_up_fact_every_method_misses_and_only_the_target_knows():
     assert "M's at 0 of 2 positions" in text and "the drafter does not know" in text and " led:" not in text
 
 
+def test_every_method_missed_is_said_only_where_every_method_missed():
+    """M missed everywhere and T matched at 3 of 4: one method missed, not every one."""
+    assert "Every method missed" not in who_led(T_LED, shared=[], pictures=True, learned=True)
+    missed = [block([1, 2], 0, 3, {"M": [8, 2], "T": [7, 2]}), block([4], 0, 5, {"M": [4], "T": [4]})]
+    assert "Every method missed at most positions" in who_led(missed, shared=[], pictures=True, learned=True)
+
+
 def test_without_a_picture_the_rows_are_one_and_nothing_tells_them_apart():
     one = [block([1, 2], 2, 3, {"M": [1, 2], "T": [1, 2]})]
     assert "With no picture M and T read the same text: one row" in who_led(one, ["M", "T"], False, True)

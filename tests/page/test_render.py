@@ -144,6 +144,14 @@ def test_the_trees_chart_draws_every_node_of_every_block_where_it_belongs(pair, 
     assert sum(len(b.tree) for b in result.blocks) > sum(len(b.draft) for b in result.blocks)  # trees branched
 
 
+def test_a_tree_nodes_hover_says_whether_the_target_kept_it(pair, image):
+    result = _tiny_run(pair, image, tree_width=2)
+    figure = trees_figure(pair.tokenizer, result.blocks, 2)
+    for name, said in (("accepted node", "accepted"), ("rejected node", "rejected")):
+        hovers = next(t for t in figure.data if t.name == name).hovertext
+        assert hovers and all(hover.endswith(f" · {said}") for hover in hovers)
+
+
 def test_each_methods_row_shows_that_methods_own_figure():
     metrics = Metrics(new_tokens=10, prefill_s=0.1, decode_s=0.5, walltime_s=0.6, tokens_per_s=16.7,
                       target_forwards=4, block_efficiency=2.5,
