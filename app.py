@@ -33,7 +33,7 @@ from tabed.models.loading import skip_cudnn_attention
 from tabed.models.presets import PRESETS, default_preset
 from tabed.page import render, stepper, texts
 from tabed.page.controls import ENSEMBLES, LABELS, MODES, may_draft_trees, methods_for_mode
-from tabed.page.conversation import Conversation, build_turns, checked_pictures, checked_upload, session_state
+from tabed.page.conversation import Conversation, build_turns, checked_upload, continued, session_state
 from tabed.page.downloads import forget_downloads
 from tabed.page.examples import Examples
 from tabed.page.pairs import PairCache, release_memory
@@ -98,16 +98,14 @@ def _respond(follow_up: bool, request: Request, conversation: Conversation, stop
             raise InputError("type a prompt first")
         if follow_up and not conversation.turns:
             raise InputError("there is no answer to follow up yet: press Run to start a conversation")
-        pictures = checked_pictures(request.pictures, conversation, follow_up)
-        if not follow_up:
-            conversation = Conversation(images=pictures, export_dir=conversation.export_dir, runs=conversation.runs)
+        name = request.preset or default_preset()
+        if not isinstance(name, str) or name not in PRESETS:
+            raise InputError(f"model pair must be one of {', '.join(PRESETS)}; got {name!r}")
+        conversation = continued(conversation, follow_up, request.pictures, name)
         notes: list[str] = []
         settings = request.settings(notes)
         compare, alone = request.flag("compare_ar"), request.flag("methods_alone")
         turns = build_turns(conversation, prompt)
-        name = request.preset or default_preset()
-        if not isinstance(name, str) or name not in PRESETS:
-            raise InputError(f"model pair must be one of {', '.join(PRESETS)}; got {name!r}")
         if PRESETS[name].needs_gpu and not torch.cuda.is_available():
             raise InputError(f"the preset {name!r} needs a GPU and this machine has none: choose 'teaching'")
         if not PAIRS.loaded(name):
@@ -304,8 +302,7 @@ def show_step(conversation, index) -> tuple:
     it shows the nearest one, and the stepper says so above it (the status keeps the run's reasons)."""
     state = session_state(conversation)
     shown, refused = stepper.chosen_block(index, len(state.blocks))
-    tokenizer = PAIRS.pair.tokenizer if PAIRS.pair is not None else None
-    page = stepper.step_html(tokenizer, state.blocks, shown, state.unlearned or stepper.UNLEARNED, state.shared)
+    page = stepper.step_html(state.tokenizer, state.blocks, shown, state.unlearned or stepper.UNLEARNED, state.shared)
     return shown, stepper.refused_html(refused) + page if refused else page
 
 

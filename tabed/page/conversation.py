@@ -28,6 +28,10 @@ class Conversation:
     unlearned: str = ""  # why the last answer's blocks weighed as they did before learning (`RunView.unlearned`)
     blocks: list = field(default_factory=list)  # the last answer's BlockEvents
     shared: list = field(default_factory=list)  # its methods drafted as one row (`RunView.shared`: no picture)
+    # the pair preset the conversation runs on, and the tokenizer of its last answer: its later views word its
+    # blocks with these, whatever pair another session loaded since (the process holds one at a time)
+    preset: str | None = None
+    tokenizer: object = None
 
 
 def session_state(value: object) -> Conversation:
@@ -86,6 +90,19 @@ def checked_pictures(value: object, conversation: Conversation, follow_up: bool)
             open_picture(path)
         raise InputError("a follow-up continues with the same pictures: press Run to start over with new ones")
     return paths
+
+
+def continued(conversation: Conversation, follow_up: bool, pictures: object, preset: str) -> Conversation:
+    """The conversation a request runs in: a follow-up's own, on its own pictures and pair (others are refused),
+    or a new one on `preset` with the `pictures` sent (`checked_pictures`), carrying on the session's run count
+    and downloads."""
+    pictures = checked_pictures(pictures, conversation, follow_up)
+    if not follow_up:
+        return Conversation(images=pictures, export_dir=conversation.export_dir, runs=conversation.runs, preset=preset)
+    if conversation.preset not in (None, preset):
+        raise InputError(f"a follow-up continues with the conversation's model pair ({conversation.preset!r}): "
+                         "press Run to start over with another")
+    return conversation
 
 
 def checked_upload(upload: list[dict] | None) -> tuple[list[str], str]:

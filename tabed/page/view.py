@@ -404,6 +404,7 @@ def final_frames(view: RunView, conversation: Conversation, request: dict) -> It
         conversation.turns.append((request["prompt"], view.results[SPECULATIVE].text))
     compared = view.compared()
     conversation.blocks, conversation.shared = view.results[SPECULATIVE].blocks, view.shared
+    conversation.tokenizer = view.pair.tokenizer
     conversation.frames = ({phase: render.result_texts(view.pair.tokenizer, view.results[phase])
                             for phase in (SPECULATIVE, AUTOREGRESSIVE)} if compared else {})
     conversation.label, conversation.unlearned = view.label, view.unlearned()

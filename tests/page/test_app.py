@@ -816,6 +816,60 @@ def test_an_answer_that_differs_says_why_only_as_its_precision_allows(tiny_app, 
         assert view.lossless().startswith(f"Differs from plain decoding from token 3 on: {said}")
 
 
+def test_the_zerogpu_budget_counts_every_run_a_request_makes():
+    """Plain decoding and TABED, and each method alone when asked: 30 s and a quarter second a token a run,
+    at most 300 s."""
+    from tabed.page.request import Request
+
+    def seconds(**inputs):
+        return app._gpu_seconds(False, Request(**inputs))
+
+    assert seconds(methods=["M", "T"], max_new_tokens=100) == 30 + 0.25 * 2 * 100
+    assert seconds(methods=["M", "T"], methods_alone=True, max_new_tokens=100) == 30 + 0.25 * 4 * 100
+    assert seconds(methods=["M", "T", "C"], methods_alone=True, max_new_tokens=40) == 30 + 0.25 * 5 * 40
+    assert seconds(methods=["M", "T"], methods_alone=True, max_new_tokens=4096) == 300
+    assert app._gpu_seconds(True, Request(max_new_tokens="x")) == 30 + 0.25 * 2 * app.PAGE.max_new_tokens
+
+
+def test_each_session_words_its_own_answer_with_its_own_pairs_tokenizer(pair, image_path):
+    """Two sessions on two pairs whose tokenizers differ ('w…' and 'v…' words), interleaved in one process that
+    holds one pair at a time: each session's stepper words its own answer's blocks, and a follow-up keeps its
+    conversation's pair."""
+    from conftest import SIZE, make_pair, perturbed, sharpen, word_tokenizer
+    from tabed.models.factory import llava_processor, random_llava
+
+    tokenizer = word_tokenizer([f"v{i}" for i in range(40)])
+    target = sharpen(random_llava(SIZE, tokenizer, seed=5), seed=5)
+    other = make_pair(target, perturbed(target, noise=0.004), llava_processor(tokenizer, SIZE.image_size,
+                                                                              SIZE.patch_size), "other")
+    with serving(pair):
+        first = final(list(app.run(image_path, "w1 w2 w3", None, **settings(compare_ar=False))))
+    with serving(other):
+        second = final(list(app.run(image_path, "v1 v2 v3", None, **settings(compare_ar=False))))
+        for state, word in ((first.state, "w"), (second.state, "v")):
+            _, page = app.show_step(state, 1)
+            drafted = re.findall(r"\b[wv]\d+\b", html.unescape(re.sub(r"<[^>]+>", " ", page)))
+            assert drafted and {token[0] for token in drafted} == {word}, page
+        refused = final(list(app.ask_follow_up(None, "w4", first.state, **settings(preset="teaching-7b"))))
+        assert "a follow-up continues with the conversation's model pair ('teaching')" in refused.status
+
+
+def test_a_sampled_answer_says_whether_its_sample_is_plain_decodings(pair):
+    from tabed.engine.events import GenerationResult, Metrics
+    from tabed.page.controls import MODES, page_settings
+    from tabed.page.render import TokenStream
+    from tabed.page.view import RunView
+
+    def result(ids):
+        return GenerationResult("x", None, ids, "", Metrics(len(ids), 0.1, 0.5, 0.6, 1.0, len(ids), 1.0))
+
+    view = RunView(pair, page_settings(["M", "T"], MODES[0], temperature=1.0), TokenStream(pair.tokenizer),
+                   TokenStream(pair.tokenizer))
+    for ids, said in (([1, 2, 3, 4], "the same sample"), ([1, 2, 5, 4], "a different sample")):
+        view.results = {"speculative": result([1, 2, 3, 4]), "autoregressive": result(ids)}
+        assert view.lossless().startswith(f"Sampling: {said} from the same distribution.")
+
+
 def test_methods_that_read_the_same_text_are_drawn_and_explained_as_one_row(tiny_app):
     """No picture: M and T are one row, so the chart draws one line at weight 1, the block table one column,
     and the stepper says why their weights never move; with a picture each has its own."""
