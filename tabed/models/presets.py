@@ -11,7 +11,10 @@ import torch
 from ..errors import ModelLoadError
 from .widen import LLAVA_7B, LVLM_68M, Shape
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
+_HERE = Path(__file__).resolve()
+# the repository's assets/ beside the code, or the copy an installed package carries as tabed/assets (pyproject.toml)
+ASSETS = next((path for path in (_HERE.parents[2] / "assets", _HERE.parents[1] / "assets")
+               if (path / "models").is_dir()), _HERE.parents[2] / "assets")
 PRESET_ENV = "TABED_PRESET"
 FLORENCE_CAPTIONER = "florence-community/Florence-2-large-ft"
 
