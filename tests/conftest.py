@@ -1,5 +1,6 @@
 """Tiny random LLaVA pairs built from configs (no downloads), shared by the tests."""
 
+import atexit
 import contextlib
 import copy
 import os
@@ -12,6 +13,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Every temporary file of the run (downloads, Gradio's and its client's copies, compiled kernels, servers
 # started in other processes) goes into one folder that the run removes at its end: runs leave no files.
 SCRATCH = tempfile.mkdtemp(prefix="tabed-tests-")
+atexit.register(shutil.rmtree, SCRATCH, ignore_errors=True)  # at the process's end: mutmut runs several sessions in one
 os.environ["TMPDIR"] = tempfile.tempdir = SCRATCH
 os.environ["GRADIO_TEMP_DIR"] = os.path.join(SCRATCH, "gradio")
 
@@ -38,14 +40,22 @@ WORDS = [f"w{i}" for i in range(40)]
 SIZE = LlavaSize()
 
 
+def pytest_addoption(parser):
+    parser.addoption("--torch-threads", type=int, help="torch's threads in this process; mutmut, which forks a process "
+                     "per mutant, needs 1 (a thread pool made before a fork hangs in the child)")
+
+
+def pytest_configure(config):
+    if config.getoption("--torch-threads"):
+        torch.set_num_threads(config.getoption("--torch-threads"))
+
+
 def pytest_collection_modifyitems(items):
     """The slow tests first (stably: each module's in its order): the processes take tests one at a time as they
     finish, so the long ones start early instead of ending the run last."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
-def pytest_sessionfinish(session, exitstatus):
-    shutil.rmtree(SCRATCH, ignore_errors=True)
 
 
 def word_tokenizer(words: list[str]) -> PreTrainedTokenizerFast:
