@@ -514,6 +514,10 @@ MUTANTS = (
     Mutant("a-follow-up-changes-its-pair", "tabed/page/conversation.py",
            "if conversation.preset not in (None, preset):", "if False:",
            (f"{APP}::test_each_session_words_its_own_answer_with_its_own_pairs_tokenizer",)),
+    Mutant("a-finished-run-keeps-its-state-in-the-worker", "tabed/page/view.py",
+           "weights=view.figure(), blocks=view.block_table(), chat=chat_history(conversation), state=conversation,",
+           "weights=view.figure(), blocks=view.block_table(), chat=chat_history(conversation),",
+           ("tests/page/test_zerogpu.py::test_a_run_and_its_follow_up_cross_the_fork_whole",)),
     Mutant("bench-accepts-limit-0", "tabed/cli.py", "args.limit < 1:", "args.limit < 0:",
            (f"{BENCH}::test_bench_refuses_a_limit_under_one_case",)),
 )
