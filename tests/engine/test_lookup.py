@@ -110,3 +110,24 @@ def test_each_draft_positions_n_guess_follows_the_prompt_the_answer_and_the_draf
                 from_drafts += expected != ngram_continuation(before)
         answered += len(block.emitted)
     assert from_drafts > 0  # the run had guesses that only the drafts gave
+
+
+def test_every_suffix_length_is_tried_longest_first():
+    """'3 1 2' never occurred; '1 2' did (followed by 7) and wins over the later '2' (followed by 3)."""
+    assert ngram_continuation([1, 2, 7, 9, 2, 3, 1, 2]) == 7
+    assert ngram_continuation([1, 2, 7, 9, 2, 3, 1, 2], max_n=1) == 3
+
+
+def test_n_looks_up_suffixes_only_as_long_as_its_own_longest():
+    others = torch.full((10,), 0.1)
+    context = [1, 2, 7, 9, 2, 3, 1]
+    assert int(NgramLookup(context, [], max_n=2).distribution([2], others).argmax()) == 7
+    assert int(NgramLookup(context, [], max_n=1).distribution([2], others).argmax()) == 3
+
+
+def test_a_guess_outside_the_drafters_vocabulary_is_no_opinion():
+    """A looked-up token the distribution has no entry for (an id at or past its size) is no guess."""
+    others = torch.full((4,), 0.25)
+    for token in (4, 5):
+        assert torch.equal(NgramLookup([1, token, 1], []).distribution([], others), others)
+    assert int(NgramLookup([1, 3, 1], []).distribution([], others).argmax()) == 3
