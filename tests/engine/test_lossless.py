@@ -12,7 +12,14 @@ from tabed.engine.config import GenerationConfig
 from tabed.engine.draft_length import parse_gamma
 from tabed.engine.drafts import AfterToken, DraftChain
 from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
-from tabed.engine.sampling import logits_to_probs, verify_greedy, verify_sampling
+from tabed.engine.sampling import (
+    choose_token,
+    logits_to_log_probs,
+    logits_to_probs,
+    residual,
+    verify_greedy,
+    verify_sampling,
+)
 from tabed.engine.spec import parse_spec
 from tabed.models.chat import Turn
 
@@ -260,3 +267,30 @@ def test_a_chain_is_verified_against_the_mixture_that_drafted_it_not_one_methods
         kept = [u * float(row[x]) < float(target[j, x])
                 for j, (u, x) in enumerate(zip(verdict.draws, drafts, strict=True))]
         assert not all(kept)  # this method's own distribution would have rejected one
+
+
+@pytest.mark.parametrize("temperature", [0.5, 1.0, 2.0])
+def test_the_log_probabilities_are_the_logs_of_the_probabilities_at_every_temperature(temperature):
+    """The log-loss rules read what the drafter's distributions are at the run's temperature."""
+    logits = torch.tensor([[2.0, -1.0, 0.5, 0.0], [0.3, 0.2, -2.0, 1.5]])
+    torch.testing.assert_close(logits_to_log_probs(logits, temperature).exp(), logits_to_probs(logits, temperature))
+
+
+def test_plain_decodings_draws_come_from_the_runs_own_generator():
+    """A seed gives the same sample every time, and another seed another one."""
+    probs = torch.softmax(torch.arange(32, dtype=torch.float32).sin(), dim=-1)
+
+    def draws(seed):
+        generator = torch.Generator().manual_seed(seed)
+        return [choose_token(probs.log(), probs, 1.0, generator) for _ in range(20)]
+
+    assert draws(3) == draws(3) != draws(4)
+
+
+def test_a_residual_with_nothing_left_is_the_target_itself():
+    """norm(max(p - q, 0)) where q covers p everywhere has no mass to normalise: the target's own p is drawn from
+    instead (never 0/0)."""
+    p = torch.tensor([0.5, 0.3, 0.2, 0.0])
+    torch.testing.assert_close(residual(p, p), p)
+    torch.testing.assert_close(residual(p, torch.tensor([0.6, 0.3, 0.2, 0.1])), p)
+    torch.testing.assert_close(residual(p, torch.tensor([0.3, 0.5, 0.2, 0.0])), torch.tensor([1.0, 0.0, 0.0, 0.0]))
