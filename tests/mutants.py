@@ -49,6 +49,9 @@ BENCH = "tests/bench/test_bench.py"
 APP = "tests/page/test_app.py"
 CONTROLS = "tests/page/test_controls.py"
 BROWSER = "tests/page/test_browser.py"
+REPORT = "tabed/bench/report.py"
+ACCEPTANCE_TABLE = f"{BENCH}::test_the_acceptance_table_gives_each_specs_own_counts_from_the_first_position"
+WIDEST_GAP = f"{BENCH}::test_the_mismatch_goal_names_the_widest_gap_whatever_its_sign"
 
 MUTANTS = (
     # the ten faults of issue 52's audit
@@ -518,6 +521,23 @@ MUTANTS = (
            "weights=view.figure(), blocks=view.block_table(), chat=chat_history(conversation), state=conversation,",
            "weights=view.figure(), blocks=view.block_table(), chat=chat_history(conversation),",
            ("tests/page/test_zerogpu.py::test_a_run_and_its_follow_up_cross_the_fork_whole",)),
+    # a fresh audit of the bench's report: survivors, now caught
+    Mutant("bench-acceptance-positions-from-the-second", REPORT,
+           'row["acceptance_by_position"][:ACCEPTANCE_POSITIONS])',
+           'row["acceptance_by_position"][1:ACCEPTANCE_POSITIONS + 1])', (ACCEPTANCE_TABLE,)),
+    Mutant("bench-drafts-kept-shows-the-acceptance-rate", REPORT, "{row['mean_accepted']:.2f} | {histogram}",
+           "{row['acceptance_rate']:.2f} | {histogram}", (ACCEPTANCE_TABLE,)),
+    Mutant("bench-one-acceptance-row-hidden", REPORT, "return lines if len(lines) > 5 else []",
+           "return lines if len(lines) > 6 else []", (ACCEPTANCE_TABLE,)),
+    Mutant("bench-widest-gap-is-the-narrowest", REPORT, "(the widest gap {max(gaps):.4f} logits)",
+           "(the widest gap {min(gaps):.4f} logits)", (WIDEST_GAP,)),
+    Mutant("bench-widest-gap-signed", REPORT, 'gaps = [abs(d["gap"]) for d in', 'gaps = [d["gap"] for d in',
+           (WIDEST_GAP,)),
+    Mutant("bench-slowest-answer-of-any-spec", REPORT, 'if r["spec"] == tabed and not r["error"] and r["decode_s"]]',
+           'if not r["error"] and r["decode_s"]]',
+           (f"{BENCH}::test_the_slowest_answer_goal_reads_the_default_specs_answers_only",)),
+    Mutant("bench-html-without-plotly-js", REPORT, "include_plotlyjs=not figures", "include_plotlyjs=False",
+           (f"{BENCH}::test_the_html_report_opens_offline_with_its_charts",)),
     Mutant("bench-accepts-limit-0", "tabed/cli.py", "args.limit < 1:", "args.limit < 0:",
            (f"{BENCH}::test_bench_refuses_a_limit_under_one_case",)),
 )

@@ -485,3 +485,39 @@ def test_bench_refuses_a_limit_under_one_case(tmp_path, capsys):
         assert cli.main(["bench", "--limit", limit, "--out", str(tmp_path / "out")]) == 2
         assert f"--limit must be at least 1, got {limit}" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_the_acceptance_table_gives_each_specs_own_counts_from_the_first_position():
+    """The mean drafts kept a block (not the acceptance rate), the blocks by drafts kept, and each draft position's
+    share kept from position 1; one scenario's single row is a table too."""
+    runs = [replace(run("a", "image", "M", 10, 4, 1.0, 2.0, accepted=5, drafted=8), accepted_histogram=[1, 1, 2],
+                    position_drafted=[4, 3, 1], position_kept=[3, 2, 0])]
+    lines = reports._acceptance_lines(reports.summarize(runs)["scenarios"])
+    assert lines[-1] == "| image | M | 1.25 | 1, 1, 2 | 75% (4) · 67% (3) · 0% (1) |"
+    assert len(lines) == 6
+
+
+def test_the_html_report_opens_offline_with_its_charts():
+    runs = [run("a", "image", "M", 10, 2, 1.0, 2.0), run("a", "image", "T", 6, 2, 1.0, 2.0)]
+    report = {"pair": "p", "device": "cpu", "dtype": "float32", "gamma": 5, "adaptive": False, "max_new_tokens": 9,
+              "temperature": 0.0, "suite": "s", "cases": 1, "complete": True, "specs_run": ["M", "T"],
+              "default_spec": "M", "timing": "t", **reports.summarize(runs)}
+    page = reports.html(report)
+    assert page.count('class="plotly-graph-div"') == 2 and page.count("plotly.js v") == 1  # plotly.js inside, once
+    assert "<pre># Benchmark: p on cpu" in page
+
+
+def test_the_slowest_answer_goal_reads_the_default_specs_answers_only():
+    runs = [run("a", "image", "tabed-MT", 10, 2, 1.0, 2.0), run("a", "image", "M", 10, 2, 4.0, 2.0)]
+    summary = reports.summarize(runs) | {"runs": [asdict(r) for r in runs]}
+    (goal,) = reports._slowest_answer_goal(summary, "tabed-MT")
+    assert goal["measured"] == f"slowest: a {1.9 / 0.9:.2f}x" and goal["met"]
+
+
+def test_the_mismatch_goal_names_the_widest_gap_whatever_its_sign():
+    runs = [replace(run(c, "image", "tabed-MT", 10, 2, 1.0, 2.0, mismatch=True),
+                    divergence=divergence.Divergence(3, "a", "b", gap)) for c, gap in (("x", 0.001), ("y", -0.02))]
+    runs += [run("x", "image", "M", 10, 2, 1.0, 2.0), run("x", "image", "T", 10, 2, 1.0, 2.0)]
+    summary = reports.summarize(runs) | {"runs": [asdict(r) for r in runs]}
+    goal = next(g for g in reports.goals(summary) if g["goal"] == "zero greedy mismatches")
+    assert goal["measured"] == "2 (the widest gap 0.0200 logits)" and not goal["met"]
