@@ -52,6 +52,10 @@ BROWSER = "tests/page/test_browser.py"
 REPORT = "tabed/bench/report.py"
 ACCEPTANCE_TABLE = f"{BENCH}::test_the_acceptance_table_gives_each_specs_own_counts_from_the_first_position"
 WIDEST_GAP = f"{BENCH}::test_the_mismatch_goal_names_the_widest_gap_whatever_its_sign"
+RENDERING = "tabed/page/render.py"
+TITLES = f"{RENDER}::test_each_tokens_title_says_what_it_is"
+TREE_HOVERS = f"{RENDER}::test_the_trees_chart_hovers_the_ensembles_probability_and_names_its_proposers"
+DRAFT_LENGTH = f"{RENDER}::test_the_block_tables_draft_length_says_how_many_and_why_only_when_it_stopped_early"
 
 MUTANTS = (
     # the ten faults of issue 52's audit
@@ -538,6 +542,25 @@ MUTANTS = (
            (f"{BENCH}::test_the_slowest_answer_goal_reads_the_default_specs_answers_only",)),
     Mutant("bench-html-without-plotly-js", REPORT, "include_plotlyjs=not figures", "include_plotlyjs=False",
            (f"{BENCH}::test_the_html_report_opens_offline_with_its_charts",)),
+    # the same audit of the page's rendering
+    Mutant("a-plain-tokens-title-counts-from-0", RENDERING, 'title = f"token {event.index + 1} · {what}',
+           'title = f"token {event.index} · {what}', (TITLES,)),
+    Mutant("the-targets-token-title-bonus-swapped", RENDERING,
+           "{'all drafts accepted' if block.bonus else 'replaces the first rejected draft'}",
+           "{'replaces the first rejected draft' if block.bonus else 'all drafts accepted'}", (TITLES,)),
+    Mutant("a-discarded-draft-not-struck-through", RENDERING, "    if kind in STRUCK:\n        style +=",
+           '    if kind == "rejected":\n        style +=', (TITLES,)),
+    Mutant("struck-drafts-counted-only-where-rejected", RENDERING, "            self.rejected += 1\n",
+           "            self.rejected += j == block.accepted\n", (TITLES,)),
+    Mutant("a-tree-nodes-ensemble-p-is-the-targets", RENDERING, "ensemble p={node.draft_prob:.2f}",
+           "ensemble p={node.target_prob:.2f}", (TREE_HOVERS,)),
+    Mutant("two-proposers-not-several-methods", RENDERING, '("several methods" if len(proposer) > 1 else',
+           '("several methods" if len(proposer) > 2 else', (TREE_HOVERS,)),
+    Mutant("a-fixed-draft-length-says-fixed", RENDERING,
+           'f"{count}, {STOP_WORDS.get(block.stop, block.stop)}" if block.stop != StopReason.FIXED else str(count)',
+           'f"{count}, {STOP_WORDS.get(block.stop, block.stop)}"', (DRAFT_LENGTH,)),
+    Mutant("a-trees-depth-is-its-chains-length", RENDERING, 'f"{tree_depth(block.tree)} deep,',
+           'f"{len(block.draft)} deep,', (DRAFT_LENGTH,)),
     Mutant("bench-accepts-limit-0", "tabed/cli.py", "args.limit < 1:", "args.limit < 0:",
            (f"{BENCH}::test_bench_refuses_a_limit_under_one_case",)),
 )
