@@ -53,6 +53,7 @@ REPORT = "tabed/bench/report.py"
 ACCEPTANCE_TABLE = f"{BENCH}::test_the_acceptance_table_gives_each_specs_own_counts_from_the_first_position"
 WIDEST_GAP = f"{BENCH}::test_the_mismatch_goal_names_the_widest_gap_whatever_its_sign"
 RENDERING = "tabed/page/render.py"
+SIDES = f"{APP}::test_the_status_counts_each_sides_own_tokens_and_the_most_starved_share"
 TITLES = f"{RENDER}::test_each_tokens_title_says_what_it_is"
 TREE_HOVERS = f"{RENDER}::test_the_trees_chart_hovers_the_ensembles_probability_and_names_its_proposers"
 DRAFT_LENGTH = f"{RENDER}::test_the_block_tables_draft_length_says_how_many_and_why_only_when_it_stopped_early"
@@ -561,6 +562,17 @@ MUTANTS = (
            'f"{count}, {STOP_WORDS.get(block.stop, block.stop)}"', (DRAFT_LENGTH,)),
     Mutant("a-trees-depth-is-its-chains-length", RENDERING, 'f"{tree_depth(block.tree)} deep,',
            'f"{len(block.draft)} deep,', (DRAFT_LENGTH,)),
+    # the same audit of a run's view
+    Mutant("the-least-starved-share-said", "tabed/page/view.py", "return min(shares) if shares else None",
+           "return max(shares) if shares else None", (SIDES,)),
+    Mutant("plain-progress-counts-tabeds-tokens", "tabed/page/view.py", "token {len(self.plain.ids)}",
+           "token {len(self.tabed.ids)}", (SIDES,)),
+    Mutant("a-stopped-plain-side-counts-tabeds-tokens", "tabed/page/view.py",
+           "tokens = len(self.results[AUTOREGRESSIVE].token_ids)", "tokens = len(self.results[SPECULATIVE].token_ids)",
+           (SIDES,)),
+    Mutant("bfloat16-said-unexpected", "tabed/page/view.py", "if self.pair.dtype in (torch.float16, torch.bfloat16)",
+           "if self.pair.dtype == torch.float16",
+           (f"{APP}::test_an_answer_that_differs_says_why_only_as_its_precision_allows",)),
     Mutant("bench-accepts-limit-0", "tabed/cli.py", "args.limit < 1:", "args.limit < 0:",
            (f"{BENCH}::test_bench_refuses_a_limit_under_one_case",)),
 )

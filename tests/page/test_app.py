@@ -809,7 +809,8 @@ def test_an_answer_that_differs_says_why_only_as_its_precision_allows(tiny_app, 
     def result(ids):
         return GenerationResult("x", None, ids, "", Metrics(len(ids), 0.1, 0.5, 0.6, 1.0, len(ids), 1.0))
 
-    for dtype, said in ((torch.float32, "unexpected in float32"), (torch.float16, "half precision rounds")):
+    for dtype, said in ((torch.float32, "unexpected in float32"), (torch.float16, "half precision rounds"),
+                        (torch.bfloat16, "half precision rounds")):
         view = RunView(replace(pair, dtype=dtype), page_settings(["M", "T"], MODES[0]), TokenStream(pair.tokenizer),
                        TokenStream(pair.tokenizer))
         view.results = {"speculative": result([1, 2, 3, 4]), "autoregressive": result([1, 2, 5, 4])}
@@ -868,6 +869,28 @@ def test_a_sampled_answer_says_whether_its_sample_is_plain_decodings(pair):
     for ids, said in (([1, 2, 3, 4], "the same sample"), ([1, 2, 5, 4], "a different sample")):
         view.results = {"speculative": result([1, 2, 3, 4]), "autoregressive": result(ids)}
         assert view.lossless().startswith(f"Sampling: {said} from the same distribution.")
+
+
+def test_the_status_counts_each_sides_own_tokens_and_the_most_starved_share(pair):
+    """Plain decoding's progress and its Stop count plain decoding's tokens (not TABED's); a run whose two sides
+    were starved is said to have got the smaller share."""
+    from tabed.engine.events import GenerationResult, Metrics, TokenEvent
+    from tabed.page.controls import MODES, page_settings
+    from tabed.page.render import TokenStream
+    from tabed.page.view import RunView
+
+    def result(ids, stopped=False, share=1.0):
+        metrics = Metrics(len(ids), 0.1, 0.5, 0.6, 1.0, len(ids), 1.0, cpu_share=share, busy=share < 0.6)
+        return GenerationResult("x", None, ids, "", metrics, stopped=stopped)
+
+    view = RunView(pair, page_settings(["M", "T"], MODES[0]), TokenStream(pair.tokenizer), TokenStream(pair.tokenizer),
+                   started=True, phase="autoregressive")
+    view.tabed.ids, view.plain.ids = [1, 2, 3, 4, 5], [1, 2]
+    assert "plain decoding (the target alone)… token 2 ·" in view.status(False)
+    view.results = {"speculative": result([1, 2, 3, 4, 5]), "autoregressive": result([1, 2], stopped=True)}
+    assert view.status(True).startswith("\u25a0 Stopped plain decoding after 2 tokens")
+    view.results = {"speculative": result([1, 2, 3], share=0.5), "autoregressive": result([1, 2, 3], share=0.2)}
+    assert view.starved() == 0.2
 
 
 def test_methods_that_read_the_same_text_are_drawn_and_explained_as_one_row(tiny_app):
