@@ -874,7 +874,7 @@ def test_a_sampled_answer_says_whether_its_sample_is_plain_decodings(pair):
 def test_the_status_counts_each_sides_own_tokens_and_the_most_starved_share(pair):
     """Plain decoding's progress and its Stop count plain decoding's tokens (not TABED's); a run whose two sides
     were starved is said to have got the smaller share."""
-    from tabed.engine.events import GenerationResult, Metrics, TokenEvent
+    from tabed.engine.events import GenerationResult, Metrics
     from tabed.page.controls import MODES, page_settings
     from tabed.page.render import TokenStream
     from tabed.page.view import RunView
