@@ -52,6 +52,7 @@ BROWSER = "tests/page/test_browser.py"
 REPORT = "tabed/bench/report.py"
 ACCEPTANCE_TABLE = f"{BENCH}::test_the_acceptance_table_gives_each_specs_own_counts_from_the_first_position"
 WIDEST_GAP = f"{BENCH}::test_the_mismatch_goal_names_the_widest_gap_whatever_its_sign"
+FAILED_SPEC = f"{BENCH}::test_a_spec_that_failed_names_its_first_three_errors_and_the_weights_share_is_a_percentage"
 RENDERING = "tabed/page/render.py"
 SIDES = f"{APP}::test_the_status_counts_each_sides_own_tokens_and_the_most_starved_share"
 TITLES = f"{RENDER}::test_each_tokens_title_says_what_it_is"
@@ -543,6 +544,9 @@ MUTANTS = (
            (f"{BENCH}::test_the_slowest_answer_goal_reads_the_default_specs_answers_only",)),
     Mutant("bench-html-without-plotly-js", REPORT, "include_plotlyjs=not figures", "include_plotlyjs=False",
            (f"{BENCH}::test_the_html_report_opens_offline_with_its_charts",)),
+    Mutant("bench-weights-share-not-a-percentage", REPORT, "{share:.2%} of its decode time",
+           "{share:.2f}% of its decode time", (FAILED_SPEC,)),
+    Mutant("bench-names-one-error-of-a-failed-spec", REPORT, "if r.error))[:3],", "if r.error))[:1],", (FAILED_SPEC,)),
     # the same audit of the page's rendering
     Mutant("a-plain-tokens-title-counts-from-0", RENDERING, 'title = f"token {event.index + 1} · {what}',
            'title = f"token {event.index} · {what}', (TITLES,)),

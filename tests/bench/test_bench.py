@@ -521,3 +521,17 @@ def test_the_mismatch_goal_names_the_widest_gap_whatever_its_sign():
     summary = reports.summarize(runs) | {"runs": [asdict(r) for r in runs]}
     goal = next(g for g in reports.goals(summary) if g["goal"] == "zero greedy mismatches")
     assert goal["measured"] == "2 (the widest gap 0.0200 logits)" and not goal["met"]
+
+
+def test_a_spec_that_failed_names_its_first_three_errors_and_the_weights_share_is_a_percentage():
+    errors = [f"ValueError: case {i}" for i in range(5)]
+    runs = [run("a", "image", "M", 10, 2, 1.0, 2.0)] + [replace(run(f"f{i}", "image", "M", 0, 0, 0.0, 0.0), error=e)
+                                                       for i, e in enumerate(errors)]
+    summary = reports.summarize(runs)
+    assert summary["scenarios"]["image"]["specs"]["M"]["errors"] == errors[:3]
+    report = {"pair": "p", "device": "cpu", "dtype": "float32", "gamma": 5, "adaptive": False, "max_new_tokens": 9,
+              "temperature": 0.0, "suite": "s", "cases": 6, "complete": True, "specs_run": ["M"],
+              "default_spec": "M", "timing": "t", "overhead": {"weights_share": {"tabed-MT": 0.0123}}, **summary}
+    markdown = reports.markdown(report)
+    assert "Weight computation of tabed-MT: 1.23% of its decode time." in markdown
+    assert "M on image: failed on 5 of 6 cases (ValueError: case 0; ValueError: case 1; ValueError: case 2)" in markdown
