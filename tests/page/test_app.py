@@ -802,14 +802,18 @@ def test_an_answer_too_short_to_time_shows_no_speedup(tiny_app, image_path):
     assert out.metrics[0][1].startswith("too short to time")
 
 
-def test_an_answer_that_differs_says_why_only_as_its_precision_allows(tiny_app, pair):
+def result(ids: list[int], stopped: bool = False, share: float = 1.0):
+    """A finished side of a run with these tokens (its metrics hand-made; starved below a 0.6 CPU share)."""
     from tabed.engine.events import GenerationResult, Metrics
+
+    metrics = Metrics(len(ids), 0.1, 0.5, 0.6, 1.0, len(ids), 1.0, cpu_share=share, busy=share < 0.6)
+    return GenerationResult("x", None, ids, "", metrics, stopped=stopped)
+
+
+def test_an_answer_that_differs_says_why_only_as_its_precision_allows(tiny_app, pair):
     from tabed.page.controls import MODES, page_settings
     from tabed.page.render import TokenStream
     from tabed.page.view import RunView
-
-    def result(ids):
-        return GenerationResult("x", None, ids, "", Metrics(len(ids), 0.1, 0.5, 0.6, 1.0, len(ids), 1.0))
 
     for dtype, said in ((torch.float32, "unexpected in float32"), (torch.float16, "half precision rounds"),
                         (torch.bfloat16, "half precision rounds")):
@@ -858,13 +862,9 @@ def test_each_session_words_its_own_answer_with_its_own_pairs_tokenizer(pair, im
 
 
 def test_a_sampled_answer_says_whether_its_sample_is_plain_decodings(pair):
-    from tabed.engine.events import GenerationResult, Metrics
     from tabed.page.controls import MODES, page_settings
     from tabed.page.render import TokenStream
     from tabed.page.view import RunView
-
-    def result(ids):
-        return GenerationResult("x", None, ids, "", Metrics(len(ids), 0.1, 0.5, 0.6, 1.0, len(ids), 1.0))
 
     view = RunView(pair, page_settings(["M", "T"], MODES[0], temperature=1.0), TokenStream(pair.tokenizer),
                    TokenStream(pair.tokenizer))
@@ -876,14 +876,9 @@ def test_a_sampled_answer_says_whether_its_sample_is_plain_decodings(pair):
 def test_the_status_counts_each_sides_own_tokens_and_the_most_starved_share(pair):
     """Plain decoding's progress and its Stop count plain decoding's tokens (not TABED's); a run whose two sides
     were starved is said to have got the smaller share."""
-    from tabed.engine.events import GenerationResult, Metrics
     from tabed.page.controls import MODES, page_settings
     from tabed.page.render import TokenStream
     from tabed.page.view import RunView
-
-    def result(ids, stopped=False, share=1.0):
-        metrics = Metrics(len(ids), 0.1, 0.5, 0.6, 1.0, len(ids), 1.0, cpu_share=share, busy=share < 0.6)
-        return GenerationResult("x", None, ids, "", metrics, stopped=stopped)
 
     view = RunView(pair, page_settings(["M", "T"], MODES[0]), TokenStream(pair.tokenizer), TokenStream(pair.tokenizer),
                    started=True, phase="autoregressive")
