@@ -57,6 +57,13 @@ RENDERING = "tabed/page/render.py"
 SIDES = f"{APP}::test_the_status_counts_each_sides_own_tokens_and_the_most_starved_share"
 TITLES = f"{RENDER}::test_each_tokens_title_says_what_it_is"
 TREE_HOVERS = f"{RENDER}::test_the_trees_chart_hovers_the_ensembles_probability_and_names_its_proposers"
+CLI = "tabed/cli.py"
+CLI_TESTS = "tests/test_cli.py"
+SUMMARY = f"{CLI_TESTS}::test_the_summary_line_says_each_figure_from_its_own_field"
+PRESET_OR_PAIR = f"{CLI_TESTS}::test_a_preset_beside_a_target_or_a_drafter_alone_is_refused"
+BENCH_OPTIONS = f"{CLI_TESTS}::test_the_bench_options_reach_its_settings"
+VIEW = "tabed/page/view.py"
+REASONS_HOLD = f"{APP}::test_a_runs_view_says_each_of_its_reasons_only_where_it_holds"
 DRAFT_LENGTH = f"{RENDER}::test_the_block_tables_draft_length_says_how_many_and_why_only_when_it_stopped_early"
 
 MUTANTS = (
@@ -579,6 +586,54 @@ MUTANTS = (
            (f"{APP}::test_an_answer_that_differs_says_why_only_as_its_precision_allows",)),
     Mutant("bench-accepts-limit-0", "tabed/cli.py", "args.limit < 1:", "args.limit < 0:",
            (f"{BENCH}::test_bench_refuses_a_limit_under_one_case",)),
+    # the same audit of the command line
+    Mutant("cli-preset-beside-a-target-allowed", CLI, "    if args.target and args.preset:\n        raise",
+           "    if False:\n        raise", (PRESET_OR_PAIR,)),
+    Mutant("cli-drafter-alone-allowed", CLI, "if (args.target is None) != (args.drafter is None):",
+           "if args.target is not None and args.drafter is None:",
+           (PRESET_OR_PAIR,)),
+    Mutant("cli-weights-share-of-walltime", CLI, "m['weights_s'] / m['decode_s']", "m['weights_s'] / m['walltime_s']",
+           (SUMMARY,)),
+    Mutant("cli-acceptance-not-a-percentage", CLI, "acceptance {m['acceptance_rate']:.0%}",
+           "acceptance {m['acceptance_rate']:.0f}%", (SUMMARY,)),
+    Mutant("cli-ar-speed-is-tabeds", CLI, "AR {report['ar']['tokens_per_s']", "AR {m['tokens_per_s']", (SUMMARY,)),
+    Mutant("cli-busy-plain-side-unsaid", CLI, 'if m["busy"] or report.get("ar", {}).get("busy"):', 'if m["busy"]:',
+           (SUMMARY,)),
+    Mutant("cli-ar-decode-time-is-walltime", CLI, '"decode_s": ar.metrics.decode_s,',
+           '"decode_s": ar.metrics.walltime_s,',
+           (f"{CLI_TESTS}::test_plain_decodings_decode_time_leaves_out_its_prefill",)),
+    Mutant("cli-answers-shifted-by-a-turn", CLI, 'turn["answer"] for turn in turns[:-1]]',
+           'turn["answer"] for turn in turns[1:]]',
+           (f"{CLI_TESTS}::test_a_conversation_pairs_each_prompt_with_its_own_answer",)),
+    Mutant("cli-no-overhead-inverted", CLI, "overhead=not args.no_overhead", "overhead=args.no_overhead",
+           (BENCH_OPTIONS,)),
+    Mutant("cli-limit-dropped", CLI, "limit=args.limit, overhead", "limit=None, overhead", (BENCH_OPTIONS,)),
+    Mutant("cli-repeat-dropped", CLI, "repeat=args.repeat)", "repeat=1)", (BENCH_OPTIONS,)),
+    Mutant("cli-explains-different-samples", CLI, 'report["same_output"] and not', "not",
+           (f"{CLI_TESTS}::test_samples_that_differ_are_not_explained",)),
+    # the rest of the audit's survivors in the view, the rendering and the report
+    Mutant("one-row-weighs-nothing-beside-n", VIEW, "if spec.tabed and len(self.shared) == len(spec.methods):",
+           "if spec.tabed and self.shared:", (REASONS_HOLD,)),
+    Mutant("a-stopped-method-alone-has-a-speedup", VIEW, "if phase.startswith(ALONE) and not result.stopped}",
+           "if phase.startswith(ALONE)}", (REASONS_HOLD,)),
+    Mutant("what-each-method-sees-without-a-picture", VIEW, "if self.pictures and len(seen :=", "if len(seen :=",
+           (REASONS_HOLD,)),
+    Mutant("a-side-not-run-reads-as-racing", VIEW, 'missing = "…" if self.racing else "not run"', 'missing = "…"',
+           (REASONS_HOLD,)),
+    Mutant("a-run-not-raced-says-it-was-stopped", VIEW, '"run it again to race them." if view.racing else "")',
+           '"run it again to race them." if True else "")', (f"{APP}::test_no_race_note_when_the_run_was_not_raced",)),
+    Mutant("a-method-alone-timed-by-its-whole-decode", VIEW, "decode_speedup(result.metrics, plain)",
+           "plain.decode_s / result.metrics.decode_s",
+           (f"{APP}::test_a_method_alone_has_one_speedup_in_the_status_and_the_metrics",)),
+    Mutant("one-position-past-the-shown-ones-as-a-range", RENDERING, 'if more == 1 else f"positions',
+           'if more == SHOWN_POSITIONS else f"positions',
+           (f"{RENDER}::test_the_metrics_say_how_the_drafts_fared_block_by_block_and_position_by_position",)),
+    Mutant("bench-failed-spec-against-the-peers", REPORT, 'and not out[spec]["failed"] and None not in best',
+           "and None not in best",
+           (f"{BENCH}::test_a_spec_that_failed_a_case_has_no_overall_speed_against_the_peers",)),
+    Mutant("bench-decode-speedup-titled-walltime", REPORT, '"Speedup over the target alone (decode time)")',
+           '"Walltime speedup over the target alone")',
+           (f"{BENCH}::test_the_html_report_opens_offline_with_its_charts",)),
 )
 
 

@@ -301,3 +301,72 @@ def test_every_option_reaches_the_config_by_its_name():
     assert Settings.parse(args.drafting, args.gamma, **_config(args)).config == expected
     bench = build_parser().parse_args(["bench", "--out", "x", "--seed", "5", "--no-resting"])
     assert Settings.parse(gamma=bench.gamma, **_config(bench)).config == GenerationConfig(seed=5, may_rest=False)
+
+
+def test_a_preset_beside_a_target_or_a_drafter_alone_is_refused(capsys, pair_dirs):
+    both = ["--preset", "teaching", "--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter"]
+    code, _, err = run_cli(capsys, *both, "--prompt", "w1")
+    assert code == 2 and "not both" in err
+    code, _, err = run_cli(capsys, "--drafter", pair_dirs / "drafter", "--prompt", "w1")
+    assert code == 2 and "give both --target and --drafter" in err
+
+
+def test_plain_decodings_decode_time_leaves_out_its_prefill(capsys, pair_dirs, image_file):
+    code, out, err = run_cli(capsys, "--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter",
+                             "--image", image_file, "--prompt", "w1 w2", "--max-new-tokens", 8, "--compare-ar",
+                             "--json")
+    assert code == 0, err
+    ar = json.loads(out)["ar"]
+    assert 0 < ar["decode_s"] < ar["walltime_s"]
+
+
+def test_samples_that_differ_are_not_explained(capsys, pair_dirs):
+    """The speed's 'why' compares the same answer's costs: two different samples have none to compare."""
+    code, out, err = run_cli(capsys, "--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter",
+                             "--prompt", "w1 w2", "--max-new-tokens", 16, "--temperature", 1.0, "--seed", 3,
+                             "--compare-ar", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["same_output"] is False and "why" not in report
+
+
+def summary_report(**changes) -> dict:
+    metrics = {"new_tokens": 10, "block_efficiency": 2.0, "acceptance_rate": 0.5, "tokens_per_s": 40.0,
+               "weights_s": 0.1, "decode_s": 1.0, "walltime_s": 2.0, "speedup": 1.5, "busy": False}
+    report = {"spec": "tabed-MT", "metrics": metrics, "ar": {"tokens_per_s": 25.0, "busy": False}, "why": "because"}
+    for key, value in changes.items():
+        (metrics if key in metrics else report["ar"])[key.removeprefix("ar_")] = value
+    return report
+
+
+def test_the_summary_line_says_each_figure_from_its_own_field():
+    from tabed.cli import _summary
+
+    line = _summary(summary_report())
+    assert "acceptance 50%" in line and "weights 10.0% of decode" in line  # the share of decode time, not walltime
+    assert "AR 25.0 tok/s, speedup 1.50x" in line and "why: because" in line and "unreliable" not in line
+    assert "timings unreliable" in _summary(summary_report(ar_busy=True))  # plain decoding starved is enough
+    assert "timings unreliable" in _summary(summary_report(busy=True))
+
+
+def test_a_conversation_pairs_each_prompt_with_its_own_answer():
+    from tabed.cli import _conversation
+
+    turns = [{"prompt": f"q{i}", "answer": f"a{i}"} for i in range(3)]
+    report = {"turns": turns, "text": "last"}
+    assert _conversation(report) == "> q0\na0\n\n> q1\na1\n\n> q2\nlast"
+
+
+def test_the_bench_options_reach_its_settings(capsys, monkeypatch, tmp_path):
+    import tabed.bench.runner
+    import tabed.cli
+
+    seen = {}
+    monkeypatch.setattr(tabed.cli, "_load", lambda args: "pair")
+    monkeypatch.setattr(tabed.bench.runner, "run_bench",
+                        lambda pair, settings, progress: seen.setdefault("settings", settings) and {"scenarios": {}})
+    for extra, expected in (((), (None, True, 1)), (("--limit", 2, "--no-overhead", "--repeat", 3), (2, False, 3))):
+        seen.clear()
+        assert main(["bench", "--out", str(tmp_path / "out"), *map(str, extra)]) == 0, capsys.readouterr().err
+        settings = seen["settings"]
+        assert (settings.limit, settings.overhead, settings.repeat) == expected

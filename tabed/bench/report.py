@@ -306,7 +306,7 @@ def html(report: dict) -> str:
     scenarios = list(report["scenarios"])
     figures = []
     for key, title in (("block_efficiency", "Block efficiency (tokens per target forward)"),
-                       ("speedup_vs_ar", "Walltime speedup over the target alone")):
+                       ("speedup_vs_ar", "Speedup over the target alone (decode time)")):
         figure = go.Figure([go.Bar(name=spec, x=scenarios,
                                    y=[report["scenarios"][s]["specs"].get(spec, {}).get(key) for s in scenarios])
                             for spec in report["specs_run"]])

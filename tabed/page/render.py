@@ -436,19 +436,19 @@ def metrics_rows(speculative: Metrics | None, autoregressive: Metrics | None, un
     return rows
 
 
-def alone_rows(alone: dict[str, GenerationResult], plain: Metrics | None) -> list[list]:
+def alone_rows(alone: dict[str, GenerationResult], speedups: dict[str, float]) -> list[list]:
     """Each method's real figures, drafting alone with the same settings after plain decoding: its block
-    efficiency (beside the at-least of the rows above) and its speedup over plain decoding's decode time."""
+    efficiency (beside the at-least of the rows above) and its speedup over plain decoding (`speedups`, the
+    figures the status says too: `RunView.alone_speedups`)."""
     rows = []
     for method, result in alone.items():
         if result.stopped:
             rows.append([f"{method} alone, really run", "stopped", "—"])
             continue
-        metrics = result.metrics
-        times = decode_speedup(metrics, plain) if plain is not None and not too_short_to_time(plain) else None
+        times = speedups.get(method)
         speedup = f" · {times:.2f}× plain decoding" if times is not None else ""
         rows.append([f"{method} alone, really run: block efficiency · speedup (decode time)",
-                     f"{metrics.block_efficiency:.2f}{speedup}", "—"])
+                     f"{result.metrics.block_efficiency:.2f}{speedup}", "—"])
     return rows
 
 

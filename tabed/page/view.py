@@ -119,7 +119,7 @@ class RunView:
                                    unreliable=self.starved() is not None, missing=missing)
         alone = {phase.removeprefix(ALONE): result for phase, result in self.results.items() if phase.startswith(ALONE)}
         if alone:
-            rows += render.alone_rows(alone, plain.metrics if plain is not None and self.compared() else None)
+            rows += render.alone_rows(alone, self.alone_speedups())
         if plain is not None and (speed := self.speed()) is not None:
             at = next(i for i, row in enumerate(rows) if row[0] == "tokens")  # under the speedup: why it is so
             rows[at:at] = render.speed_rows(speed, weighed=not self.alone())
@@ -291,13 +291,14 @@ class RunView:
         return reasons.unasked(self.question, answer)
 
     def alone_speedups(self) -> dict[str, float]:
-        """Each method run alone for comparison: plain decoding's decode time over its own (timed runs only)."""
-        plain = self.results.get(AUTOREGRESSIVE)
-        if plain is None or too_short_to_time(plain.metrics):
+        """Each method run alone for comparison, when both sides finished an answer long enough to time: plain
+        decoding's decode time over its own for as many tokens (`speed.decode_speedup`, as for the ensemble)."""
+        if not self.compared() or self.too_short():
             return {}
-        return {phase.removeprefix(ALONE): plain.metrics.decode_s / result.metrics.decode_s
-                for phase, result in self.results.items()
-                if phase.startswith(ALONE) and not result.stopped and result.metrics.decode_s > 0}
+        plain = self.results[AUTOREGRESSIVE].metrics
+        speedups = {phase.removeprefix(ALONE): decode_speedup(result.metrics, plain)
+                    for phase, result in self.results.items() if phase.startswith(ALONE) and not result.stopped}
+        return {method: speedup for method, speedup in speedups.items() if speedup is not None}
 
     def lossless(self) -> str:
         """What the two answers show of speculative decoding being lossless, in a sentence."""

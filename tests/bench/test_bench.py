@@ -505,6 +505,7 @@ def test_the_html_report_opens_offline_with_its_charts():
     page = reports.html(report)
     assert page.count('class="plotly-graph-div"') == 2 and page.count("plotly.js v") == 1  # plotly.js inside, once
     assert "<pre># Benchmark: p on cpu" in page
+    assert "Speedup over the target alone (decode time)" in page and "Walltime" not in page  # what it plots
 
 
 def test_the_slowest_answer_goal_reads_the_default_specs_answers_only():
@@ -535,3 +536,16 @@ def test_a_spec_that_failed_names_its_first_three_errors_and_the_weights_share_i
     markdown = reports.markdown(report)
     assert "Weight computation of tabed-MT: 1.23% of its decode time." in markdown
     assert "M on image: failed on 5 of 6 cases (ValueError: case 0; ValueError: case 1; ValueError: case 2)" in markdown
+
+
+def test_a_spec_that_failed_a_case_has_no_overall_speed_against_the_peers():
+    """Its summed time leaves out the failed case's: against a peer that answered every case it would read
+    faster than it is."""
+    failed = suite.Run("c", "text", "tabed-MT", 0, 0, 0, error="RuntimeError: out of memory")
+    runs = [run("a", "image", "tabed-MT", 10, 2, 0.8, 2.0), run("a", "image", "peer-default", 10, 4, 1.2, 2.0),
+            run("b", "text", "tabed-MT", 8, 2, 0.5, 2.0), failed, run("b", "text", "peer-default", 8, 2, 1.0, 2.0),
+            run("c", "text", "peer-default", 8, 2, 1.0, 2.0)]
+    summary = reports.summarize(runs)
+    assert summary["overall"]["tabed-MT"]["failed"] == 1
+    assert "speedup_vs_peer" not in summary["overall"]["tabed-MT"]
+    assert "speedup_vs_peer" in reports.summarize([r for r in runs if r is not failed])["overall"]["tabed-MT"]

@@ -1067,3 +1067,59 @@ def test_the_page_says_why_on_the_bundled_examples(teaching_pair, monkeypatch, t
         for text in (said, second, made_up, plain):
             assert re.search(r"(Fast because|Slower than plain decoding:|About as fast as plain decoding \(.*\):) each "
                              r"target pass kept", text), text
+
+
+def test_a_runs_view_says_each_of_its_reasons_only_where_it_holds(pair):
+    """M and T drafted as one row weigh nothing only when they are every method; a method alone that was
+    stopped has no speedup; what each method sees is said only with a picture; a side not yet run reads '…'
+    while the race runs and 'not run' when there is no race."""
+    from tabed.page import stepper
+    from tabed.page.controls import MODES, page_settings
+    from tabed.page.render import TokenStream
+    from tabed.page.view import RunView
+
+    def view(methods, **fields):
+        return RunView(pair, page_settings(methods, MODES[0]), TokenStream(pair.tokenizer),
+                       TokenStream(pair.tokenizer), started=True, **fields)
+
+    assert "nothing to weigh" in view(["M", "T"], shared=["M", "T"]).unlearned()
+    assert view(["M", "T", "N"], shared=["M", "T"]).unlearned() == stepper.UNLEARNED
+    both = {"speculative": result(list(range(10))), "autoregressive": result(list(range(10)))}
+    alone = {"alone:M": result(list(range(10))), "alone:T": result(list(range(10)), stopped=True)}
+    seen = view(["M", "T"], results={**both, **alone})
+    assert set(seen.alone_speedups()) == {"M"}
+    assert "What each method sees" not in seen.status(True)
+    seen.pictures = True
+    assert "What each method sees" in seen.status(True)
+    for racing, missing in ((True, "…"), (False, "not run")):
+        rows = view(["M", "T"], racing=racing, results={"speculative": both["speculative"]}).metrics().value
+        assert [missing] == [row[2] for row in rows["data"] if row[0] == "tokens"]
+
+
+def test_a_method_alone_has_one_speedup_in_the_status_and_the_metrics(pair):
+    """The status's 'Each method alone' and the metrics' row give the same figure: plain decoding's time for
+    as many tokens over the method's (an answer of another length compares per token)."""
+    from tabed.engine.events import GenerationResult, Metrics
+    from tabed.page.controls import MODES, page_settings
+    from tabed.page.render import TokenStream
+    from tabed.page.view import RunView
+
+    def side(tokens: int, decode_s: float) -> GenerationResult:
+        metrics = Metrics(tokens, 0.1, decode_s, decode_s + 0.1, 1.0, tokens, 1.0, cpu_share=1.0)
+        return GenerationResult("x", None, list(range(tokens)), "", metrics)
+
+    view = RunView(pair, page_settings(["M", "T"], MODES[0]), TokenStream(pair.tokenizer),
+                   TokenStream(pair.tokenizer), started=True,
+                   results={"speculative": side(11, 0.5), "autoregressive": side(11, 1.0),
+                                                         "alone:M": side(21, 0.8)})
+    assert view.alone_speedups() == {"M": pytest.approx(2.5)}  # 1 s for 10 steps against 0.8 s for 20
+    rows = {row[0]: row[1] for row in view.metrics().value["data"]}
+    assert rows["M alone, really run: block efficiency · speedup (decode time)"].endswith("2.50× plain decoding")
+    assert "M 2.50× plain decoding, against TABED's 2.00×" in view.status(True)
+
+
+def test_no_race_note_when_the_run_was_not_raced(tiny_app, image_path):
+    out = final(list(tiny_app.run(image_path, "w1 w2", None, **settings(compare_ar=False, max_new_tokens=8))))
+    assert out.state.race_note == ""
+    out = final(list(tiny_app.run(image_path, "w1 w2", None, **settings(max_new_tokens=12))))
+    assert out.state.race_note == ""
