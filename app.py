@@ -25,17 +25,15 @@ from types import SimpleNamespace
 import gradio as gr
 import torch
 
-from tabed.engine.config import LIMITS, TREE_POLICIES
-from tabed.engine.draft_length import AUTO_CAP
-from tabed.engine.spec import METHOD_NAMES, RULES
 from tabed.errors import InputError, TabedError
 from tabed.models.loading import skip_cudnn_attention
 from tabed.models.presets import PRESETS, default_preset
-from tabed.page import render, stepper, texts
-from tabed.page.controls import ENSEMBLES, LABELS, MODES, may_draft_trees, methods_for_mode
+from tabed.page import render, status, stepper, texts
+from tabed.page.controls import ENSEMBLES, LABELS, may_draft_trees, methods_for_mode
 from tabed.page.conversation import Conversation, build_turns, checked_upload, continued, session_state
 from tabed.page.downloads import forget_downloads
 from tabed.page.examples import Examples
+from tabed.page.layout import settings_accordion, stepper_group
 from tabed.page.pairs import PairCache, release_memory
 from tabed.page.request import INPUTS, Request, api_handler
 from tabed.page.stops import StopFlags
@@ -60,10 +58,6 @@ def _session(request: gr.Request | None) -> str | None:
 def request_stop(request: gr.Request) -> None:
     """The Stop button: ask this session's running decode (or replay race) to stop and show it."""
     STOPS.stop(_session(request))
-
-
-def preset_choices() -> list[tuple[str, str]]:
-    return [(f"{name}: {preset.description}", name) for name, preset in PRESETS.items()]
 
 
 # ---------------------------------------------------------------- one run, streamed
@@ -111,10 +105,10 @@ def _respond(follow_up: bool, request: Request, conversation: Conversation, stop
         if not PAIRS.loaded(name):
             extra = "; on this GPU that includes capturing CUDA graphs and compiling the drafter, up to a minute" \
                 if torch.cuda.is_available() and not ZERO_GPU else ""
-            yield Frame(status=f"\u25f7 Loading the model pair {name!r} (first run only{extra})…")
+            yield Frame(status=status.line_html(f"\u25f7 Loading the model pair {name!r} (first run only{extra})…"))
         pair = PAIRS.get(name)
     except TabedError as error:  # refused: the page stays as it was but for the status (the state too)
-        yield Frame(status=f"\u26a0\ufe0f Error: {error}")
+        yield Frame(status=status.line_html(f"\u26a0\ufe0f Error: {error}"))
         return
     teaching = name.startswith("teaching")  # the bundled examples, and what its target was taught, are its own
     lesson = BUNDLED.lesson(conversation.images, [asked for asked, _ in conversation.turns] + [prompt]) \
@@ -154,14 +148,25 @@ def check_upload(upload: list[dict] | None) -> tuple:
     files that are no picture, and pictures past the most a run takes, are taken off the page with a line
     saying why; the others stay (`conversation.checked_upload`)."""
     kept, refused = checked_upload(upload)
-    return (kept or None, f"\u26a0\ufe0f {refused}") if refused else (gr.update(), gr.update())
+    return (kept or None, status.line_html(f"\u26a0\ufe0f {refused}")) if refused else (gr.update(), gr.update())
+
+
+WAITING = ("\u25f7 Waiting for the machine: it runs one request at a time, so that each is timed alone; yours starts "
+           "when the one before it ends.")
+
+
+def run_starts() -> tuple:
+    """Run (or a follow-up) pressed: the last replayed race goes, the status says the request waits its turn
+    until its first frame says more (another visitor's run may hold the machine), and Stop turns red."""
+    return "", status.line_html(WAITING), gr.update(variant="stop")
 
 
 def new_conversation(conversation: object = None) -> tuple:
     """An empty conversation and a clean page: nothing of the last run stays (answers, metrics, charts,
     block table, trees, downloads and their files; then the replayed race, the pictures and the prompt)."""
     forget_downloads(conversation)
-    frame = Frame(status="Start a new conversation: pick pictures (or none) and type a prompt.", tabed="", plain="",
+    frame = Frame(status=status.line_html("Start a new conversation: pick pictures (or none) and type a prompt."),
+                  tabed="", plain="",
                   metrics=None, weights=None, blocks=None, chat=[], downloads=None, trees=None,
                   state=Conversation(runs=session_state(conversation).runs))  # "Done (run N)" counts on
     return (*frame.values(), "", None, "")
@@ -172,61 +177,8 @@ def new_conversation(conversation: object = None) -> tuple:
 def pair_note(name: str | None) -> str:
     """What the chosen pair is and what it can see, for the page."""
     name = name if name in PRESETS else default_preset()
-    return texts.PAIR_NOTES.get(name, f"**{name}**: {PRESETS[name].description}.")
-
-
-def _settings(default: str) -> dict[str, gr.components.Component]:
-    """The Settings accordion's controls, by the name of the request's input each one is: the words from the
-    page's table (`controls.LABELS`), the values from `Request`'s defaults, the bounds from the engine's."""
-    def shown(name: str, **more) -> dict:
-        return {"label": LABELS[name], "value": getattr(PAGE, name), **more}
-
-    with gr.Accordion("Settings", open=False, elem_id="settings"):
-        preset = gr.Dropdown(preset_choices(), **shown("preset", value=default),
-                             info="presets marked GPU need a GPU and download their weights once")
-        methods = gr.CheckboxGroup([(f"{m}: {name}", m) for m, name in METHOD_NAMES.items()],
-                                   **shown("methods", value=list(PAGE.methods)))
-        mode = gr.Radio(MODES, **shown("mode"), info="single method: the first ticked method drafts alone; the weight "
-                        "rule and its window are TABED's own (a static ensemble or one method learns no weights)")
-        rule = gr.Radio([(texts.RULE_PHRASES[r], r) for r in RULES], **shown("rule"), elem_id="settings-rule")
-        window = gr.Number(**shown("window"), precision=0, minimum=0, info="positions the weights learn from; 0 = all")
-        with gr.Row():
-            gamma = gr.Slider(LIMITS["gamma"][0], AUTO_CAP, **shown("gamma"), step=1, precision=0,
-                              elem_id="settings-gamma", info="the most, when the draft length is adaptive")
-            adaptive = gr.Checkbox(**shown("adaptive"), elem_id="settings-adaptive",
-                                   info="stop drafting when the ensemble is unsure")
-        with gr.Row():
-            tree_width = gr.Slider(*LIMITS["tree_width"], **shown("tree_width"), step=1, precision=0,
-                                   elem_id="settings-tree-width",
-                                   info="1 drafts a chain; more draws a token tree this many nodes wide per depth")
-            tree_policy = gr.Radio(list(TREE_POLICIES), **shown("tree_policy"), elem_id="settings-tree-policy",
-                                   info="the ensemble's top tokens, each method's own top-1, or the top "
-                                        "tokens only where the ensemble is unsure (top under 1/2)")
-            tree_blocks = gr.Radio([("every block", "all"), ("the first block", "first")], **shown("tree_blocks"),
-                                   elem_id="settings-tree-blocks",
-                                   info="the first block is drafted before any weight is learned")
-        hedge_first = gr.Checkbox(**shown("hedge_first"), elem_id="settings-hedge-first",
-                                  info="with chains and a picture, TABED's first block (drafted before any weight "
-                                       "is learned) forks where the methods leave the ensemble unsure")
-        max_new_tokens = gr.Slider(*LIMITS["max_new_tokens"], **shown("max_new_tokens"), step=1, precision=0,
-                                   elem_id="settings-max-new-tokens",
-                                   info="the prompt and the answer share the models' context (1024 tokens for the "
-                                        "teaching pair): a run lowers this to what its prompt leaves, and says so")
-        with gr.Row():
-            temperature = gr.Slider(*LIMITS["temperature"], **shown("temperature"), step=0.05,
-                                    elem_id="settings-temperature", info="0 is greedy")
-            top_p = gr.Slider(0.01, 1.0, **shown("top_p"), step=0.01, elem_id="settings-top-p",
-                              info="sampling draws from the likeliest tokens that add up to this (1 keeps every "
-                                   "token)")
-        seed = gr.Number(**shown("seed"), precision=0)
-        compare_ar = gr.Checkbox(**shown("compare_ar"))
-        methods_alone = gr.Checkbox(**shown("methods_alone"), elem_id="settings-methods-alone",
-                                    info="its real block efficiency and speed beside the ensemble's (the metrics' "
-                                         "per-method rows are otherwise lower bounds); slower: one run per method")
-    return dict(preset=preset, methods=methods, mode=mode, rule=rule, window=window, gamma=gamma,
-                max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, compare_ar=compare_ar,
-                adaptive=adaptive, tree_width=tree_width, tree_policy=tree_policy, tree_blocks=tree_blocks,
-                hedge_first=hedge_first, methods_alone=methods_alone, top_p=top_p)
+    line, more = texts.PAIR_NOTES.get(name, (f"**{name}**: {PRESETS[name].description}.", ""))
+    return line + (f"\n\n<details><summary>More</summary>\n\n{more}\n\n</details>" if more else "")
 
 
 def _question_column(default: str) -> SimpleNamespace:
@@ -241,11 +193,11 @@ def _question_column(default: str) -> SimpleNamespace:
     with gr.Row():
         ui.run = gr.Button("Run", variant="primary", elem_id="run")
         ui.follow_up = gr.Button("Ask as follow-up", elem_id="follow-up")
-        ui.stop = gr.Button("Stop", variant="stop", elem_id="stop")
+        ui.stop = gr.Button("Stop", variant="secondary", elem_id="stop")  # red only while a run goes (`_wire`)
     ui.new = gr.Button("New conversation", size="sm", elem_id="new")
-    ui.chat = gr.Chatbot(label="Conversation", show_label=False, height=220, elem_id="chat",
-                         buttons=["copy"])  # neither a label nor a toolbar over its first turn
-    ui.settings = _settings(default)
+    ui.chat = gr.Chatbot(label="Conversation", show_label=False, height=220, elem_id="chat", buttons=["copy"],
+                         render_markdown=False)  # as typed (`conversation.as_typed`); no label over its first turn
+    ui.settings = settings_accordion(default, PAGE)
     starts, follow_ups = BUNDLED.starts(), BUNDLED.follow_ups()
     gr.Examples(starts, inputs=[ui.image, ui.prompt], cache_examples=False, elem_id="examples",
                 label="Examples: image-oriented, text-oriented, no picture, three odd pictures (then Run)")
@@ -257,43 +209,29 @@ def _question_column(default: str) -> SimpleNamespace:
 def _answer_column() -> SimpleNamespace:
     """The status, both answers, the metrics, the charts, the block table, the race and the downloads."""
     ui = SimpleNamespace()
-    ui.status = gr.Markdown("Pick pictures (or none), type a prompt and press Run.", elem_id="status",
-                            label="Status", show_label=False)
-    gr.HTML(render.legend_html())
-    ui.show_rejected = gr.Checkbox(True, label="show rejected drafts (struck through; hidden, their count shows)",
-                                   elem_id="show-rejected", container=False)
+    ui.status = gr.HTML(status.line_html("Pick pictures (or none), type a prompt and press Run."), elem_id="status",
+                        label="Status", show_label=False)
+    gr.HTML(render.legend_html(), elem_id="legend")
+    ui.show_rejected = gr.Checkbox(True, label="show rejected drafts", elem_id="show-rejected", container=False)
     ui.tabed = gr.HTML(label="Answer (TABED)", elem_id="tabed-answer", show_label=True, container=True)
     ui.plain = gr.HTML(label="Plain decoding", elem_id="plain-answer", container=True, show_label=True)
     gr.HTML(texts.TOKEN_DETAIL, elem_id="token-detail")
-    ui.metrics = gr.Dataframe(headers=["", "TABED", "plain"], label="Speed and acceptance", elem_id="metrics",
-                              wrap=True, column_widths=["48%", "30%", "22%"], interactive=False, max_height=4000)
-    ui.timing = gr.Markdown(texts.TIMING, elem_id="timing-note")
+    with gr.Accordion("Speed and acceptance, in numbers", open=False, elem_id="metrics-fold"):
+        ui.metrics = gr.Dataframe(headers=["", "TABED", "plain"], label="Speed and acceptance", elem_id="metrics",
+                                  wrap=True, column_widths=["48%", "30%", "22%"], interactive=False, max_height=4000)
+    with gr.Accordion("How the speed is measured", open=False, elem_id="timing"):
+        ui.timing = gr.Markdown(texts.TIMING, elem_id="timing-note")
     ui.plot = gr.Plot(label="Ensemble weights", elem_id="weights-plot")
-    ui.weights_note = gr.Markdown(texts.WEIGHTS_NOTE, elem_id="weights-note")
+    with gr.Accordion("How the weights move", open=False, elem_id="weights"):
+        ui.weights_note = gr.Markdown(texts.WEIGHTS_NOTE, elem_id="weights-note")
     groups = render.method_groups(list(PAGE.methods))
     ui.blocks = gr.Dataframe(headers=render.block_columns(groups), column_widths=render.block_widths(groups),
                              wrap=True, label="Block by block", elem_id="blocks", interactive=False, max_height=480)
     ui.trees = gr.Plot(label="Token trees", elem_id="trees-plot")  # shown while blocks may draft trees
-    ui.stepper = _stepper()
+    ui.stepper = stepper_group()
     ui.race_button = gr.Button("Replay race", elem_id="race")
     ui.race = gr.HTML(elem_id="race-view", label="Race", show_label=False)  # under its button: in view when pressed
     ui.downloads = gr.File(label=DOWNLOADS_LABEL, file_count="multiple", elem_id="downloads")
-    return ui
-
-
-def _stepper() -> SimpleNamespace:
-    """The block stepper: one block of the last answer at a time, by number, previous / next, a row of the
-    block table, a block of the weights chart (`texts.STEP_ON_CLICK_JS`) or a token of the answer picked."""
-    ui = SimpleNamespace()
-    with gr.Group(elem_id="stepper"):
-        gr.Markdown("**Step through a block** of the last finished answer: what each method proposed, what the mix "
-                    "drafted, what the target kept and why, and how the weights were chosen. Tap a token of the "
-                    "answer, a row of the block table or a block in the weights chart, or:")
-        with gr.Row(equal_height=True):
-            ui.previous = gr.Button("◀ previous", elem_id="step-previous", size="sm", min_width=80)
-            ui.index = gr.Number(0, label="block", precision=0, elem_id="step-index", min_width=80)
-            ui.next = gr.Button("next ▶", elem_id="step-next", size="sm", min_width=80)
-        ui.view = gr.HTML(stepper.step_html(None, [], 0), elem_id="step-view")
     return ui
 
 
@@ -301,9 +239,16 @@ def show_step(conversation, index) -> tuple:
     """Block `index` of the session's last answer: the index shown and the block; a number that is no block of
     it shows the nearest one, and the stepper says so above it (the status keeps the run's reasons)."""
     state = session_state(conversation)
-    shown, refused = stepper.chosen_block(index, len(state.blocks))
-    page = stepper.step_html(state.tokenizer, state.blocks, shown, state.unlearned or stepper.UNLEARNED, state.shared)
+    last = state.last
+    shown, refused = stepper.chosen_block(index, len(last.blocks))
+    page = stepper.step_html(last.tokenizer, last.blocks, shown, last.unlearned or stepper.UNLEARNED, last.shared)
     return shown, stepper.refused_html(refused) + page if refused else page
+
+
+def first_step(conversation) -> tuple:
+    """A new answer's first block, and the notes in the words of what decoded it (`texts.notes_for`)."""
+    last = session_state(conversation).last
+    return (*show_step(conversation, 0), *texts.notes_for(last.mode, last.label))
 
 
 def pick_step(conversation, event: gr.SelectData) -> tuple:
@@ -332,7 +277,8 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
     # A run clears the last run's replayed race too, by a listener of its own (the run's API stays as it is),
     # registered before the run's: Gradio carries out a trigger's listeners in turn, the run's to its end.
     for trigger in (ask.run.click, ask.follow_up.click, ask.prompt.submit):
-        trigger(lambda: "", None, [show.race], queue=False, api_name=False, js=texts.RUN_STARTS_JS)
+        trigger(run_starts, None, [show.race, show.status, ask.stop], queue=False, api_name=False,
+                js=texts.RUN_STARTS_JS)
     run_event = ask.run.click(run, inputs, outputs, api_name="run", **decode)
     follow_event = ask.follow_up.click(ask_follow_up, inputs, outputs, api_name="follow_up", **decode)
     submit_event = ask.prompt.submit(run, inputs, outputs, api_name=False, **decode)
@@ -358,9 +304,11 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
     step = show.stepper
     stepped = [step.index, step.view]
     notes = [show.timing, show.weights_note]  # in the words of what decoded the answer (`texts.notes_for`)
+    for event in (run_event, follow_event, submit_event):
+        event.then(lambda: gr.update(variant="secondary"), None, [ask.stop], js=texts.RUN_ENDS_JS, api_name=False,
+                   queue=False)
     for event in (run_event, follow_event, submit_event, new_event):  # a new answer: its first block
-        event.then(lambda c: (*show_step(c, 0), *texts.notes_for(session_state(c).label)), [state],
-                   stepped + notes, api_name=False)
+        event.then(first_step, [state], stepped + notes, api_name=False)
     step.index.input(show_step, [state, step.index], stepped, api_name=False, preprocess=False)
     step.previous.click(lambda c, i: show_step(c, (i or 0) - 1), [state, step.index], stepped, api_name=False)
     step.next.click(lambda c, i: show_step(c, (i or 0) + 1), [state, step.index], stepped, api_name=False)
@@ -372,7 +320,9 @@ def build_demo() -> gr.Blocks:
     default = default_preset()
     with gr.Blocks(title="TABED demo", delete_cache=(3600, 3600)) as demo:
         state = gr.State(Conversation(), delete_callback=forget_downloads)
-        gr.Markdown(texts.INTRO)
+        gr.Markdown(texts.INTRO, elem_id="intro")
+        with gr.Accordion("How TABED works", open=False, elem_id="intro-more"):
+            gr.Markdown(texts.INTRO_MORE)
         note = gr.Markdown(pair_note(default), elem_id="pair-note")
         with gr.Row():
             with gr.Column(scale=2):

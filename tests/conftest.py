@@ -3,7 +3,9 @@
 import atexit
 import contextlib
 import copy
+import html
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -239,3 +241,14 @@ def pair_dirs(tmp_path_factory, pair, processor):
         model.save_pretrained(root / role)
         processor.save_pretrained(root / role)
     return root
+
+
+def status_text(status):
+    """What the status (HTML) says, as text: its verdict, then a reason a line ("- key: line") with its folded
+    detail on the next; anything that is no text (a skipped output) as it is."""
+    if not isinstance(status, str):
+        return status
+    text = re.sub(r"<li>", "\n- ", status)
+    text = re.sub(r"</summary>|</p>|</div>", "\n", text)
+    text = re.sub(r"<[^>]+>", "", text)
+    return html.unescape(re.sub(r"\n+", "\n", text)).strip()

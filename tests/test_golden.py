@@ -18,7 +18,7 @@ from dataclasses import asdict
 
 import pytest
 
-from conftest import conversations, serving
+from conftest import conversations, serving, status_text
 from tabed.bench.runner import BenchSettings, run_bench
 from tabed.engine.config import GenerationConfig
 from tabed.engine.events import BlockEvent, GenerationResult
@@ -26,6 +26,7 @@ from tabed.engine.loop import collect, speculative_generate
 from tabed.engine.session import Clock
 from tabed.engine.spec import parse_spec
 from tabed.models.chat import Turn
+from tabed.page.controls import MODES
 
 TICK = 2.0 ** -10
 TIMINGS = {"prefill_s", "decode_s", "walltime_s", "tokens_per_s", "draft_s", "verify_s", "weights_s", "caption_s",
@@ -147,9 +148,10 @@ def page_record(app, outputs) -> dict:
     def table(frame) -> str:
         return "\n".join(" | ".join(words(str(cell)) for cell in row) for row in frame.value["data"])
 
-    steps = [f"block {index}:\n{words(app.show_step(out.state, index)[1])}" for index in range(len(out.state.blocks))]
+    steps = [f"block {index}:\n{words(app.show_step(out.state, index)[1])}"
+             for index in range(len(out.state.last.blocks))]
     colours = " ".join(re.findall(r'class="tk tk-(\w+)"', out.tabed))  # each token of the answer as coloured
-    return "\n\n".join([f"status:\n{words(out.status)}", f"answer's colours:\n{colours}",
+    return "\n\n".join([f"status:\n{status_text(out.status)}", f"answer's colours:\n{colours}",
                         f"metrics:\n{table(out.metrics)}", f"block table:\n{table(out.blocks)}", *steps])
 
 
@@ -165,7 +167,7 @@ def test_the_tiny_pairs_page_records(pair, image, tmp_path, ticking_clock, snaps
 
     path = tmp_path / "picture.png"
     image.save(path)
-    assert SETTINGS["mode"] == app.MODES[0]
+    assert SETTINGS["mode"] == MODES[0]
     with serving(pair):
         first = list(app.run(str(path), "w1 w2 w3", None, **SETTINGS))
         state = Frame(*first[-1]).state
@@ -187,7 +189,7 @@ def test_the_teaching_pairs_bundled_example_records(teaching_pair, ticking_clock
 
     with serving(teaching_pair):
         outputs = list(app.run(str(ASSETS / "examples" / "shapes.png"), "Describe the image in detail.", None))
-        blocks = Frame(*outputs[-1]).state.blocks
+        blocks = Frame(*outputs[-1]).state.last.blocks
         assert page_record(app, outputs) == snapshot(name="page")
         assert as_lines({"blocks": [rounded(block_record(b)) for b in blocks]}) == snapshot(name="blocks")
 

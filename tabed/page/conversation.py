@@ -3,6 +3,7 @@ asked about."""
 
 from __future__ import annotations
 
+import html
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,25 +14,33 @@ from ..errors import InputError
 from ..models.chat import Turn, load_image
 
 
+@dataclass(frozen=True)
+class LastRun:
+    """The session's last finished run as its later views read it (the stepper, the race, the notes): one value,
+    made when the run ends (`view.final_frames`). Its tokenizer words its blocks whatever pair another session
+    loaded since (the process holds one pair at a time)."""
+
+    blocks: list = field(default_factory=list)  # the answer's BlockEvents
+    shared: list = field(default_factory=list)  # its methods drafted as one row (`RunView.shared`: no picture)
+    mode: str = "tabed"  # what decoded it, as a value (`DraftingSpec.mode`): "tabed", "static" or "single"
+    label: str = "TABED"  # the same in words (`RunView.label`), for its side of the race
+    unlearned: str = ""  # why its blocks weighed as they did before learning (`RunView.unlearned`)
+    tokenizer: object = None
+    frames: dict = field(default_factory=dict)  # replay pace per side, when both sides finished
+    race_note: str = ""  # why it cannot be raced, when it cannot
+
+
 @dataclass
 class Conversation:
-    """What a browser session keeps between runs: the turns so far, the last run's downloads, its pace and
-    its blocks (for the block stepper)."""
+    """What a browser session keeps between runs: the turns so far, the last run's downloads and the last
+    run itself (`LastRun`)."""
 
     images: list[str] = field(default_factory=list)  # picture files, shown with the first prompt
     turns: list[tuple[str, str]] = field(default_factory=list)  # (prompt, answer) of finished turns
     export_dir: str | None = None  # the last run's downloads: replaced by the next run's, so one per session
-    runs: int = 0  # the session's runs that reached their end (each names its downloads and its "Done")
-    frames: dict[str, list[tuple[float, str]]] = field(default_factory=dict)  # replay pace per side
-    race_note: str = ""  # why the last run cannot be raced, when it cannot
-    label: str = "TABED"  # what decoded the last answer (`RunView.label`), for its side of the race
-    unlearned: str = ""  # why the last answer's blocks weighed as they did before learning (`RunView.unlearned`)
-    blocks: list = field(default_factory=list)  # the last answer's BlockEvents
-    shared: list = field(default_factory=list)  # its methods drafted as one row (`RunView.shared`: no picture)
-    # the pair preset the conversation runs on, and the tokenizer of its last answer: its later views word its
-    # blocks with these, whatever pair another session loaded since (the process holds one at a time)
-    preset: str | None = None
-    tokenizer: object = None
+    runs: int = 0  # the session's runs that reached their end (each names its downloads and its verdict)
+    last: LastRun = field(default_factory=LastRun)
+    preset: str | None = None  # the pair preset the conversation runs on: a follow-up keeps it
 
 
 def session_state(value: object) -> Conversation:
@@ -45,11 +54,17 @@ def pictures_label(count: int) -> str:
     return f"[{count} picture{'s' if count > 1 else ''}] " if count else ""
 
 
+def as_typed(text: str) -> str:
+    """Text as the conversation shows it (its Chatbot reads HTML, `render_markdown` off): every character as
+    typed, a tag of it no tag, its line breaks kept."""
+    return html.escape(text, quote=False).replace("\n", "<br>")
+
+
 def chat_history(conversation: Conversation) -> list[dict]:
     messages = []
     for i, (prompt, answer) in enumerate(conversation.turns):
         shown = (pictures_label(len(conversation.images)) if i == 0 else "") + prompt
-        messages += [{"role": "user", "content": shown}, {"role": "assistant", "content": answer}]
+        messages += [{"role": "user", "content": as_typed(shown)}, {"role": "assistant", "content": as_typed(answer)}]
     return messages
 
 

@@ -13,8 +13,9 @@ OWN_QUESTION = ("This is a question of your own, so the page says only what it m
                 "knows: the teaching world's pictures (shapes, bar charts, printed words and numbers) and facts; on "
                 "a picture of another kind (a photograph) M's guesses suffer and T's do not, and where the target "
                 "knows what the drafter was never taught, both miss. It was taught a few kinds of question, worded "
-                "as in the examples: to one worded otherwise the target may answer about something else (an "
-                "animal, a country), and that answer is still its own, which the drafts are judged against.")
+                "as in the examples, in English, with sums of two numbers up to 99: to one worded otherwise, in "
+                "another language or past that range, the target may answer about something else (an animal, a "
+                "country), and that answer is still its own, which the drafts are judged against.")
 LATER_TURN = ("This is a later turn: the drafter, taught mostly on first turns, has the pictures and the answers so "
               "far in its context; the words so far help M and T alike, and M's view of the pictures helps only where "
               "it reads them right (the counts above say where it did).")
@@ -50,8 +51,8 @@ class Examples:
     def lesson(self, pictures: list[str], asked: list[str]) -> str | None:
         """What the example whose pictures (by content, whatever their files are called now) and prompts these
         are was built to show, in a sentence: `asked` is the conversation's prompts, this run's last. Any other
-        later turn about pictures is one too (`LATER_TURN`), and any other first turn about pictures is a question
-        of one's own (`OWN_QUESTION`)."""
+        later turn about pictures is one too (`LATER_TURN`), and any other first turn, with pictures or without, a
+        question of one's own (`OWN_QUESTION`: what the teaching pair knows)."""
         digests = [_digest(Path(path)) for path in pictures]
         for row in self.rows:
             if [self._digests[name] for name in row.images] != digests:
@@ -59,9 +60,9 @@ class Examples:
             lesson = {(row.prompt,): row.lesson, (row.prompt, row.follow_up): row.follow_up_lesson}.get(tuple(asked))
             if lesson:
                 return f"This example was built to show {lesson}."
-        if not pictures:
-            return None
-        return LATER_TURN if len(asked) > 1 else OWN_QUESTION
+        if len(asked) > 1:
+            return LATER_TURN if pictures else None  # (what it says is of the pictures in the context)
+        return OWN_QUESTION  # with pictures or without
 
 
 def _digest(path: Path) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from ..engine.events import BlockEvent
-from .words import Words, below, counted
+from .words import Words, below, counted, one_row
 
 VERDICTS = {"kept": "\u2713 kept", "rejected": "\u2717 rejected", "discarded": "\u2013 discarded",
             "corrected": "\u21bb corrected", "bonus": "+ bonus"}
@@ -162,8 +162,7 @@ def who_led(blocks: list[BlockEvent], shared: list[str], pictures: bool, learned
                      for m, (hit, total) in sorted(matched.items(), key=lambda item: -rate[item[0]]))
     text = f"The target agreed with the drafts' own guesses: {said}."
     if shared:
-        return text + (f" With no picture {' and '.join(shared)} read the same text: one row, one guess, so nothing "
-                       "told them apart.")
+        return text + f" {one_row(shared)}, one guess, so nothing told them apart."
     compared = {m: r for m, r in rate.items() if matched[m][1] >= min(FEW, most / 4)}
     drafted = set(compared)  # compared on their drafts (the history may compare them all instead)
     if few := [m for m in rate if m not in compared]:
@@ -285,16 +284,4 @@ def fast_or_slow(tokens_per_pass: float, cost: float, measured: float, verify: f
     elif verify >= VERIFY_DEAR and checked:
         text += (f" A verify cost {verify:.2f} plain steps, not one: the target reads every draft of a block in its "
                  f"pass ({checked:.1f} on average here), and on this machine a pass over more tokens takes longer.")
-    return text
-
-
-def alone_sentence(name: str, ours: float, alone: dict[str, float]) -> str:
-    """Each method run alone for comparison, in a sentence, and why a single method beat the ensemble when
-    one did: it drafts one row where the ensemble drafts several, and had nothing to learn first."""
-    said = ", ".join(f"{m} {speedup:.2f}×" for m, speedup in sorted(alone.items(), key=lambda item: -item[1]))
-    text = f"Each method alone (the last rows of the metrics): {said} plain decoding, against {name}'s {ours:.2f}×."
-    best = max(alone, key=alone.get)
-    if alone[best] > ours:
-        text += (f" {best} alone beat {name}: it drafts one row where the ensemble drafts one per method, and it "
-                 "never had to learn which method leads (the ensemble's first blocks weigh every method the same).")
     return text

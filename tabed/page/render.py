@@ -35,14 +35,24 @@ METHOD_COLOURS = {"M": "#1a7f37", "T": "#8250df", "C": "#d4760a", "P": "#0969da"
 STRUCK = ("rejected", "discarded")  # drafts that are not part of the answer
 
 
+LEGEND_NAMES = {"accepted": "kept", "rejected": "rejected", "discarded": "never tested", "corrected": "corrected",
+                "bonus": "bonus", "plain": "plain"}  # each kind of token in a word, for the legend's one line
+
+
 def legend_html() -> str:
-    items = []
+    """What the answers' colours mean: one line of coloured words (each hovers its meaning), and every
+    meaning one click away."""
+    shown, meanings = [], []
     for kind, (colour, meaning) in KINDS.items():
         style = f"color:{colour};font-weight:600" + (";text-decoration:line-through" if kind in STRUCK else "")
-        items.append(f'<span class="tabed-legend-item" style="{style}" title="{html.escape(meaning)}">'
-                     f"{kind}</span> {html.escape(meaning)}")
-    items.append("\u2423 a space, \u21b5 a new line, \u23ce the end of the answer")  # tokens with no ink
-    return '<div class="tabed-legend">' + " &nbsp;·&nbsp; ".join(items) + "</div>"
+        span = (f'<span class="tabed-legend-item" style="{style}" title="{html.escape(meaning)}">'
+                f"{LEGEND_NAMES[kind]}</span>")
+        shown.append(span)
+        meanings.append(f"<li>{span}: {html.escape(meaning)}</li>")
+    meanings.append("<li>\u2423 a space, \u21b5 a new line, \u23ce the end of the answer (tokens with no ink)</li>")
+    meanings.append("<li>with 'show rejected drafts' off, the struck drafts hide and their count shows</li>")
+    return (f'<details class="tabed-legend"><summary>{" · ".join(shown)}</summary><ul>{"".join(meanings)}</ul>'
+            "</details>")
 
 
 def _span(kind: str, text: str, title: str, block: int | None = None) -> str:
@@ -281,16 +291,17 @@ PATH_COLOUR = "rgba(212, 167, 44, 0.55)"  # the accepted path, drawn like a high
 BAND = 0.65  # the height of one block's band in the trees figure (one block per unit, top to bottom)
 
 
-def tree_lanes(parents: list[int]) -> list[int]:
-    """A lane (row) per tree node: each node's first child stays in its lane, so the main path is
-    straight, and every further child opens a lane of its own below."""
+def tree_lanes(parents: list[int], first: set[int] = frozenset()) -> list[int]:
+    """A lane (row) per tree node: each node's first child stays in its lane, so the main path is straight,
+    and every further child opens a lane of its own below. The nodes in `first` (the accepted path) come
+    first among their siblings: the path the target kept runs straight along its block's own row."""
     lanes, taken, children = [0] * len(parents), 0, {}
     for node, parent in enumerate(parents):
         children.setdefault(parent, []).append(node)
 
     def place(parent: int, lane: int) -> None:
         nonlocal taken
-        for rank, child in enumerate(children.get(parent, [])):
+        for rank, child in enumerate(sorted(children.get(parent, []), key=lambda node: node not in first)):
             if rank:
                 taken += 1
             lanes[child] = lane if rank == 0 else taken
@@ -327,8 +338,10 @@ def trees_figure(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], w
     shown = [block for block in blocks if block.tree]
     edges = {True: ([], []), False: ([], [])}
     nodes = {True: ([], [], [], [], []), False: ([], [], [], [], [])}
+    above: list[str] = []  # where each accepted node's label goes: above and below in turn, apart from the next
     for block in shown:
-        lanes = tree_lanes([node.parent for node in block.tree])
+        kept = {index for index, node in enumerate(block.tree) if node.accepted}
+        lanes = tree_lanes([node.parent for node in block.tree], kept)
         spacing = BAND / max(1, max(lanes))
         depth = node_depths(block.tree)
         for index, node in enumerate(block.tree):
@@ -339,6 +352,8 @@ def trees_figure(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], w
             ys += [parent_y, y, None]
             x, y_values, colours, texts, hovers = nodes[node.accepted]
             word = token_word(tokenizer, node.token)
+            if node.accepted:
+                above.append("top center" if depth[index] % 2 else "bottom center")
             x.append(depth[index])
             y_values.append(y)
             colours.append(_node_colour(node.proposer))
@@ -353,7 +368,7 @@ def trees_figure(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], w
     for accepted in (False, True):
         x, y, colours, texts, hovers = nodes[accepted]
         figure.add_scatter(x=x, y=y, mode="markers+text" if accepted else "markers", text=texts,
-                           textposition="top center", textfont={"size": 9}, showlegend=False,
+                           textposition=above if accepted else "top center", textfont={"size": 9}, showlegend=False,
                            marker={"color": colours, "size": 9 if accepted else 7, "opacity": 1.0 if accepted else 0.4},
                            name="accepted node" if accepted else "rejected node", hovertext=hovers,
                            hovertemplate="%{hovertext}<extra></extra>")

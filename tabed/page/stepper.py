@@ -13,7 +13,7 @@ from transformers import PreTrainedTokenizerBase
 from ..engine.events import BlockEvent, StopReason
 from .reasons import NEVER_TESTED, VERDICTS, alone_matches, why
 from .render import STOP_WORDS, counted, tree_depth
-from .words import SHOWN, Words, below
+from .words import SHOWN, Words, below, one_row
 
 SCROLL_HINT = "The table scrolls sideways: the target's column and the verdict are on the right."  # phones only
 UNLEARNED = "nothing verified yet to learn from, so every method weighs the same"
@@ -37,6 +37,9 @@ def chosen_block(index: object, count: int) -> tuple[int, str | None]:
 def refused_html(refused: str) -> str:
     """Why the stepper shows another block than the one asked for, in a line above it."""
     return f'<p class="tabed-step-refused">\u26a0\ufe0f {html.escape(refused)}</p>'
+
+
+WEIGHTS_WHY = "Why these weights, and how the next block's moved"
 
 
 def step_html(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], index: int,
@@ -65,7 +68,9 @@ def step_html(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], inde
              f'<div class="tabed-step-table"><table><tr>{header}</tr>{"".join(rows)}</table></div>')
     moved = (f"<p>{html.escape(moved_why(block, blocks[index + 1]))}</p>" if index + 1 < len(blocks)
              and blocks[index + 1].weight_update is not None else "")
-    return f'<div class="tabed-step">{head}{table}<p>{html.escape(weights_why(block, unlearned))}</p>{moved}</div>'
+    why = f"<p>{html.escape(weights_why(block, unlearned))}</p>{moved}"
+    return (f'<div class="tabed-step">{head}{table}<details class="tabed-weights-why"><summary>{WEIGHTS_WHY}</summary>'
+            f"{why}</details></div>")
 
 
 def drafted(block: BlockEvent) -> str:
@@ -88,8 +93,7 @@ def _one_row(shared: list[str], block: BlockEvent) -> str:
     if len(shared) < 2:
         return ""
     total = sum(block.weights.get(m, 0.0) for m in shared)
-    return (f" (with no picture {' and '.join(shared)} read the same text: one row, the chart's line "
-            f"{'='.join(shared)} {total:.2f}, split equally here)")
+    return f" ({one_row(shared)}, the chart's line {'='.join(shared)} {total:.2f}, split equally here)"
 
 
 def _position_row(word: Words, position: dict, j: int, methods: list[str]) -> str:
@@ -166,8 +170,7 @@ def _choice(block: BlockEvent) -> str:
         seen = (f"over the {counted(update['positions'], 'position')} in the history ({update['waiting']} more wait "
                 f"for {_resting(block)}'s row to catch up, so the weights stay as they were)")
     if update.get("shared"):
-        chosen += (f" ({' and '.join(update['shared'])} read the same text, with no picture: one row, its weight "
-                   "shared equally, since no split of it changes the mix)")
+        chosen += f" ({one_row(update['shared'])}, its weight shared equally, since no split of it changes the mix)"
     if update["rule"] == "w-grid":
         candidates = update["candidates"]
         alone = alone_matches(update, methods)

@@ -46,8 +46,15 @@ CSS = """
 /* a reason's line spans the stepper's wide table: on a phone it stays in view and wraps there as the table scrolls */
 @media (max-width: 640px) { .tabed-why td > div { position: sticky; left: 0; max-width: calc(100vw - 90px); } }
 @media (max-width: 640px) { .js-plotly-plot .modebar-container { display: none; } }  /* off the chart's label */
-#status strong { font-size: inherit; }  /* a reason's label, the size of its line */
-#status ul { margin-top: 0.3em; }
+#status p { margin: 0.1em 0; }
+#status .tabed-verdict { font-weight: 600; font-size: 1.05em; }
+#status ul.tabed-reasons { margin: 0.3em 0 0; padding-left: 0.2em; list-style: none; }
+#status ul.tabed-reasons li { margin: 0.15em 0; }
+#status b { font-size: inherit; }  /* a reason's label, the size of its line */
+#status summary { cursor: pointer; }
+#status .tabed-detail { margin: 0.2em 0 0.5em 1.2em; color: #444; }
+.tabed-legend summary { cursor: pointer; }
+.tabed-legend ul { margin: 0.3em 0 0; }
 """
 
 PHONE_COLUMNS = (44, 54, 60, 36, 72, 58)  # px: the block table's leading columns on a phone, together in view
@@ -103,9 +110,16 @@ FORGET_DETAIL_JS = """() => {
   const detail = document.querySelector('#token-detail .tabed-token-detail');
   if (detail) { detail.textContent = DETAIL_PROMPT; detail.classList.remove('filled'); }
 }"""
+RUN_ENDS_JS = """() => {
+  const status = document.querySelector('#status')?.getBoundingClientRect();
+  if (status && (status.top < 0 || status.bottom > window.innerHeight))
+    window.scrollTo({top: Math.floor(window.scrollY + status.top) - 8, behavior: 'instant'});  // whole pixels, at once
+}"""  # a run's verdict is its point: in view when it ends (a phone's answer follows it there)
 RUN_STARTS_JS = """() => {
   (FORGET_DETAIL_JS)();
-  if (window.innerWidth <= 640) document.querySelector('#status')?.scrollIntoView({block: 'start'});
+  const status = document.querySelector('#status')?.getBoundingClientRect();
+  if (window.innerWidth <= 640 && status)
+    window.scrollTo({top: Math.floor(window.scrollY + status.top) - 8, behavior: 'instant'});
 }"""
 
 # A slider's number box puts a typed value outside its range back in range in the browser, before the app sees
@@ -164,11 +178,14 @@ FORGET_DETAIL_JS = FORGET_DETAIL_JS.replace("DETAIL_PROMPT", repr(DETAIL_PROMPT)
 RUN_STARTS_JS = RUN_STARTS_JS.replace("FORGET_DETAIL_JS", FORGET_DETAIL_JS)
 
 INTRO = """# TABED: speculative decoding for vision-language models
-A small **drafter** guesses the next few tokens in several ways at once — **M** sees the image, **T** sees only
-the text, **C** a caption, **P** a pooled image (M and T unless Settings tick more) — and an ensemble mixes the
-guesses with weights learned while decoding (TABED). The big **target** checks a whole block in one forward
-pass and keeps the longest correct prefix, so the answer is exactly the target's own, only faster.
-"""
+A small drafter guesses ahead several ways, mixed by weights learned as it goes; the big target checks the
+guesses in one pass, keeping exactly its own answer."""
+INTRO_MORE = """A small **drafter** guesses the next few tokens in several ways at once — **M** sees the image,
+**T** sees only the text, **C** a caption, **P** a pooled image, **N** looks the words up in the prompt and the
+answer so far (M and T unless Settings tick more) — and an ensemble mixes the guesses with weights learned while
+decoding (TABED). The big **target** checks a whole block in one forward pass and keeps the longest correct prefix,
+so the answer is exactly the target's own, only faster. The page shows the verdict and both answers first; each reason,
+chart and table below opens on a click."""
 
 RULE_PHRASES = {  # each weight rule in a phrase, for its choice (whole, on a phone too)
     "w-grid": "w-grid: the weighting (in steps of 0.1) whose top-1 matched the target's most often",
@@ -189,18 +206,20 @@ leaves the drafter's batch and catches up {PROBE_EVERY} blocks later (then less 
 nothing); each catch-up lets the rule weigh it again, and it rejoins only if it wins weight. *Step through a
 block* below shows the figures each choice was made from."""
 
-PAIR_NOTES = {
-    "teaching": "**The bundled teaching pair** (CPU, no network): a 17M target and a 1M drafter trained only on a "
-                "synthetic world: shapes on plain or patterned ground, bar charts, printed words and numbers, "
-                "countries and animals, sums. Its answers are long and worded anew each time, so the drafter "
-                "misses now and then and the weights have something to learn. Its answers about any other "
-                "picture (a photograph, say) are made up. "
-                "Real photographs need a real pair: "
-                "`TABED_PRESET=llava-1.5-7b` on a GPU.",
-    "teaching-7b": "**The teaching pair at LLaVA-1.5-7B's cost: same answers, real speed.** Both models are widened "
-                   "in memory to the paper pair's shapes (a 7B target, a 68M drafter) without changing what they "
-                   "compute, so every forward costs what the real pair's does. It still knows only its synthetic "
-                   "world (shapes, bar charts, printed words); real photographs need `TABED_PRESET=llava-1.5-7b`.",
+PAIR_NOTES = {  # each pair in one line (its caveat), the rest one click away
+    "teaching": ("**Teaching pair** (CPU, offline): tiny models taught only a synthetic world; elsewhere they "
+                 "make things up.",
+                 "A 17M target and a 1M drafter trained only on a synthetic world: shapes on plain or patterned "
+                 "ground, bar charts, printed words and numbers, countries and animals, sums. Its answers are long "
+                 "and worded anew each time, so the drafter misses now and then and the weights have something to "
+                 "learn. Its answers about any other picture (a photograph, say) are made up. Real photographs need "
+                 "a real pair: `TABED_PRESET=llava-1.5-7b` on a GPU."),
+    "teaching-7b": ("**The teaching pair at LLaVA-1.5-7B's cost**: same answers, real speed; it knows only its "
+                    "synthetic world.",
+                    "Both models are widened in memory to the paper pair's shapes (a 7B target, a 68M drafter) "
+                    "without changing what they compute, so every forward costs what the real pair's does. It still "
+                    "knows only its synthetic world (shapes, bar charts, printed words); real photographs need "
+                    "`TABED_PRESET=llava-1.5-7b`."),
 }
 
 
@@ -212,11 +231,11 @@ weight to learn (its line stays at 1). Tick two methods and choose *TABED* under
 weights move."""
 
 
-def notes_for(label: str) -> tuple[str, str]:
-    """The timing note and the weights note in the words of what decoded the last answer (`RunView.label`:
-    "TABED", "static ensemble MT", "M alone"), so that a single-method run never reads as an ensemble."""
-    weights = (SINGLE_WEIGHTS_NOTE if label.endswith(" alone") else
-               STATIC_WEIGHTS_NOTE if label.startswith("static") else WEIGHTS_NOTE)
+def notes_for(mode: str, label: str) -> tuple[str, str]:
+    """The timing note and the weights note for what decoded the last answer: its mode (`DraftingSpec.mode`:
+    "tabed", "static", "single") and its name (`RunView.label`: "TABED", "static ensemble MT", "M alone"), so
+    that a single-method run never reads as an ensemble."""
+    weights = {"single": SINGLE_WEIGHTS_NOTE, "static": STATIC_WEIGHTS_NOTE}.get(mode, WEIGHTS_NOTE)
     return TIMING_OF.format(Name=label[:1].upper() + label[1:], name=label), weights
 
 

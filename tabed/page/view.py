@@ -3,6 +3,7 @@ decodes and when it ends, its downloads, and the replayed race. Each frame names
 
 from __future__ import annotations
 
+import html
 import threading
 import time
 from collections.abc import Iterator
@@ -16,14 +17,14 @@ from ..engine.events import BlockEvent, Finished, GenerationResult, Started, Tok
 from ..engine.session import BUSY_SHARE
 from ..engine.settings import Settings, hedges_first
 from ..engine.spec import METHOD_NAMES
-from ..engine.speed import TIMED_TOKENS, SpeedModel, answer_speed, decode_speedup
+from ..engine.speed import SpeedModel, answer_speed, decode_speedup
 from ..models.pair import ModelPair
-from . import reasons, render, stepper
-from .conversation import Conversation, chat_history
+from . import reasons, render, status, stepper
+from .conversation import Conversation, LastRun, chat_history
 from .downloads import write_downloads
 from .examples import LATER_TURN, OWN_QUESTION
 from .render import too_short_to_time
-from .words import Words
+from .words import Words, one_row
 from .worker import ALONE, AUTOREGRESSIVE, SPECULATIVE, ComparisonWorker, Done, Failure, PhaseEvent
 
 HTML_EVERY_S = 0.1  # token stream and status
@@ -71,9 +72,11 @@ class RunView:
     tabed: render.TokenStream
     plain: render.TokenStream
     blocks: list[BlockEvent] = field(default_factory=list)
-    results: dict[str, GenerationResult] = field(default_factory=dict)
+    results: dict[str, GenerationResult] = field(default_factory=dict)  # by phase: SPECULATIVE, AUTOREGRESSIVE
+    alone: dict[str, GenerationResult] = field(default_factory=dict)  # by method: each run alone, for comparison
     notes: list[str] = field(default_factory=list)
     phase: str = SPECULATIVE
+    method: str | None = None  # the method drafting alone, in the ALONE phase
     error: str | None = None
     racing: bool = False  # with plain decoding: the charts wait for the end (see `stream_frames`)
     shared: list[str] = field(default_factory=list)  # methods drafted as one row (`Started.shared`)
@@ -86,16 +89,17 @@ class RunView:
     def starved(self) -> float | None:
         """The smallest CPU share of the run's sides that the engine found busy (`Metrics.busy`: they
         shared the machine, so their timings mean nothing); None when none was."""
-        shares = [result.metrics.cpu_share for result in self.results.values() if result.metrics.busy]
+        shares = [result.metrics.cpu_share for result in [*self.results.values(), *self.alone.values()]
+                  if result.metrics.busy]
         return min(shares) if shares else None
 
     def add(self, item: PhaseEvent) -> None:
         event = item.event
-        self.phase = item.phase
+        self.phase, self.method = item.phase, item.method
         stream = self.tabed if item.phase == SPECULATIVE else self.plain
-        if item.phase.startswith(ALONE):  # a method alone, for comparison: only its figures are shown
+        if item.phase == ALONE:  # a method alone, for comparison: only its figures are shown
             if isinstance(event, Finished):
-                self.results[item.phase] = event.result
+                self.alone[item.method] = event.result
         elif isinstance(event, Started):
             self.notes += [note for note in event.notes if note not in self.notes]
             self.shared = self.shared or event.shared
@@ -117,12 +121,11 @@ class RunView:
             plain, missing = None, "stopped"
         rows = render.metrics_rows(speculative.metrics if speculative else None, plain.metrics if plain else None,
                                    unreliable=self.starved() is not None, missing=missing)
-        alone = {phase.removeprefix(ALONE): result for phase, result in self.results.items() if phase.startswith(ALONE)}
-        if alone:
-            rows += render.alone_rows(alone, self.alone_speedups())
+        if self.alone:
+            rows += render.alone_rows(self.alone, self.alone_speedups())
         if plain is not None and (speed := self.speed()) is not None:
             at = next(i for i, row in enumerate(rows) if row[0] == "tokens")  # under the speedup: why it is so
-            rows[at:at] = render.speed_rows(speed, weighed=not self.alone())
+            rows[at:at] = render.speed_rows(speed, weighed=not self.single())
         return gr.Dataframe(value=rows, headers=["", self.label, "plain"])
 
     def groups(self) -> render.Groups:
@@ -134,11 +137,11 @@ class RunView:
                             headers=render.block_columns(groups), column_widths=render.block_widths(groups))
 
     def figure(self) -> go.Figure:
-        return render.weights_figure(self.blocks, self.groups(), self.label if self.alone() else None)
+        return render.weights_figure(self.blocks, self.groups(), self.label if self.single() else None)
 
-    def alone(self) -> bool:
+    def single(self) -> bool:
         """A single method drafted: nothing was mixed, no weight learned (as `texts.notes_for` tells it)."""
-        return self.label.endswith(" alone")
+        return self.settings.spec.mode == "single"
 
     def trees(self) -> go.Figure:
         spec, config = self.settings.spec, self.settings.config
@@ -194,8 +197,7 @@ class RunView:
         if spec.mode == "static":
             return "a static ensemble weighs every method the same in every block"
         if spec.tabed and len(self.shared) == len(spec.methods):
-            return (f"{' and '.join(self.shared)} read the same text (no picture): one row, drafted once, so there "
-                    "is nothing to weigh between them")
+            return f"{one_row(self.shared)}, drafted once, so there is nothing to weigh between them"
         return stepper.UNLEARNED
 
     @property
@@ -208,80 +210,94 @@ class RunView:
         return gr.update(value=render.answer_html(self.tabed), label=f"Answer ({self.label})")
 
     def status(self, finished: bool, charted: bool = True) -> str:
-        """The status line: in progress, done (with the speedup), stopped (saying which side), or an error.
-        A stopped run is never shown as done, not even in the frame that ends its stream; a finished one is
-        done only beside its charts (`charted`; the frame before them says it is finishing)."""
-        pair = self.pair
-        where = f"{pair.name} on {pair.device.type} ({str(pair.dtype).removeprefix('torch.')})"
+        """The status (HTML): in progress, done (the verdict and its reasons), stopped (saying which side), or
+        an error. A stopped run is never shown as done, not even in the frame that ends its stream; a finished
+        one is done only beside its charts (`charted`; the frame before them says it is finishing)."""
         if self.error:
-            return f"\u26a0\ufe0f Error: {self.error}"
+            return status.line_html(f"\u26a0\ufe0f Error: {self.error}")
         if not finished:
-            return self._progress(where)
-        stopped = self.stopped()
+            return status.line_html(self._progress())
         if not self.started:
-            return f"\u25a0 Stopped before decoding began · {where}. The page is as it was."
+            return status.line_html(f"\u25a0 Stopped before decoding began · {self.where}. The page is as it was.")
+        stopped = self.stopped()
         if stopped == SPECULATIVE:
-            return (f"\u25a0 Stopped after {render.counted(len(self.blocks), 'block')} · {where}. The partial "
-                    "answer stays here and is not added to the conversation.")
+            return status.line_html(f"\u25a0 Stopped after {render.counted(len(self.blocks), 'block')} · "
+                                    f"{self.where}. The partial answer stays here and is not added to the "
+                                    "conversation.")
         if stopped == AUTOREGRESSIVE:
             tokens = len(self.results[AUTOREGRESSIVE].token_ids)
-            return (f"\u25a0 Stopped plain decoding after {render.counted(tokens, 'token')} · {where}. {self.name}'s "
-                    "answer is complete and joins the conversation; no speedup is shown, since plain decoding did "
-                    "not finish.")
+            return status.line_html(f"\u25a0 Stopped plain decoding after {render.counted(tokens, 'token')} · "
+                                    f"{self.where}. {self.name}'s answer is complete and joins the conversation; no "
+                                    "speedup is shown, since plain decoding did not finish.")
         if not charted:
-            return f"\u25f7 Finishing: the metrics, charts, block table and downloads · {where}"
-        return self._done(where)
+            return status.line_html(f"\u25f7 Finishing: the metrics, charts, block table and downloads · "
+                                    f"{self.where}")
+        return status.done_html(self.verdict(), self.reasons(), self.run, self.where)
 
-    def _progress(self, where: str) -> str:
+    @property
+    def where(self) -> str:
+        """The pair and where it ran: "teaching on cpu (float32)"."""
+        return f"{self.pair.name} on {self.pair.device.type} ({str(self.pair.dtype).removeprefix('torch.')})"
+
+    def _progress(self) -> str:
         if not self.started:
-            return f"\u25f7 Reading the prompt for {self.name} · {where}"
+            return f"\u25f7 Reading the prompt for {self.name} · {self.where}"
         if self.phase == SPECULATIVE:
             doing = f"{self.name} decoding… block {len(self.blocks)}"
-        elif self.phase.startswith(ALONE):
-            doing = f"{self.phase.removeprefix(ALONE)} alone, for comparison: decoding…"
+        elif self.phase == ALONE:
+            doing = f"{self.method} alone, for comparison: decoding…"
         else:
             doing = f"plain decoding (the target alone)… token {len(self.plain.ids)}"
         later = " · the charts come when both sides are done, so that neither is timed while they are drawn"
-        return f"\u25f7 {doing} · {where}" + (later if self.racing else "")
+        return f"\u25f7 {doing} · {self.where}" + (later if self.racing else "")
 
-    def _done(self, where: str) -> str:
-        """Done and the speedup on one line, then why, a reason a line (Markdown), and the notes."""
-        text = f"\u2713 Done (run {self.run}) · {where}."
-        if self.compared() and (speedup := self.speedup()) is not None:
-            text += f" Speedup {speedup:.2f}× (decode time{self.per_token()})."
-        elif self.compared() and self.too_short():
-            text += f" The answer is too short to time (under {TIMED_TOKENS} tokens): no speedup is shown."
-        notes = [("Note", note + ("" if note.endswith(".") else ".")) for note in self.notes]
-        why = self._why() if self.compared() else []
-        return text + "".join(f"\n- **{label}**: {said}" for label, said in why + notes)
+    def exactness(self) -> status.Exactness | None:
+        """How TABED's answer compares with plain decoding's, when both finished."""
+        if not self.compared():
+            return None
+        ours, plain = self.results[SPECULATIVE].token_ids, self.results[AUTOREGRESSIVE].token_ids
+        first = next((i for i, (a, b) in enumerate(zip(ours, plain, strict=False)) if a != b),
+                     min(len(ours), len(plain)))
+        return status.Exactness(len(ours), len(plain), self.settings.config.temperature > 0, ours == plain, first + 1)
 
-    def _why(self) -> list[tuple[str, str]]:
-        """Why the answer was fast or slow, whose guesses the target kept, what the example shows, that it is
-        exact: (what a line answers, the line)."""
+    def tokens_per_check(self) -> float | None:
+        """Tokens each target pass kept after the prompt's (the drafts' doing: the same in every try)."""
+        metrics = self.results[SPECULATIVE].metrics
+        return (metrics.new_tokens - 1) / (metrics.target_forwards - 1) if metrics.target_forwards > 1 else None
+
+    def verdict(self) -> str:
+        speedup = self.speedup() if self.starved() is None else None
+        return status.verdict(self.label, speedup, self.starved() if self.compared() else None, self.exactness(),
+                              self.tokens_per_check(), self.compared() and self.too_short())
+
+    def reasons(self) -> list[status.Reason]:
+        """Why the answer was fast or slow, what each method sees, whose guesses the target kept, what the
+        example shows, that it is exact, and the run's notes: a reason a line, its detail folded."""
+        why = []
+        if self.compared():
+            why += self._why()
+        return why + [status.note_reason(note) for note in self.notes]
+
+    def _why(self) -> list[status.Reason]:
         why = []
         if (speed := self.speed()) is not None:
-            rest = "bookkeeping" if self.alone() else "the weights and bookkeeping"
+            rest = "bookkeeping" if self.single() else "the weights and bookkeeping"
             checked = sum(len(block.tree) or len(block.draft) for block in self.blocks) / max(len(self.blocks), 1)
-            said = reasons.fast_or_slow(speed.tokens_per_pass, speed.pass_cost, speed.measured, speed.verify, checked)
-            why.append(("Fast or slow", f"{said} "
-                                        f"In numbers: {speed.sentence(rest)}."))
+            why.append(status.speed_reason(speed, rest, checked, self.per_token(), f"run {self.run}, {self.where}"))
         if (share := self.starved()) is not None:
-            why.append(("\u26a0\ufe0f Timings unreliable", f"the machine was busy (the run got {share:.1%} of one "
-                        f"core, under the {BUSY_SHARE:.0%} an idle machine gives it); run again when it is idle."))
+            why.append(status.busy_reason(share, BUSY_SHARE, self.speedup()))
         if self.pictures and len(seen := [m for m in self.settings.spec.methods if m in METHOD_NAMES]) > 1:
-            why.append(("What each method sees", "; ".join(f"{m}: {METHOD_NAMES[m]}" for m in seen) + "."))
+            why.append(status.sees_reason(seen))
         if led := reasons.who_led(self.blocks, self.shared, self.pictures, self.settings.spec.tabed,
-                                  Words(self.pair.tokenizer)):
-            why.append(("Whose guesses were right", led))
+                                  Words(self.pair.tokenizer, markup=True)):
+            why.append(status.led_reason(self.blocks, self.shared, led))
         if (alone := self.alone_speedups()) and (speedup := self.speedup()) is not None:
-            why.append(("Each method alone", reasons.alone_sentence(self.label, speedup, alone)))
+            why.append(status.alone_reason(self.label, speedup, alone))
         if self.lesson:
-            why.append(("The example", self.lesson))
+            why.append(status.example_reason(self.lesson))
         if self.lesson in (None, OWN_QUESTION, LATER_TURN) and (missing := self.unasked()):
-            why.append(("The answer", f"none of your question's words ({', '.join(missing)}) is in it: the teaching "
-                        "target, taught a few kinds of question, may have answered one of those instead. It is still "
-                        "the target's own answer, and the drafts were judged against it."))
-        return why + [("Exact", self.lossless())]
+            why.append(status.unasked_reason(missing))
+        return why + [status.exact_reason(self.exactness(), self.label, self.half_precision)]
 
     def unasked(self) -> list[str]:
         """The question's words when the answer holds none of them (`reasons.unasked`); [] when it holds one."""
@@ -296,29 +312,19 @@ class RunView:
         if not self.compared() or self.too_short():
             return {}
         plain = self.results[AUTOREGRESSIVE].metrics
-        speedups = {phase.removeprefix(ALONE): decode_speedup(result.metrics, plain)
-                    for phase, result in self.results.items() if phase.startswith(ALONE) and not result.stopped}
+        speedups = {method: decode_speedup(result.metrics, plain)
+                    for method, result in self.alone.items() if not result.stopped}
         return {method: speedup for method, speedup in speedups.items() if speedup is not None}
 
     def lossless(self) -> str:
-        """What the two answers show of speculative decoding being lossless, in a sentence."""
-        ours, plain = self.results[SPECULATIVE].token_ids, self.results[AUTOREGRESSIVE].token_ids
-        if self.settings.config.temperature > 0:
-            same = "the same sample" if ours == plain else "a different sample"
-            return (f"Sampling: {same} from the same distribution. Each draft x is kept with probability "
-                    "min(1, p(x)/q(x)) (p the target's, q the ensemble's) and a rejected one is replaced from "
-                    "what is left of p, so the answer is distributed exactly as plain decoding's. One pair of "
-                    "answers cannot show a distribution; this page can show its parts: a token's detail gives the test "
-                    "it met, with its numbers, and at temperature 0 the same steps give the target's own answer, "
-                    f"identical token for token. The conversation goes on from {self.label}'s sample.")
-        if ours == plain:
-            return (f"Identical to plain decoding: {len(ours)} of {len(plain)} tokens. Exact means the target's own "
-                    "answer, not a true one: where the target is wrong, so is this answer, no more and no less.")
-        first = next((i for i, (a, b) in enumerate(zip(ours, plain, strict=False)) if a != b), min(len(ours),
-                                                                                                  len(plain)))
-        why = ("half precision rounds a near-tie differently in a many-token verify and a one-token step"
-               if self.pair.dtype in (torch.float16, torch.bfloat16) else "unexpected in float32: please report it")
-        return f"Differs from plain decoding from token {first + 1} on: {why}."
+        """What the two answers show of speculative decoding being lossless, in words (the Exact reason's
+        detail, as typed)."""
+        return html.unescape(status.exact_reason(self.exactness(), self.label, self.half_precision).detail)
+
+    @property
+    def half_precision(self) -> bool:
+        """The pair computes in 16 bits: a near-tie may round either way between a verify and a step."""
+        return self.pair.dtype in (torch.float16, torch.bfloat16)
 
     def plain_column(self) -> str:
         """Plain decoding's answer, or why there is none."""
@@ -333,7 +339,8 @@ def export_run(conversation: Conversation, view: RunView, request: dict) -> list
     """The run as JSON (events and metrics) and its charts (the weights, and any token trees) as one page
     that opens offline, for download, in place of the session's previous downloads."""
     record = {"request": request, "pair": view.pair.name, "device": str(view.pair.device),
-              "dtype": str(view.pair.dtype), "results": {k: r.to_dict() for k, r in view.results.items()}}
+              "dtype": str(view.pair.dtype), "results": {k: r.to_dict() for k, r in view.results.items()}
+              | {f"alone:{method}": r.to_dict() for method, r in view.alone.items()}}  # the download's keys
     if (speedup := view.speedup()) is not None:  # never from a side that was stopped
         record["speedup"] = speedup
     figures = [view.figure()] + ([view.trees()] if any(block.tree for block in view.blocks) else [])
@@ -364,7 +371,7 @@ def stream_frames(view: RunView, worker: ComparisonWorker, conversation: Convers
         if not view.started:  # the engine may still refuse the request: only the status says anything yet
             yield Frame(status=view.status(finished))
             continue
-        shown = (len(view.blocks), len(view.results))  # the figure, table and metrics change with these
+        shown = (len(view.blocks), len(view.results) + len(view.alone))  # the figure, table and metrics change
         # the last frame says how the run ended at once: its charts come with `final_frames`
         heavy = not finished and not view.racing and now - last_plot >= PLOT_EVERY_S and shown != last_shown
         if heavy:
@@ -404,13 +411,12 @@ def final_frames(view: RunView, conversation: Conversation, request: dict) -> It
     if stopped != SPECULATIVE:
         conversation.turns.append((request["prompt"], view.results[SPECULATIVE].text))
     compared = view.compared()
-    conversation.blocks, conversation.shared = view.results[SPECULATIVE].blocks, view.shared
-    conversation.tokenizer = view.pair.tokenizer
-    conversation.frames = ({phase: render.result_texts(view.pair.tokenizer, view.results[phase])
-                            for phase in (SPECULATIVE, AUTOREGRESSIVE)} if compared else {})
-    conversation.label, conversation.unlearned = view.label, view.unlearned()
-    conversation.race_note = ("" if compared else "The last run was stopped before both sides finished: "
-                              "run it again to race them." if view.racing else "")
+    frames = ({phase: render.result_texts(view.pair.tokenizer, view.results[phase])
+               for phase in (SPECULATIVE, AUTOREGRESSIVE)} if compared else {})
+    race_note = ("" if compared else "The last run was stopped before both sides finished: run it again to race "
+                 "them." if view.racing else "")
+    conversation.last = LastRun(view.results[SPECULATIVE].blocks, view.shared, view.settings.spec.mode, view.label,
+                                view.unlearned(), view.pair.tokenizer, frames, race_note)
     files = export_run(conversation, view, request)
     yield Frame(status=view.status(True), tabed=tabed_html, plain=plain_html, metrics=view.metrics(),
                 weights=view.figure(), blocks=view.block_table(), chat=chat_history(conversation), state=conversation,
@@ -419,9 +425,9 @@ def final_frames(view: RunView, conversation: Conversation, request: dict) -> It
 
 def race_frames(conversation: Conversation, stop: threading.Event) -> Iterator[str]:
     """Both answers again, side by side, at the pace each was measured at (sped up past 20 s)."""
-    frames = conversation.frames
+    frames = conversation.last.frames
     if SPECULATIVE not in frames or AUTOREGRESSIVE not in frames:
-        yield f"<i>{conversation.race_note or NO_RACE}</i>"
+        yield f"<i>{conversation.last.race_note or NO_RACE}</i>"
         return
     end = max(frames[SPECULATIVE][-1][0], frames[AUTOREGRESSIVE][-1][0])
     scale = max(1.0, end / 20.0)  # replays longer than 20 s are sped up, and say so
@@ -445,7 +451,7 @@ def race_frames(conversation: Conversation, stop: threading.Event) -> Iterator[s
             note += " \u25a0 Stopped"
         done = stopped or all(shown[p] == len(frames[p]) for p in frames)
         if done or dict(shown) != sent or time.monotonic() - last >= RACE_CLOCK_S:  # a slow browser keeps up
-            yield (f'<div class="tabed-race"><div>{side(SPECULATIVE, conversation.label)}</div>'
+            yield (f'<div class="tabed-race"><div>{side(SPECULATIVE, conversation.last.label)}</div>'
                    f'<div>{side(AUTOREGRESSIVE, "plain decoding")}</div></div><small>race clock {clock:.2f} s{note}'
                    '</small>')
             sent, last = dict(shown), time.monotonic()

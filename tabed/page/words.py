@@ -3,6 +3,7 @@ tokenizer family), a token on its own as a table cell shows it, and quoted with 
 
 from __future__ import annotations
 
+import html
 import re
 
 from transformers import PreTrainedTokenizerBase
@@ -40,6 +41,12 @@ def token_word(tokenizer: PreTrainedTokenizerBase, token: int) -> str:
     return "".join(WHITESPACE.get(ch, ch) for ch in raw) or END
 
 
+def one_row(shared: list[str]) -> str:
+    """The one fact of methods drafted as one row, as every part of the page says it (then its consequence):
+    "M and T read the same text (no picture): one row"."""
+    return f"{' and '.join(shared)} read the same text (no picture): one row"
+
+
 def counted(count: int, noun: str) -> str:
     """A count with its noun, singular or plural: "1 position", "3 positions"."""
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
@@ -49,27 +56,25 @@ SHOWN = 3  # the top tokens of a distribution a reason or a step shows
 
 
 AT_WORDS = 4  # words of the answer before a token quoted where it stands
-MARKDOWN = str.maketrans({ch: "\\" + ch for ch in "\\`*_[]<>#|~"})
-
-
 def _escaped(text: str) -> str:
-    """Text as Markdown shows it literally."""
-    return text.translate(MARKDOWN)
+    """Text as HTML shows it literally."""
+    return html.escape(text, quote=False)
 
 
 class Words:
     """Token ids as the words a student reads, quoted."""
 
-    def __init__(self, tokenizer: PreTrainedTokenizerBase) -> None:
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, markup: bool = False) -> None:
         self.tokenizer = tokenizer
+        self.markup = markup  # the words go into HTML as they are (escaped here), not into text escaped later
 
     def __call__(self, token: int) -> str:
-        return f"'{token_word(self.tokenizer, token)}'"
+        word = token_word(self.tokenizer, token)
+        return f"'{_escaped(word) if self.markup else word}'"
 
     def at(self, answer: list[int], index: int) -> str:
-        """The answer's token at `index` where it stands, for Markdown: a few words before it, the token in bold,
-        the rest of its word after ("…three shapes <b>again</b>st"; HTML's bold, as Markdown's ** is no bold
-        between a letter and a comma: "Additionally**,**")."""
+        """The answer's token at `index` where it stands, as HTML: a few words before it, the token in bold, the
+        rest of its word after ("…three shapes <b>again</b>st"), a space between them where the answer has one."""
         context, token = answer[max(0, index - CONTEXT):index], answer[index]
         before, upto, after = (self.tokenizer.decode(ids, skip_special_tokens=True) for ids in
                                (context, context + [token], context + answer[index:index + CONTEXT]))
@@ -78,7 +83,7 @@ class Words:
             return f"“…<b>{_escaped(token_word(self.tokenizer, token))}</b>”"
         words = before.split(" ")
         lead = ("…" if index > len(context) or len(words) > AT_WORDS else "") + " ".join(words[-AT_WORDS:])
-        space = " " if text[0].isspace() else ""
+        space = " " if text[0].isspace() or before[-1:].isspace() else ""
         rest = re.match(r"\S*", after[len(upto):]).group() if after.startswith(upto) and not text[-1].isspace() else ""
         return f"“{_escaped(lead.rstrip())}{space}<b>{_escaped(text.strip())}</b>{_escaped(rest)}”"
 

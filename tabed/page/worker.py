@@ -35,14 +35,15 @@ from ..models.chat import Turn
 from ..models.pair import ModelPair
 
 SPECULATIVE, AUTOREGRESSIVE = "speculative", "autoregressive"
-ALONE = "alone:"  # the phase of a method drafting alone, for comparison: "alone:M"
+ALONE = "alone"  # the phase of a method drafting alone, for comparison (`PhaseEvent.method` names it)
 WORKER_THREAD = "tabed-worker"  # the name of every worker thread
 
 
 @dataclass
 class PhaseEvent:
-    phase: str  # SPECULATIVE or AUTOREGRESSIVE
+    phase: str  # SPECULATIVE, AUTOREGRESSIVE or ALONE
     event: Event
+    method: str | None = None  # the method drafting alone, in the ALONE phase
 
 
 @dataclass
@@ -93,15 +94,16 @@ class ComparisonWorker:
         self.thread.start()
         return self
 
-    def _phases(self) -> list[tuple[str, Callable[[], object]]]:
-        phases = [(SPECULATIVE, lambda: speculative_generate(
+    def _phases(self) -> list[tuple[str, str | None, Callable[[], object]]]:
+        """(phase, the method alone or None, its generator's start), in the order they run."""
+        phases = [(SPECULATIVE, None, lambda: speculative_generate(
             self.pair, self.turns, self.settings.spec, self.settings.config, captioner=self.captioner,
             cancel=self.cancel))]
         if self.compare_ar:
-            phases.append((AUTOREGRESSIVE, lambda: autoregressive_generate(
+            phases.append((AUTOREGRESSIVE, None, lambda: autoregressive_generate(
                 self.pair, self.turns, self.settings.config, cancel=self.cancel)))
         for method in self.alone:  # each method drafting alone, with the same settings: its real figures
-            phases.append((ALONE + method, lambda method=method: speculative_generate(
+            phases.append((ALONE, method, lambda method=method: speculative_generate(
                 self.pair, self.turns, DraftingSpec((method,)), self.settings.config, captioner=self.captioner,
                 cancel=self.cancel)))
         return phases
@@ -110,13 +112,13 @@ class ComparisonWorker:
         try:
             if self.threads is not None:
                 torch.set_num_threads(self.threads)  # this thread's (and threads started later; not the caller's)
-            for phase, start in self._phases():
+            for phase, method, start in self._phases():
                 if self.cancel.is_set():
                     break
                 events = start()
                 try:
                     for event in events:
-                        self.items.put(PhaseEvent(phase, event))
+                        self.items.put(PhaseEvent(phase, event, method))
                 finally:
                     events.close()
         except Exception as error:  # noqa: BLE001 - every failure must reach the page as a message

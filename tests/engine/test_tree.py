@@ -473,6 +473,7 @@ def test_a_width_2_tree_grows_on_from_a_choice_its_depth_had_no_room_to_expand(t
 
 def test_tree_lanes_keep_first_children_in_line():
     assert tree_lanes(PARENTS) == [0, 2, 0, 1, 2, 0]  # 0-2-5 straight; 3 under 2's lane; 1-4 below
+    assert tree_lanes(PARENTS, {1, 4}) == [1, 0, 1, 2, 0, 1]  # the kept path 1-4 first: straight on lane 0
     assert tree_depth(small_tree_nodes()) == 3
 
 

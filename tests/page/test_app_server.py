@@ -7,17 +7,19 @@ import pytest
 from gradio_client import Client, handle_file
 
 import app
-from conftest import serving, workers_alive
+from conftest import serving, status_text, workers_alive
+from tabed.page.controls import MODES
 from tabed.page.view import OUTPUTS
 
-SETTINGS = dict(preset="teaching", methods=["M", "T"], mode=app.MODES[0], rule="w-grid", window=0, gamma=5,
+SETTINGS = dict(preset="teaching", methods=["M", "T"], mode=MODES[0], rule="w-grid", window=0, gamma=5,
                 temperature=0.0, seed=0, compare_ar=True)
 SHOWN = [name for name in OUTPUTS if name != "state"]  # what a client receives (the session state stays)
 
 
 def named(values) -> dict:
     """A client's result by output name."""
-    return dict(zip(SHOWN, values, strict=True))
+    out = dict(zip(SHOWN, values, strict=True))
+    return out | {"status": status_text(out["status"])}  # its words
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +50,7 @@ def wait_until(condition, seconds):
 
 def test_a_run_completes_with_both_answers_and_downloads(server, picture):
     out = named(submit(server, picture, "w1 w2").result(60))
-    assert out["status"].startswith("\u2713 Done")
+    assert out["status"].startswith("\u2713 ")
     assert "tk-accepted" in out["tabed"] and "tk-plain" in out["plain"]
     metrics = out["metrics"]["value"]  # a table with its headers, which name what decoded
     assert any(row[0].startswith("block efficiency") for row in metrics["data"]) and metrics["headers"][1] == "TABED"
@@ -82,7 +84,7 @@ def test_two_sessions_at_once_both_complete_without_mixing(pair, server, picture
     results = named(first.result(60)), named(second.result(60))
     assert "IN_QUEUE" in codes  # the second waited its turn (Gradio shows its position)
     assert most_workers == 1  # one decode at a time: the timings are never shared
-    assert [r["status"].startswith("\u2713 Done") for r in results] == [True, True]
+    assert [r["status"].startswith("\u2713 ") for r in results] == [True, True]
     assert results[0]["chat"][0]["content"][0]["text"].endswith("w5 w6")
     assert results[1]["chat"][0]["content"][0]["text"] == "w7 w8 w9"
 
@@ -103,7 +105,7 @@ def test_the_api_takes_named_inputs_and_answers_without_server_paths(server, tmp
     race = server.view_api(return_format="dict", print_info=False)["named_endpoints"]["/replay_race"]["returns"]
     assert [r["label"] for r in race] == ["Race"]  # named, not value_54
     out = named(server.predict(prompt="w1 w2", max_new_tokens=12, api_name="/run"))
-    assert out["status"].startswith("\u2713 Done") and "tk-" in out["tabed"]
+    assert out["status"].startswith("\u2713 ") and "tk-" in out["tabed"]
     record, charts = (Path(f) for f in out["downloads"])  # the chart page carries plotly.js
     assert record.suffix == ".json" and record.stat().st_size < 200_000
     assert charts.name.endswith("-charts.html") and 3_000_000 < charts.stat().st_size < 8_000_000

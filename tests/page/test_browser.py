@@ -119,11 +119,17 @@ def chart_png(tmp_path_factory) -> Path:
     return path
 
 
+def verdict(page, run: int):
+    """The verdict of the session's `run`-th run (never the last run's): the status's first line when it ends."""
+    return page.locator(f'#status .tabed-verdict[data-run="{run}"]')
+
+
 def finished(page, run: int) -> None:
-    """Wait for the last frame of the session's `run`-th run: "Done (run N)" in the status (never the last run's
-    "Done"), and its downloads (they come with the charts)."""
-    expect(page.locator("#status")).to_contain_text(f"Done (run {run})", timeout=120_000)
+    """Wait for the last frame of the session's `run`-th run: its verdict in the status, its downloads (they
+    come with the charts), and the run's end on the page (Stop grey again, the verdict brought into view)."""
+    expect(verdict(page, run)).to_be_visible(timeout=120_000)
     expect(page.locator("#downloads a")).to_have_count(2)
+    expect(page.locator("#stop")).to_have_class(re.compile(r"\bsecondary\b"), timeout=30_000)
 
 
 def ask(page, image: Path | None, prompt: str, run: int = 1, button: str = "#run") -> None:
@@ -134,6 +140,22 @@ def ask(page, image: Path | None, prompt: str, run: int = 1, button: str = "#run
     page.locator("#prompt textarea").fill(prompt)
     page.locator(button).click()
     finished(page, run)
+
+
+def unfolded(page, fold: str):
+    """A part of the page folded one click away (an Accordion, by its elem_id), opened unless it is: Gradio
+    makes its content only once it is open. The part's locator."""
+    part = page.locator(f"#{fold}")
+    if part.locator(".label-wrap.open").count() == 0:
+        part.locator(".label-wrap").first.click()
+    expect(part.locator(".label-wrap.open")).to_have_count(1)
+    return part
+
+
+def metrics_table(page):
+    """The metrics table, its fold opened."""
+    unfolded(page, "metrics-fold")
+    return page.locator("#metrics")
 
 
 def open_settings(page) -> None:
@@ -176,7 +198,7 @@ class TestWithTheTinyPair:
         assert "line-through" in answer.locator(".tk-rejected").first.get_attribute("style")
         assert "target p=" in answer.locator(".tk-accepted").first.get_attribute("title")
         expect(page.locator("#plain-answer .tk-plain").first).to_be_visible()
-        expect(page.locator("#metrics")).to_contain_text("block efficiency")
+        expect(metrics_table(page)).to_contain_text("block efficiency")
         expect(page.locator("#weights-plot .js-plotly-plot")).to_have_count(1)
         expect(page.locator("#blocks")).to_contain_text("ensemble draft")
         SCREENSHOTS.mkdir(exist_ok=True)
@@ -200,7 +222,7 @@ class TestWithTheTinyPair:
         page.locator("#run").click()
         during = page.wait_for_function("""() => {
             const status = document.querySelector('#status')?.innerText || '';
-            return status.includes('decoding…') &&  // in progress, not a Done that names plain decoding
+            return status.includes('decoding…') &&  // in progress, not a verdict that names plain decoding
                 {plots: document.querySelectorAll('#weights-plot .js-plotly-plot').length, status,
                  downloads: document.querySelectorAll('#downloads a').length,
                  race: document.querySelector('#race-view')?.innerText.trim() || ''};
@@ -209,7 +231,7 @@ class TestWithTheTinyPair:
         assert during["plots"] == 0 and during["downloads"] == 0 and during["race"] == "", during
         assert "the charts come when both sides are done" in during["status"], during
         expect(page.locator("#weights-plot .js-plotly-plot")).to_have_count(1)
-        expect(page.locator("#metrics")).to_contain_text("block efficiency")
+        expect(metrics_table(page)).to_contain_text("block efficiency")
 
     def test_a_file_that_is_no_picture_is_refused_with_a_message(self, page, chart_png, tmp_path, monkeypatch):
         """A corrupted PNG and a text file named `.png` are taken off the gallery with a line naming them (no
@@ -266,7 +288,7 @@ class TestWithTheTinyPair:
         expect(page.locator("#plain-answer .tk")).to_have_count(0)
         expect(page.locator("#weights-plot .js-plotly-plot")).to_have_count(0)
         expect(page.locator("#downloads a")).to_have_count(0)
-        expect(page.locator("#metrics")).not_to_contain_text("block efficiency")
+        expect(metrics_table(page)).not_to_contain_text("block efficiency")
         expect(page.locator("#blocks")).not_to_contain_text("M 0.")  # headers only: no block's weights
         expect(page.locator("#image img")).to_have_count(0)  # a new conversation picks its pictures anew
         expect(page.locator("#prompt textarea")).to_have_value("")
@@ -362,6 +384,7 @@ class TestWithTheTinyPair:
             _leading_columns_in_view(page)
             _words_whole(page, "#blocks .header-cell")
             _words_whole(page, '#blocks .body-cell[data-col="4"]')  # "corrected: x" (it broke as "correcte d")
+            metrics_table(page)
             _words_whole(page, "#metrics td")
             _chart_legible(page)
             _struck_drafts_above_whole_words(page)
@@ -371,6 +394,57 @@ class TestWithTheTinyPair:
             page.locator("#new").click()
             expect(page.locator("#downloads a")).to_have_count(0)
             expect(page.locator("#image img")).to_have_count(0)
+
+    @pytest.mark.parametrize("width, height", [(1400, 900), (390, 844)])
+    def test_a_finished_run_shows_its_verdict_and_answer_first_and_folds_each_reason(self, browser, tiny_server,
+                                                                                     chart_png, width, height):
+        """When a run ends, its verdict (at most 30 words: the speed, that the answer is exact, why) and the
+        answer's first token are in view; each reason is one line of at most 25 words, folded, and a click opens
+        its whole explanation."""
+        context = browser.new_context(viewport={"width": width, "height": height}, has_touch=width < 500,
+                                      is_mobile=width < 500)
+        page = context.new_page()
+        try:
+            page.goto(tiny_server)
+            ask(page, chart_png, "w1 w2 w3")
+            page.wait_for_timeout(500)  # the frames after the last: the page settles where the run left it
+            first = verdict(page, 1)
+            line = first.inner_text()
+            assert len(line.split()) <= 30 and re.search(r"[\d.]+×|unreliable|too short", line), line
+            assert "identical, " in line and "each check by the big model kept" in line, line
+            for shown in (first, page.locator("#tabed-answer .tk").first):
+                box = shown.bounding_box()
+                assert box and box["y"] >= 0 and box["y"] + box["height"] <= height, (shown, box)
+            reasons = page.locator("#status .tabed-reasons > li")
+            assert reasons.count() >= 3
+            for k in range(reasons.count()):
+                summary = reasons.nth(k).locator("summary")
+                assert len(summary.inner_text().split()) <= 25, summary.inner_text()
+                expect(reasons.nth(k).locator(".tabed-detail")).not_to_be_visible()
+            exact = reasons.filter(has_text="Exact")
+            exact.locator("summary").click()
+            expect(exact.locator(".tabed-detail")).to_be_visible()
+            expect(exact.locator(".tabed-detail")).to_contain_text("Exact means the target's own answer")
+        finally:
+            context.close()
+
+    def test_typed_markup_is_shown_as_text_everywhere(self, page, chart_png):
+        """A prompt holding markup is words: the conversation, the status and the downloads show it as typed,
+        no tag of it is made (no picture fetched, no script run, no bold)."""
+        typed = '<b>w1</b> <img src=x onerror="window.tabedInjected=1"> w2'
+        ask(page, chart_png, typed)
+        expect(page.locator("#chat")).to_contain_text(typed)
+        assert page.locator("#chat img[src='x'], #chat b").count() == 0
+        assert page.evaluate("window.tabedInjected") is None
+        from tabed.page.downloads import downloads_root
+
+        names = page.locator("#downloads a").evaluate_all("links => links.map(a => a.href.split('/').pop())")
+        chart = next(downloads_root().rglob(next(name for name in names if name.endswith(".html"))))
+        opened = page.context.new_page()
+        opened.goto(chart.as_uri())
+        expect(opened.locator("h1")).to_contain_text(typed[:59])
+        assert opened.locator("h1 b, h1 img").count() == 0 and opened.evaluate("window.tabedInjected") is None
+        opened.close()
 
     @pytest.mark.parametrize("width", [1400, 390])
     def test_a_clicked_draft_says_why_and_every_control_speaks_plainly(self, page, chart_png, width):
@@ -496,9 +570,11 @@ class TestWithTheTinyPair:
         expect(rule).to_be_disabled()
         ask(page, None, "w1 w2")
         expect(page.locator("#tabed-answer")).to_contain_text("Answer (M alone)")
-        expect(page.locator("#metrics")).to_contain_text("M alone")
-        expect(page.locator("#metrics")).not_to_contain_text("TABED")
+        expect(metrics_table(page)).to_contain_text("M alone")
+        expect(metrics_table(page)).not_to_contain_text("TABED")
         expect(page.locator("#status")).not_to_contain_text("TABED")
+        unfolded(page, "timing")
+        unfolded(page, "weights")
         expect(page.locator("#timing-note")).to_contain_text("M alone runs first")  # the notes follow the mode
         expect(page.locator("#timing-note")).not_to_contain_text("TABED")
         expect(page.locator("#weights-note")).to_contain_text("there was no ensemble, so there is no")
@@ -552,7 +628,7 @@ def _as_it_was(page, rows: int) -> None:
     """The last run's answer, charts, block table, downloads and conversation, still there; no error badge."""
     expect(page.locator("#weights-plot .js-plotly-plot")).to_have_count(1)
     expect(page.locator("#downloads a")).to_have_count(2)
-    expect(page.locator("#metrics")).to_contain_text("block efficiency")
+    expect(metrics_table(page)).to_contain_text("block efficiency")
     expect(page.locator("#tabed-answer .tk").first).to_be_visible()
     expect(page.locator("#chat")).to_contain_text("w1 w2")
     assert page.locator("#blocks .body-cell").count() == rows > 0
@@ -718,10 +794,10 @@ def test_every_example_and_its_follow_up_on_the_bundled_pair_shows_moving_weight
                 page.locator(button).click()
                 expect(page.locator("#chat")).to_contain_text(prompt, timeout=120_000)  # this run's, not the last
                 # the session's runs count on across its conversations
-                expect(page.locator("#status")).to_contain_text(f"Done (run {2 * index + run})", timeout=120_000)
-                expect(page.locator("#status")).to_contain_text("teaching")
-                expect(page.locator("#metrics")).to_contain_text("if T alone had drafted")
-                # the run's start cleared the chart; its final frame, after "Done", draws this run's
+                expect(verdict(page, 2 * index + run)).to_be_visible(timeout=120_000)
+                expect(verdict(page, 2 * index + run)).to_have_attribute("title", re.compile(r"\bteaching on"))
+                expect(metrics_table(page)).to_contain_text("if T alone had drafted")
+                # the run's start cleared the chart; its final frame, with the verdict, draws this run's
                 page.wait_for_function("() => document.querySelector('#weights-plot .js-plotly-plot') !== null",
                                        timeout=30_000)
                 weights = dict(page.evaluate(WEIGHTS))
@@ -735,7 +811,7 @@ def test_every_example_and_its_follow_up_on_the_bundled_pair_shows_moving_weight
                     shown.append(prompt)
                 assert _kept_tokens(page, "tabed-answer") == _kept_tokens(page, "plain-answer"), prompt
                 if row["scenario"] == "odd" and button == "#run":
-                    metrics = page.locator("#metrics").inner_text()
+                    metrics = metrics_table(page).inner_text()
                     alone = {m: float(re.search(rf"if {m} alone had drafted\s+([\d.]+)", metrics)[1]) for m in "MT"}
                     assert alone["M"] < alone["T"], alone  # M's drafts miss here
             if row is rows[0]:
@@ -769,7 +845,7 @@ def _stop_and_check(page, where: str, moments: list[float]) -> None:
     """Press Stop; the page must say so (within a second on a quiet machine, printed at the end; bounded at
     30 s so that a busy machine fails only a Stop that never lands), with no error anywhere, and every
     status it shows from the click on (each change, seen by a MutationObserver) until the run's last frame
-    must be a stopped run's, never "Done" or a speedup, not even for one frame."""
+    must be a stopped run's, never a verdict or a speedup, not even for one frame."""
     _check_stopped(page, where, moments, _press_stop(page))
 
 
@@ -790,7 +866,7 @@ def _check_stopped(page, where: str, moments: list[float], clicked: float) -> No
     assert workers_alive() == 0, f"Stop ({where}) did not end the decoding thread"
     assert page.get_by_text("Error", exact=True).count() == 0, f"an Error badge after Stop ({where})"
     shown = _statuses_once_settled(page)  # the run's last frames (downloads, charts) come after "Stopped"
-    assert not any("Done" in text or "Speedup" in text for text in shown), (where, shown)
+    assert not any(text.startswith("\u2713") or "×" in text for text in shown), (where, shown)
     if where == "tabed":
         expect(page.locator("#tabed-answer .tk").first).to_be_visible()  # the partial answer stays
         expect(page.locator("#tabed-answer")).to_contain_text("stopped here")
@@ -889,7 +965,7 @@ def test_ten_stops_in_a_row_each_shown_on_the_page(browser, long_winded_pair, mo
                 _stop_and_check(page, where, moments)
         set_slider(page, "settings-max-new-tokens", 320)  # a race of about 20 s: a busy machine's Stop lands in it
         page.locator("#run").click()
-        expect(page.locator("#status")).to_contain_text("Done", timeout=120_000)
+        expect(page.locator("#status .tabed-verdict")).to_be_visible(timeout=120_000)
         # the run's last frames (charts, downloads) drawn first: a busy browser drawing them clicks Stop late
         expect(page.locator("#downloads a")).to_have_count(2, timeout=60_000)
         page.evaluate(WATCH_STATUS)
@@ -901,4 +977,4 @@ def test_ten_stops_in_a_row_each_shown_on_the_page(browser, long_winded_pair, mo
         page.locator("#prompt textarea").fill("Add 5 to that number.")
         page.locator("#follow-up").click()
         expect(page.locator("#chat")).to_contain_text("Add 5 to that number.", timeout=120_000)
-        expect(page.locator("#status")).to_contain_text("Done")
+        expect(page.locator("#status .tabed-verdict")).to_be_visible()

@@ -38,7 +38,7 @@ def test_an_examples_lesson_follows_its_pictures_by_content_and_its_prompts_turn
     assert examples.lesson([str(upload)], ["What colour is it?"]) == OWN_QUESTION
     assert examples.lesson([str(upload)], ["Again?"]) == OWN_QUESTION
     assert examples.lesson([str(tmp_path / "gone.png")], ["What colour?"]) == OWN_QUESTION
-    assert examples.lesson([], ["What colour?"]) is None  # no picture: nothing the drafter could not have seen
+    assert examples.lesson([], ["What colour?"]) == OWN_QUESTION  # no picture: still what the pair knows
     # any later turn about pictures is one, said as such: this example's own second turn says nothing more
     assert examples.lesson([str(upload), str(tmp_path / "blue.png")], ["What colour?", "Again?"]) == LATER_TURN
     assert examples.lesson([str(upload)], ["What colour is it?", "And now?"]) == LATER_TURN

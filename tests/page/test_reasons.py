@@ -4,7 +4,7 @@ from dataclasses import replace
 
 from conftest import word_tokenizer
 from tabed.engine.events import BlockEvent, StopReason
-from tabed.page.reasons import alone_sentence, fast_or_slow, guesses_matched, m_against_t, who_led
+from tabed.page.reasons import fast_or_slow, guesses_matched, m_against_t, who_led
 from tabed.page.texts import TIMING, WEIGHTS_NOTE, notes_for
 from tabed.page.words import Words
 
@@ -74,19 +74,19 @@ def test_a_tie_that_gave_one_method_all_of_the_weight_says_so():
 def test_where_they_differed_is_quoted_in_the_answers_own_words():
     """A student reads which words only M got (the picture told it), which M misread and which neither knew: each
     quoted where it stands in the answer, the target's token in bold, the wrong guesses beside it."""
-    tokenizer = word_tokenizer(["The", "circle", "is", "purple", "red", "blue", "in", "Brno", "Paris", "*"])
+    tokenizer = word_tokenizer(["The", "circle", "is", "purple", "red", "blue", "in", "Brno", "Paris", "<i>"])
     the, circle, is_, purple, red, blue, in_, brno, paris, star = tokenizer.convert_tokens_to_ids(
-        ["The", "circle", "is", "purple", "red", "blue", "in", "Brno", "Paris", "*"])
+        ["The", "circle", "is", "purple", "red", "blue", "in", "Brno", "Paris", "<i>"])
     blocks = [block([the, circle, is_], 3, purple, {"M": [the, circle, is_], "T": [the, circle, is_]}),
               block([in_, paris], 1, brno, {"M": [in_, paris], "T": [red, paris]}),  # only M; neither
-              block([star], 1, blue, {"M": [red], "T": [star]})]  # only T, at a Markdown mark
-    text = who_led(blocks, shared=[], pictures=True, learned=True, word=Words(tokenizer))  # The circle is purple in
+              block([star], 1, blue, {"M": [red], "T": [star]})]  # only T, at a token that is markup
+    text = who_led(blocks, shared=[], pictures=True, learned=True, word=Words(tokenizer, markup=True))
     assert "both were right at 3 (the words so far gave the next token away, no picture needed: “<b>The</b>”, " \
            "“The <b>circle</b>”, and 1 more)" in text  # ... Brno * blue
     assert "only M at 1 (there the picture told M what T cannot know: “The circle is purple <b>in</b>” (T guessed " \
            "'red'))" in text
-    assert "only T at 1 (there M's reading of the picture led it astray: “…is purple in Brno <b>\\*</b>” (M " \
-           "guessed 'red'))" in text  # Markdown's marks shown as themselves
+    assert "only T at 1 (there M's reading of the picture led it astray: “…is purple in Brno <b>&lt;i&gt;</b>” (M " \
+           "guessed 'red'))" in text  # markup shown as written
     assert "neither at 1 (the target's own wording, or what the drafter was never taught: “…circle is purple in " \
            "<b>Brno</b>” (M guessed 'Paris', T 'Paris'))" in text
     assert "“" not in who_led(blocks, shared=[], pictures=True, learned=True)  # no tokenizer, no quotes
@@ -101,6 +101,19 @@ def test_a_quoted_token_shows_the_rest_of_its_word():
     assert word.at(answer, 5) == "“…<b>⏎</b>”"  # the end of the answer, as the tables draw it
     comma = word_tokenizer(["Additionally", "##,"])  # bold that Markdown's ** would not make ("Additionally**,**")
     assert Words(comma).at(comma.convert_tokens_to_ids(["Additionally", "##,"]), 1) == "“Additionally<b>,</b>”"
+
+
+def test_a_quoted_token_after_a_space_of_its_own_keeps_the_space():
+    """A tokenizer that makes the space before a digit a token of its own ("is", " ", "3", as the teaching
+    pair's does) decodes the words before the digit ending in that space: the quote keeps it ("is 3")."""
+    pieces = ["bar", " A", " is", " ", "3", "<b>"]
+
+    class Spaced:
+        def decode(self, ids, skip_special_tokens=True):
+            return "".join(pieces[i] for i in ids)
+
+    assert Words(Spaced()).at([0, 1, 2, 3, 4], 4) == "“bar A is <b>3</b>”"
+    assert Words(Spaced()).at([0, 1, 5], 2) == "“bar A<b>&lt;b&gt;</b>”"  # a token that is markup reads as written
 
 
 def test_a_method_that_rested_is_not_compared_on_a_few_positions():
@@ -138,7 +151,7 @@ def test_every_method_missed_is_said_only_where_every_method_missed():
 
 def test_without_a_picture_the_rows_are_one_and_nothing_tells_them_apart():
     one = [block([1, 2], 2, 3, {"M": [1, 2], "T": [1, 2]})]
-    assert "With no picture M and T read the same text: one row" in who_led(one, ["M", "T"], False, True)
+    assert "M and T read the same text (no picture): one row" in who_led(one, ["M", "T"], False, True)
 
 
 def test_fast_or_slow_in_one_sentence():
@@ -158,16 +171,43 @@ def test_fast_or_slow_in_one_sentence():
 
 
 def test_a_method_alone_that_beat_the_ensemble_is_said_and_why():
-    text = alone_sentence("TABED", 1.82, {"M": 0.9, "T": 4.04})
-    assert text.startswith("Each method alone (the last rows of the metrics): T 4.04×, M 0.90× plain decoding")
-    assert "T alone beat TABED: it drafts one row" in text
-    assert "beat" not in alone_sentence("TABED", 2.0, {"M": 1.5, "T": 1.9})
+    from tabed.page.status import alone_reason
+
+    reason = alone_reason("TABED", 1.82, {"M": 0.9, "T": 4.04})
+    assert reason.line == "T 4.04×, M 0.90×, against TABED's 1.82×."
+    assert reason.detail.startswith("Each method alone (the last rows of the metrics): T 4.04×, M 0.90× plain decoding")
+    assert "T alone beat TABED: it drafts one row" in reason.detail
+    assert "beat" not in alone_reason("TABED", 2.0, {"M": 1.5, "T": 1.9}).detail
 
 
 def test_the_notes_are_worded_for_what_decoded():
     """A single method is no ensemble, a static ensemble learns nothing, and each runs first under its name."""
-    timing, weights = notes_for("M alone")
+    timing, weights = notes_for("single", "M alone")
     assert "M alone runs first" in timing and "TABED" not in timing and "no ensemble" in weights
-    assert "They do not" in notes_for("static ensemble MT")[1]
-    assert "Static ensemble MT runs first" in notes_for("static ensemble MT")[0]  # a sentence's capital
-    assert notes_for("TABED") == (TIMING, WEIGHTS_NOTE)
+    assert "They do not" in notes_for("static", "static ensemble MT")[1]
+    assert "Static ensemble MT runs first" in notes_for("static", "static ensemble MT")[0]  # a sentence's capital
+    assert notes_for("tabed", "TABED") == (TIMING, WEIGHTS_NOTE)
+
+
+def test_a_fact_said_in_several_places_is_worded_in_one(monkeypatch, pair):
+    """Methods drafted as one row (no picture) are said in the status's line and detail, the stepper's weights,
+    its weight update and why the first block weighs as it does: rewording the one helper rewords them all."""
+    from tabed.engine.config import GenerationConfig
+    from tabed.engine.loop import collect, speculative_generate
+    from tabed.engine.spec import parse_spec
+    from tabed.models.chat import Turn
+    from tabed.page import reasons, status, stepper, view, words
+    from tabed.page.controls import MODES, page_settings
+    from tabed.page.render import TokenStream
+
+    result = collect(speculative_generate(pair, [Turn("w1 w2 w3", [])], parse_spec("tabed-MT"),
+                                          GenerationConfig(max_new_tokens=24, inspect=True)))
+    assert all(module.one_row is words.one_row for module in (reasons, status, stepper, view))  # one helper
+    reworded = lambda shared: f"ONE ROW OF {'+'.join(shared)}"  # noqa: E731
+    for module in (words, reasons, status, stepper, view):
+        monkeypatch.setattr(module, "one_row", reworded, raising=False)
+    said = [reasons.who_led(result.blocks, result.shared, False, True), status.led_reason(result.blocks,
+            result.shared, "").line, stepper.step_html(pair.tokenizer, result.blocks, 1, shared=result.shared),
+            view.RunView(pair, page_settings(["M", "T"], MODES[0]), TokenStream(pair.tokenizer),
+                         TokenStream(pair.tokenizer), shared=result.shared).unlearned()]
+    assert all("ONE ROW OF M+T" in text and "read the same text" not in text for text in said), said

@@ -142,6 +142,9 @@ def test_the_trees_chart_draws_every_node_of_every_block_where_it_belongs(pair, 
         got = sorted((x, math.floor(-y + 1e-9)) for x, y in zip(trace.x, trace.y, strict=True))
         assert got == want and all(-y % 1 <= BAND + 1e-9 for y in trace.y)
     assert sum(len(b.tree) for b in result.blocks) > sum(len(b.draft) for b in result.blocks)  # trees branched
+    kept = next(t for t in figure.data if t.name == "accepted node")
+    assert all(y == round(y) for y in kept.y)  # the kept path runs straight along its block's row, never slants
+    assert set(kept.textposition) == {"top center", "bottom center"}  # labels by turns above and below the path
 
 
 def test_a_tree_nodes_hover_says_whether_the_target_kept_it(pair, image):

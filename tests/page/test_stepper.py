@@ -71,7 +71,7 @@ def test_without_a_picture_the_stepper_says_its_weights_are_the_charts_one_row(p
     assert len(result.blocks) > 1 and result.shared == ["M", "T"]
     for index in range(len(result.blocks)):
         page = html.unescape(step_html(pair.tokenizer, result.blocks, index, shared=result.shared))
-        assert ("Weights M 0.50 · T 0.50 (with no picture M and T read the same text: one row, the chart's line "
+        assert ("Weights M 0.50 · T 0.50 (M and T read the same text (no picture): one row, the chart's line "
                 "M=T 1.00, split equally here)") in page
     pictured = run(pair, image)
     assert pictured.shared == [] and "one row" not in step_html(pair.tokenizer, pictured.blocks, 1, shared=[])

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from conftest import status_text
 from mutants import ROOT
 
 
@@ -30,9 +31,10 @@ def test_a_run_and_its_follow_up_cross_the_fork_whole(rehearsal):
     first run yielded, while the main process's own copy of it never changed (the worker's changes stay there)."""
     first, follow = rehearsal["first"], rehearsal["follow"]
     assert rehearsal["zero_gpu"] and rehearsal["workers"] == 3  # a worker per request
-    assert first["yields"] >= 2 and first["status"].startswith("\u2713 Done (run 1) \u00b7 teaching")
+    assert first["yields"] >= 2 and status_text(first["status"]).startswith("\u2713 TABED")
+    assert 'data-run="1" title="run 1 · teaching' in first["status"]
     assert first["turns"] == 1 and first["blocks"] > 1 and first["tokenizer"] != "NoneType"
-    assert follow["yields"] >= 2 and follow["status"].startswith("\u2713 Done (run 2)") and follow["turns"] == 2
+    assert follow["yields"] >= 2 and 'data-run="2"' in follow["status"] and follow["turns"] == 2
     assert follow["first_state_turns"] == 1
 
 
@@ -45,7 +47,7 @@ def test_the_stepper_and_the_race_read_only_what_crossed(rehearsal):
 
 @pytest.mark.slow
 def test_a_stopped_run_ends_its_worker_and_nothing_is_left_behind(rehearsal):
-    assert all(status.startswith("\u25f7 TABED decoding") for status in rehearsal["stopped_seen"])
+    assert all(status_text(status).startswith("\u25f7 TABED decoding") for status in rehearsal["stopped_seen"])
     assert rehearsal["children_left"] == 0 and rehearsal["threads_left"] == []
     assert not rehearsal["cuda_initialized"]  # the main process never touched CUDA
 

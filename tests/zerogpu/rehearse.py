@@ -33,7 +33,7 @@ def main(picture: str) -> dict:
     return {
         "durations": spaces.DURATIONS, "workers": len(set(spaces.WORKERS)),
         "first": {"yields": len(first), "status": first[-1].status, "turns": len(state.turns),
-                  "tokenizer": type(state.tokenizer).__name__, "blocks": len(state.blocks)},
+                  "tokenizer": type(state.last.tokenizer).__name__, "blocks": len(state.last.blocks)},
         "step": step, "follow": {"yields": len(follow), "status": follow[-1].status,
                                  "turns": len(follow[-1].state.turns), "first_state_turns": len(state.turns)},
         "race": race[-1], "stopped_seen": [frame.status for frame in seen],

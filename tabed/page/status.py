@@ -1,0 +1,201 @@
+"""The status's words, in HTML: a finished run's verdict first (its speed, that its answer is exact, and why in
+a clause), then each reason as one plain line with its whole explanation folded under it (`<details>`). Made
+from numbers the view hands over; a term a newcomer lacks is defined in the first detail that uses it. Every
+text a user or a model wrote is escaped here (`text`): the status shows it as typed, never as markup."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+from ..engine.spec import METHOD_NAMES
+from ..engine.speed import TIMED_TOKENS, SpeedModel
+from .reasons import ABOUT_EVEN, fast_or_slow, guesses_matched
+from .words import one_row
+
+SEES = {"M": "the pictures", "T": "only the text", "C": "a caption of them", "P": "pooled pictures",
+        "N": "the words so far (no model)"}  # what each method reads, in a few words (the line; the detail: names)
+PLAIN_STEP = ("A plain step is one pass of the big model (the target) that makes one token, as plain decoding does; "
+              "a check is one pass of the target over a whole block of drafts, keeping the drafts it agrees with "
+              "and adding a token of its own.")
+
+
+def text(said: str) -> str:
+    """Any text as the status shows it: as typed, markup and all (`<b>` is no bold, `<img>` no picture)."""
+    return html.escape(said, quote=False)
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One reason of a finished run: what it answers, its one plain line and its whole explanation (HTML)."""
+
+    key: str  # "Why fast", "Exact"…
+    line: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Exactness:
+    """How the answer compares with plain decoding's: identical (greedy), a sample of the same distribution,
+    or different from a token on (`first`, 1-based)."""
+
+    tokens: int
+    plain_tokens: int
+    sampled: bool
+    same: bool
+    first: int = 0
+
+    def verdict(self) -> str:
+        """The verdict's words: "identical, 121 of 121 tokens"."""
+        if self.sampled or not self.same:
+            return self.line()
+        return f"identical, {self.tokens} of {self.plain_tokens} tokens"
+
+    def line(self) -> str:
+        if self.sampled:
+            return "a sample of the same distribution as plain decoding's" + ("" if not self.same else
+                                                                            ", here the same sample")
+        if self.same:
+            return f"identical to plain decoding, {self.tokens} of {self.plain_tokens} tokens"
+        return f"differs from plain decoding from token {self.first} on"
+
+
+def verdict(label: str, speedup: float | None, unreliable: float | None, exact: Exactness | None,
+            tokens_per_check: float | None, too_short: bool = False) -> str:
+    """The run's first line (at most 30 words): its speed against plain decoding (or why there is no figure),
+    that its answer is exact, and the cause in a clause: how many tokens each check by the big model kept."""
+    if unreliable is not None:
+        speed = f"{label}'s timings are unreliable (the machine was busy): no speedup"
+    elif too_short:
+        speed = f"{label}'s answer was too short to time (under {TIMED_TOKENS} tokens)"
+    elif speedup is None:
+        speed = f"{label} is done"
+    elif speedup >= 1 + ABOUT_EVEN:
+        speed = f"{label} ran {speedup:.2f}× as fast as plain decoding"
+    elif speedup > 1 - ABOUT_EVEN:
+        speed = f"{label} ran about as fast as plain decoding ({speedup:.2f}×)"
+    else:
+        speed = f"{label} ran slower than plain decoding ({speedup:.2f}×)"
+    said = speed + (f"; {'it' if too_short else 'its answer'} is {exact.verdict()}" if exact is not None else "")
+    if tokens_per_check is not None:
+        said += f"; each check by the big model kept {tokens_per_check:.2f} tokens"
+    return f"\u2713 {text(said)}."
+
+
+def speed_reason(speed: SpeedModel, rest: str, checked: float, per_token: str = "", where: str = "") -> Reason:
+    """Why fast (or slow): the line says what a check kept against what it cost; the detail, what the speedup
+    compares (`per_token`: two samples of different lengths), why, and every part of the decode time."""
+    kind = ("Why fast" if speed.measured >= 1 + ABOUT_EVEN else "Why about even" if speed.measured > 1 - ABOUT_EVEN
+            else "Why slow")
+    line = f"each check kept {speed.tokens_per_pass:.2f} tokens in the time plain decoding makes {speed.pass_cost:.2f}."
+    said = fast_or_slow(speed.tokens_per_pass, speed.pass_cost, speed.measured, speed.verify, checked)
+    compares = f"The speedup, {speed.measured:.2f}×, is plain decoding's decode time over this run's{per_token}" + (
+        f" ({where})." if where else ".")
+    return Reason(kind, line, text(f"{compares} {PLAIN_STEP} {said} In numbers: {speed.sentence(rest)}."))
+
+
+def busy_reason(share: float, busy_share: float, speedup: float | None) -> Reason:
+    """A run starved of CPU: its figure, if any, only here and marked."""
+    measured = "" if speedup is None else (f" Its clock read {speedup:.2f}×, a figure of the machine's load, not "
+                                           "the method's.")
+    return Reason("\u26a0\ufe0f Timings unreliable", f"this run got {share:.0%} of one core: the machine was busy.",
+                  f"The run got {share:.1%} of one core, under the {busy_share:.0%} an idle machine gives it, so its "
+                  f"times measure the machine's other work, not the method; run again when it is idle.{measured}")
+
+
+def sees_reason(methods: list[str]) -> Reason:
+    line = ", ".join(f"{m} {SEES[m]}" for m in methods) + "."
+    return Reason("What each method sees", text(line), text("; ".join(f"{m}: {METHOD_NAMES[m]}" for m in methods)
+                                                            + "."))
+
+
+def led_reason(blocks: list, shared: list[str], detail: str) -> Reason | None:
+    """Whose guesses the target agreed with: each method's share in the line (`reasons.who_led` the detail,
+    already HTML: it quotes the answer's words)."""
+    matched = {m: hits for m, hits in guesses_matched(blocks).items() if hits[1]}
+    if not matched:
+        return None
+    if shared:
+        line = f"{one_row(shared)}, one guess."
+    else:
+        rates = sorted(((hit / total, m) for m, (hit, total) in matched.items()), reverse=True)
+        line = ", ".join(f"{m}'s {rate:.0%}" for rate, m in rates) + " of the time."
+    return Reason("Whose guesses were right", text(line), detail)
+
+
+def alone_reason(label: str, ours: float, alone: dict[str, float]) -> Reason:
+    said = ", ".join(f"{m} {speedup:.2f}×" for m, speedup in sorted(alone.items(), key=lambda item: -item[1]))
+    best = max(alone, key=alone.get)
+    line = f"{said}, against {label}'s {ours:.2f}×."
+    detail = f"Each method alone (the last rows of the metrics): {said} plain decoding, against {label}'s {ours:.2f}×."
+    if alone[best] > ours:
+        detail += (f" {best} alone beat {label}: it drafts one row where the ensemble drafts one per method, and it "
+                   "never had to learn which method leads (the ensemble's first blocks weigh every method the same).")
+    return Reason("Each method alone", text(line), text(detail))
+
+
+def example_reason(lesson: str) -> Reason:
+    """What the bundled example was built to show: its first clause in the line, all of it in the detail."""
+    shown = lesson.removeprefix("This example was built to show ")
+    depth, head = 0, len(shown)
+    for at, char in enumerate(shown):  # the first clause: up to a comma, semicolon or colon outside brackets
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0 and char in ",;:":
+            head = at
+            break
+    return Reason("The example", text(f"{shown[:head].rstrip('.')}."), text(lesson))
+
+
+def unasked_reason(missing: list[str]) -> Reason:
+    return Reason("The answer", "none of your question's words is in it: the small teaching model may have answered "
+                  "another question.",
+                  text(f"None of your question's words ({', '.join(missing)}) is in it: the teaching target, taught a "
+                       "few kinds of question, may have answered one of those instead. It is still the target's own "
+                       "answer, and the drafts were judged against it."))
+
+
+def exact_reason(exact: Exactness, label: str, half_precision: bool) -> Reason:
+    """Exact: the line says how the two answers compare; the detail, what exact means here."""
+    if exact.sampled:
+        same = "the same sample" if exact.same else "a different sample"
+        detail = (f"Sampling: {same} from the same distribution. Each draft x is kept with probability "
+                  "min(1, p(x)/q(x)) (p the target's, q the ensemble's) and a rejected one is replaced from "
+                  "what is left of p, so the answer is distributed exactly as plain decoding's. One pair of "
+                  "answers cannot show a distribution; this page can show its parts: a token's detail gives the test "
+                  "it met, with its numbers, and at temperature 0 the same steps give the target's own answer, "
+                  f"identical token for token. The conversation goes on from {label}'s sample.")
+    elif exact.same:
+        detail = (f"Identical to plain decoding: {exact.tokens} of {exact.plain_tokens} tokens. Exact means the "
+                  "target's own answer, not a true one: where the target is wrong, so is this answer, no more and no "
+                  "less.")
+    else:
+        why = ("half precision rounds a near-tie differently in a many-token verify and a one-token step"
+               if half_precision else "unexpected in float32: please report it")
+        detail = f"Differs from plain decoding from token {exact.first} on: {why}."
+    line = ("the big model's own answer." if exact.same and not exact.sampled else
+            exact.line()[:1].upper() + exact.line()[1:] + ".")
+    return Reason("Exact", text(line), text(detail))
+
+
+def note_reason(note: str) -> Reason:
+    """A note of the run (an emptied setting, a lowered limit): its head the line, all of it the detail."""
+    note = note if note.endswith(".") else note + "."
+    head, _, _ = note.partition(": ")
+    return Reason("Note", text(head if head != note else note), text(note) if head != note else "")
+
+
+def done_html(verdict_line: str, reasons: list[Reason], run: int, where: str) -> str:
+    """The finished run's status: the verdict, then a reason a line, each line opening its detail."""
+    items = []
+    for reason in reasons:
+        head = f"<b>{text(reason.key)}</b>: {reason.line}"
+        items.append(f"<li><details><summary>{head}</summary><div class='tabed-detail'>{reason.detail}</div>"
+                     "</details></li>" if reason.detail else f"<li>{head}</li>")
+    listed = f"<ul class='tabed-reasons'>{''.join(items)}</ul>" if items else ""
+    title = html.escape(f"run {run} · {where}", quote=True)
+    return f'<p class="tabed-verdict" data-run="{run}" title="{title}">{verdict_line}</p>{listed}'
+
+
+def line_html(said: str) -> str:
+    """A status of one line (progress, a stop, an error, a refused upload), as typed."""
+    return f"<p class='tabed-line'>{text(said)}</p>"
