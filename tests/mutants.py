@@ -63,6 +63,7 @@ SUMMARY = f"{CLI_TESTS}::test_the_summary_line_says_each_figure_from_its_own_fie
 PRESET_OR_PAIR = f"{CLI_TESTS}::test_a_preset_beside_a_target_or_a_drafter_alone_is_refused"
 BENCH_OPTIONS = f"{CLI_TESTS}::test_the_bench_options_reach_its_settings"
 VIEW = "tabed/page/view.py"
+NEVER_COVERS = f"{BROWSER}::TestWithTheTinyPair::test_a_tokens_detail_never_covers_it_and_a_phone_reads_and_taps_whole"
 REASONS_HOLD = f"{APP}::test_a_runs_view_says_each_of_its_reasons_only_where_it_holds"
 DRAFT_LENGTH = f"{RENDER}::test_the_block_tables_draft_length_says_how_many_and_why_only_when_it_stopped_early"
 
@@ -576,11 +577,10 @@ MUTANTS = (
     # the same audit of a run's view
     Mutant("the-least-starved-share-said", "tabed/page/view.py", "return min(shares) if shares else None",
            "return max(shares) if shares else None", (SIDES,)),
-    Mutant("plain-progress-counts-tabeds-tokens", "tabed/page/view.py", "token {len(self.plain.ids)}",
-           "token {len(self.tabed.ids)}", (SIDES,)),
-    Mutant("a-stopped-plain-side-counts-tabeds-tokens", "tabed/page/view.py",
-           "tokens = len(self.results[AUTOREGRESSIVE].token_ids)", "tokens = len(self.results[SPECULATIVE].token_ids)",
+    Mutant("plain-progress-counts-tabeds-tokens", VIEW, "else len(self.plain.ids)", "else len(self.tabed.ids)",
            (SIDES,)),
+    Mutant("a-stopped-plain-side-counts-tabeds-tokens", VIEW, "else len(self.results[AUTOREGRESSIVE].token_ids)",
+           "else len(self.results[SPECULATIVE].token_ids)", (SIDES,)),
     Mutant("bfloat16-said-unexpected", VIEW, "return self.pair.dtype in (torch.float16, torch.bfloat16)",
            "return self.pair.dtype == torch.float16",
            (f"{APP}::test_an_answer_that_differs_says_why_only_as_its_precision_allows",)),
@@ -616,8 +616,8 @@ MUTANTS = (
            "if spec.tabed and self.shared:", (REASONS_HOLD,)),
     Mutant("a-stopped-method-alone-has-a-speedup", VIEW, "in self.alone.items() if not result.stopped}",
            "in self.alone.items()}", (REASONS_HOLD,)),
-    Mutant("what-each-method-sees-without-a-picture", VIEW, "if self.pictures and len(seen :=", "if len(seen :=",
-           (REASONS_HOLD,)),
+    Mutant("what-each-method-sees-without-a-picture", "tabed/page/status.py",
+           "if facts.pictures and len(facts.seen) > 1:", "if len(facts.seen) > 1:", (REASONS_HOLD,)),
     Mutant("a-side-not-run-reads-as-racing", VIEW, 'missing = "…" if self.racing else "not run"', 'missing = "…"',
            (REASONS_HOLD,)),
     Mutant("a-run-not-raced-says-it-was-stopped", VIEW, '"them." if view.racing else "")',
@@ -638,7 +638,8 @@ MUTANTS = (
     Mutant("a-verdict-without-exactness", "tabed/page/status.py",
            "is {exact.verdict()}\" if exact is not None else \"\")", "is {exact.verdict()}\" if False else \"\")",
            (f"{APP}::test_the_status_shows_lossless_and_names_what_decoded",)),
-    Mutant("a-starved-runs-speedup-headlined", VIEW, "self.starved() if self.compared() else None,", "None,",
+    Mutant("a-starved-runs-speedup-headlined", "tabed/page/status.py",
+           "if facts.starved is not None and exact is not None:", "if False:",
            (f"{APP}::test_a_starved_run_headlines_no_speedup",)),
     Mutant("the-status-shows-markup", "tabed/page/status.py", "    return html.escape(said, quote=False)",
            "    return said", (f"{APP}::test_the_status_shows_every_text_as_written",)),
@@ -648,6 +649,10 @@ MUTANTS = (
     Mutant("a-quote-loses-the-space-before-its-token", "tabed/page/words.py",
            'if text[0].isspace() or before[-1:].isspace() else', "if text[0].isspace() else",
            ("tests/page/test_reasons.py::test_a_quoted_token_after_a_space_of_its_own_keeps_the_space",)),
+    Mutant("a-tokens-detail-covers-it", "tabed/page/texts.py", "if (covered > 0) window.scrollBy(",
+           "if (false) window.scrollBy(", (NEVER_COVERS,)),
+    Mutant("a-struck-draft-a-small-target-on-a-phone", "tabed/page/texts.py",
+           "{ display: inline-block; min-height: 24px;\n  line-height: 24px; }", "{ }", (NEVER_COVERS,)),
 )
 
 

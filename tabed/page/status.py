@@ -6,12 +6,14 @@ text a user or a model wrote is escaped here (`text`): the status shows it as ty
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from ..engine.session import BUSY_SHARE
 from ..engine.spec import METHOD_NAMES
 from ..engine.speed import TIMED_TOKENS, SpeedModel
-from .reasons import ABOUT_EVEN, fast_or_slow, guesses_matched
-from .words import one_row
+from .reasons import ABOUT_EVEN, fast_or_slow, guesses_matched, who_led
+from .words import Words, counted, one_row
+from .worker import ALONE, SPECULATIVE
 
 SEES = {"M": "the pictures", "T": "only the text", "C": "a caption of them", "P": "pooled pictures",
         "N": "the words so far (no model)"}  # what each method reads, in a few words (the line; the detail: names)
@@ -60,13 +62,81 @@ class Exactness:
         return f"differs from plain decoding from token {self.first} on"
 
 
-def verdict(label: str, speedup: float | None, unreliable: float | None, exact: Exactness | None,
-            tokens_per_check: float | None, too_short: bool = False) -> str:
+@dataclass(frozen=True)
+class RunFacts:
+    """A finished run as the status words it, in numbers and names (no Gradio, no model): what decoded it, where,
+    how it compares with plain decoding and what each reason draws on. `RunView.facts` makes it."""
+
+    label: str  # what decoded it: "TABED", "static ensemble MT", "M alone"
+    mode: str  # the same as a value (`DraftingSpec.mode`)
+    run: int  # the session's run it is
+    where: str  # "teaching on cpu (float32)"
+    exact: Exactness | None = None  # None: plain decoding did not finish
+    tokens_per_check: float | None = None  # tokens each target pass kept after the prompt's
+    speedup: float | None = None  # plain decoding's decode time over this run's (None: nothing to compare)
+    starved: float | None = None  # the smallest CPU share of a side the engine found starved
+    too_short: bool = False  # plain decoding's answer too short to time
+    speed: SpeedModel | None = None  # what the speedup is made of (None: no figure, or a starved run)
+    lengths: tuple[int, int] = (0, 0)  # the two answers' tokens (two samples may differ)
+    checked: float = 0.0  # drafts a target pass checked, on average
+    seen: tuple[str, ...] = ()  # the methods that read the pictures differently (what each method sees)
+    blocks: list = field(default_factory=list)  # the answer's blocks: whose guesses the target kept
+    shared: list[str] = field(default_factory=list)  # methods drafted as one row (no picture)
+    pictures: bool = False
+    word: Words | None = None  # the pair's tokens in words, to quote the answer
+    alone: dict[str, float] = field(default_factory=dict)  # each method run alone: its speedup
+    lesson: str | None = None  # what a bundled example was built to show
+    unasked: tuple[str, ...] = ()  # the question's words, when the answer holds none of them
+    half_precision: bool = False
+    notes: tuple[str, ...] = ()
+
+
+def done_html(facts: RunFacts) -> str:
+    """The finished run's status: the verdict, then a reason a line, each line opening its detail."""
+    items = []
+    for reason in reasons(facts):
+        head = f"<b>{text(reason.key)}</b>: {reason.line}"
+        items.append(f"<li><details><summary>{head}</summary><div class='tabed-detail'>{reason.detail}</div>"
+                     "</details></li>" if reason.detail else f"<li>{head}</li>")
+    listed = f"<ul class='tabed-reasons'>{''.join(items)}</ul>" if items else ""
+    title = html.escape(f"run {facts.run} · {facts.where}", quote=True)
+    return f'<p class="tabed-verdict" data-run="{facts.run}" title="{title}">{verdict(facts)}</p>{listed}'
+
+
+def reasons(facts: RunFacts) -> list[Reason]:
+    """Why the answer was fast or slow, what each method sees, whose guesses the target kept, what the
+    example shows, that it is exact, and the run's notes: a reason a line, its detail folded."""
+    notes = [note_reason(note) for note in facts.notes]
+    if facts.exact is None:  # plain decoding did not finish: nothing to compare
+        return notes
+    why = []
+    if facts.speed is not None:
+        rest = "bookkeeping" if facts.mode == "single" else "the weights and bookkeeping"
+        ours, plain = facts.lengths
+        per_token = f" per token: the two samples are {ours} and {plain} tokens long" if ours != plain else ""
+        why.append(speed_reason(facts.speed, rest, facts.checked, per_token, f"run {facts.run}, {facts.where}"))
+    if facts.starved is not None:
+        why.append(busy_reason(facts.starved, BUSY_SHARE, facts.speedup))
+    if facts.pictures and len(facts.seen) > 1:
+        why.append(sees_reason(list(facts.seen)))
+    if led := who_led(facts.blocks, facts.shared, facts.pictures, facts.mode == "tabed", facts.word):
+        why.append(led_reason(facts.blocks, facts.shared, led))
+    if facts.alone and facts.speedup is not None:
+        why.append(alone_reason(facts.label, facts.speedup, facts.alone))
+    if facts.lesson:
+        why.append(example_reason(facts.lesson))
+    if facts.unasked:
+        why.append(unasked_reason(list(facts.unasked)))
+    return why + [exact_reason(facts.exact, facts.label, facts.half_precision)] + notes
+
+
+def verdict(facts: RunFacts) -> str:
     """The run's first line (at most 30 words): its speed against plain decoding (or why there is no figure),
     that its answer is exact, and the cause in a clause: how many tokens each check by the big model kept."""
-    if unreliable is not None:
+    label, speedup, exact = facts.label, facts.speedup, facts.exact
+    if facts.starved is not None and exact is not None:
         speed = f"{label}'s timings are unreliable (the machine was busy): no speedup"
-    elif too_short:
+    elif facts.too_short:
         speed = f"{label}'s answer was too short to time (under {TIMED_TOKENS} tokens)"
     elif speedup is None:
         speed = f"{label} is done"
@@ -76,9 +146,9 @@ def verdict(label: str, speedup: float | None, unreliable: float | None, exact: 
         speed = f"{label} ran about as fast as plain decoding ({speedup:.2f}×)"
     else:
         speed = f"{label} ran slower than plain decoding ({speedup:.2f}×)"
-    said = speed + (f"; {'it' if too_short else 'its answer'} is {exact.verdict()}" if exact is not None else "")
-    if tokens_per_check is not None:
-        said += f"; each check by the big model kept {tokens_per_check:.2f} tokens"
+    said = speed + (f"; {'it' if facts.too_short else 'its answer'} is {exact.verdict()}" if exact is not None else "")
+    if facts.tokens_per_check is not None:
+        said += f"; each check by the big model kept {facts.tokens_per_check:.2f} tokens"
     return f"\u2713 {text(said)}."
 
 
@@ -184,16 +254,34 @@ def note_reason(note: str) -> Reason:
     return Reason("Note", text(head if head != note else note), text(note) if head != note else "")
 
 
-def done_html(verdict_line: str, reasons: list[Reason], run: int, where: str) -> str:
-    """The finished run's status: the verdict, then a reason a line, each line opening its detail."""
-    items = []
-    for reason in reasons:
-        head = f"<b>{text(reason.key)}</b>: {reason.line}"
-        items.append(f"<li><details><summary>{head}</summary><div class='tabed-detail'>{reason.detail}</div>"
-                     "</details></li>" if reason.detail else f"<li>{head}</li>")
-    listed = f"<ul class='tabed-reasons'>{''.join(items)}</ul>" if items else ""
-    title = html.escape(f"run {run} · {where}", quote=True)
-    return f'<p class="tabed-verdict" data-run="{run}" title="{title}">{verdict_line}</p>{listed}'
+def progress(name: str, where: str, phase: str, done: int, method: str | None = None, racing: bool = False,
+             started: bool = True) -> str:
+    """A run on its way (HTML): what decodes now and how far (`done`: TABED's blocks, plain decoding's tokens)."""
+    if not started:
+        return line_html(f"\u25f7 Reading the prompt for {name} · {where}")
+    doing = {SPECULATIVE: f"{name} decoding… block {done}", ALONE: f"{method} alone, for comparison: decoding…"}.get(
+        phase, f"plain decoding (the target alone)… token {done}")
+    later = " · the charts come when both sides are done, so that neither is timed while they are drawn"
+    return line_html(f"\u25f7 {doing} · {where}" + (later if racing else ""))
+
+
+def stopped(name: str, where: str, side: str | None, done: int) -> str:
+    """A run Stop ended (HTML), by the side it stopped (None: before decoding began): what stays and what not."""
+    if side is None:
+        return line_html(f"\u25a0 Stopped before decoding began · {where}. The page is as it was.")
+    if side == SPECULATIVE:
+        return line_html(f"\u25a0 Stopped after {counted(done, 'block')} · {where}. The partial answer stays here "
+                         "and is not added to the conversation.")
+    return line_html(f"\u25a0 Stopped plain decoding after {counted(done, 'token')} · {where}. {name}'s answer is "
+                     "complete and joins the conversation; no speedup is shown, since plain decoding did not finish.")
+
+
+def finishing(where: str) -> str:
+    return line_html(f"\u25f7 Finishing: the metrics, charts, block table and downloads · {where}")
+
+
+def error(message: str) -> str:
+    return line_html(f"\u26a0\ufe0f Error: {message}")
 
 
 def line_html(said: str) -> str:

@@ -45,6 +45,9 @@ CSS = """
 @media (max-width: 640px) { .tabed-scroll-hint { display: block; } }
 /* a reason's line spans the stepper's wide table: on a phone it stays in view and wraps there as the table scrolls */
 @media (max-width: 640px) { .tabed-why td > div { position: sticky; left: 0; max-width: calc(100vw - 90px); } }
+/* a struck draft is a finger's target on a phone: 24 px tall, its line that much taller */
+@media (max-width: 640px) { #tabed-answer:not(.hide-rejected) .tk-drafts .tk { display: inline-block; min-height: 24px;
+  line-height: 24px; } }
 @media (max-width: 640px) { .js-plotly-plot .modebar-container { display: none; } }  /* off the chart's label */
 #status p { margin: 0.1em 0; }
 #status .tabed-verdict { font-weight: 600; font-size: 1.05em; }
@@ -151,6 +154,11 @@ CLAMPED_NOTE_JS = """() => {
 # mouse that moves writes it: after a tap a phone sends mouse events too, one of them over another token.
 # A tap or click on a token of a finished TABED answer also steps the stepper to its block.
 TOKEN_TAP_JS = """() => {
+  const uncover = (token, detail) => {  // a kept detail sits at the screen's bottom: under the token, never over it
+    const bar = detail.closest('#token-detail') || detail;  // the sticky bar, its padding too
+    const covered = token.getBoundingClientRect().bottom - bar.getBoundingClientRect().top;
+    if (covered > 0) window.scrollBy({top: covered + 8, behavior: 'instant'});
+  };
   const say = (event, keep) => {
     const token = event.target.closest?.('#tabed-answer .tk, #plain-answer .tk');
     const detail = document.querySelector('#token-detail .tabed-token-detail');
@@ -160,13 +168,15 @@ TOKEN_TAP_JS = """() => {
     detail.textContent = '\u201c' + shown + '\u201d: ' + token.title;
     if (keep) detail.classList.add('filled');
     const block = token.dataset.block, box = document.querySelector('#step-index input');
-    if (!keep || block === undefined || !box || !token.closest('#tabed-answer')?.querySelector('.tabed-steppable'))
-      return;  // (a streaming answer's blocks are not the stepper's yet: it steps through the last finished one)
-    detail.textContent += ' \u2014 Step through a block, below, now shows block ' + block + '.';
-    if (box.value !== block) {
-      box.value = block;
-      box.dispatchEvent(new Event('input', {bubbles: true}));
+    if (keep && block !== undefined && box && token.closest('#tabed-answer')?.querySelector('.tabed-steppable')) {
+      // (a streaming answer's blocks are not the stepper's yet: it steps through the last finished one)
+      detail.textContent += ' \u2014 Step through a block, below, now shows block ' + block + '.';
+      if (box.value !== block) {
+        box.value = block;
+        box.dispatchEvent(new Event('input', {bubbles: true}));
+      }
     }
+    if (keep) uncover(token, detail);
   };
   document.addEventListener('click', (event) => say(event, true));
   document.addEventListener('pointermove', (event) => event.pointerType === 'mouse' && say(event, false));

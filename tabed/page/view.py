@@ -7,14 +7,13 @@ import html
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 import gradio as gr
 import plotly.graph_objects as go
 import torch
 
 from ..engine.events import BlockEvent, Finished, GenerationResult, Started, TokenEvent
-from ..engine.session import BUSY_SHARE
 from ..engine.settings import Settings, hedges_first
 from ..engine.spec import METHOD_NAMES
 from ..engine.speed import SpeedModel, answer_speed, decode_speedup
@@ -167,11 +166,6 @@ class RunView:
             return None
         return decode_speedup(self.results[SPECULATIVE].metrics, self.results[AUTOREGRESSIVE].metrics)
 
-    def per_token(self) -> str:
-        """What the speedup compares when two samples differ in length (per token), else nothing."""
-        ours, plain = (len(self.results[phase].token_ids) for phase in (SPECULATIVE, AUTOREGRESSIVE))
-        return f" per token: the two samples are {ours} and {plain} tokens long" if ours != plain else ""
-
     def speed(self) -> SpeedModel | None:
         """What the speedup is made of (`engine/speed.py`), when there is one and both answers are as long."""
         if self.speedup() is None or self.starved() is not None:  # a starved run's timings explain nothing
@@ -210,94 +204,49 @@ class RunView:
         return gr.update(value=render.answer_html(self.tabed), label=f"Answer ({self.label})")
 
     def status(self, finished: bool, charted: bool = True) -> str:
-        """The status (HTML): in progress, done (the verdict and its reasons), stopped (saying which side), or
-        an error. A stopped run is never shown as done, not even in the frame that ends its stream; a finished
-        one is done only beside its charts (`charted`; the frame before them says it is finishing)."""
+        """The status (HTML, `page/status.py`): in progress, done (the verdict and its reasons), stopped (saying
+        which side), or an error. A stopped run is never shown as done, not even in the frame that ends its
+        stream; a finished one is done only beside its charts (`charted`; the frame before says it is finishing)."""
         if self.error:
-            return status.line_html(f"\u26a0\ufe0f Error: {self.error}")
+            return status.error(self.error)
         if not finished:
-            return status.line_html(self._progress())
+            done = len(self.blocks) if self.phase == SPECULATIVE else len(self.plain.ids)
+            return status.progress(self.name, self.where, self.phase, done, self.method, self.racing, self.started)
         if not self.started:
-            return status.line_html(f"\u25a0 Stopped before decoding began · {self.where}. The page is as it was.")
-        stopped = self.stopped()
-        if stopped == SPECULATIVE:
-            return status.line_html(f"\u25a0 Stopped after {render.counted(len(self.blocks), 'block')} · "
-                                    f"{self.where}. The partial answer stays here and is not added to the "
-                                    "conversation.")
-        if stopped == AUTOREGRESSIVE:
-            tokens = len(self.results[AUTOREGRESSIVE].token_ids)
-            return status.line_html(f"\u25a0 Stopped plain decoding after {render.counted(tokens, 'token')} · "
-                                    f"{self.where}. {self.name}'s answer is complete and joins the conversation; no "
-                                    "speedup is shown, since plain decoding did not finish.")
-        if not charted:
-            return status.line_html(f"\u25f7 Finishing: the metrics, charts, block table and downloads · "
-                                    f"{self.where}")
-        return status.done_html(self.verdict(), self.reasons(), self.run, self.where)
+            return status.stopped(self.name, self.where, None, 0)
+        if (side := self.stopped()) is not None:
+            done = len(self.blocks) if side == SPECULATIVE else len(self.results[AUTOREGRESSIVE].token_ids)
+            return status.stopped(self.name, self.where, side, done)
+        return status.done_html(self.facts()) if charted else status.finishing(self.where)
 
     @property
     def where(self) -> str:
         """The pair and where it ran: "teaching on cpu (float32)"."""
         return f"{self.pair.name} on {self.pair.device.type} ({str(self.pair.dtype).removeprefix('torch.')})"
 
-    def _progress(self) -> str:
-        if not self.started:
-            return f"\u25f7 Reading the prompt for {self.name} · {self.where}"
-        if self.phase == SPECULATIVE:
-            doing = f"{self.name} decoding… block {len(self.blocks)}"
-        elif self.phase == ALONE:
-            doing = f"{self.method} alone, for comparison: decoding…"
-        else:
-            doing = f"plain decoding (the target alone)… token {len(self.plain.ids)}"
-        later = " · the charts come when both sides are done, so that neither is timed while they are drawn"
-        return f"\u25f7 {doing} · {self.where}" + (later if self.racing else "")
-
-    def exactness(self) -> status.Exactness | None:
-        """How TABED's answer compares with plain decoding's, when both finished."""
-        if not self.compared():
-            return None
-        ours, plain = self.results[SPECULATIVE].token_ids, self.results[AUTOREGRESSIVE].token_ids
-        first = next((i for i, (a, b) in enumerate(zip(ours, plain, strict=False)) if a != b),
-                     min(len(ours), len(plain)))
-        return status.Exactness(len(ours), len(plain), self.settings.config.temperature > 0, ours == plain, first + 1)
-
-    def tokens_per_check(self) -> float | None:
-        """Tokens each target pass kept after the prompt's (the drafts' doing: the same in every try)."""
-        metrics = self.results[SPECULATIVE].metrics
-        return (metrics.new_tokens - 1) / (metrics.target_forwards - 1) if metrics.target_forwards > 1 else None
-
-    def verdict(self) -> str:
-        speedup = self.speedup() if self.starved() is None else None
-        return status.verdict(self.label, speedup, self.starved() if self.compared() else None, self.exactness(),
-                              self.tokens_per_check(), self.compared() and self.too_short())
-
-    def reasons(self) -> list[status.Reason]:
-        """Why the answer was fast or slow, what each method sees, whose guesses the target kept, what the
-        example shows, that it is exact, and the run's notes: a reason a line, its detail folded."""
-        why = []
-        if self.compared():
-            why += self._why()
-        return why + [status.note_reason(note) for note in self.notes]
-
-    def _why(self) -> list[status.Reason]:
-        why = []
-        if (speed := self.speed()) is not None:
-            rest = "bookkeeping" if self.single() else "the weights and bookkeeping"
-            checked = sum(len(block.tree) or len(block.draft) for block in self.blocks) / max(len(self.blocks), 1)
-            why.append(status.speed_reason(speed, rest, checked, self.per_token(), f"run {self.run}, {self.where}"))
-        if (share := self.starved()) is not None:
-            why.append(status.busy_reason(share, BUSY_SHARE, self.speedup()))
-        if self.pictures and len(seen := [m for m in self.settings.spec.methods if m in METHOD_NAMES]) > 1:
-            why.append(status.sees_reason(seen))
-        if led := reasons.who_led(self.blocks, self.shared, self.pictures, self.settings.spec.tabed,
-                                  Words(self.pair.tokenizer, markup=True)):
-            why.append(status.led_reason(self.blocks, self.shared, led))
-        if (alone := self.alone_speedups()) and (speedup := self.speedup()) is not None:
-            why.append(status.alone_reason(self.label, speedup, alone))
-        if self.lesson:
-            why.append(status.example_reason(self.lesson))
-        if self.lesson in (None, OWN_QUESTION, LATER_TURN) and (missing := self.unasked()):
-            why.append(status.unasked_reason(missing))
-        return why + [status.exact_reason(self.exactness(), self.label, self.half_precision)]
+    def facts(self) -> status.RunFacts:
+        """The finished run as the status words it (`status.RunFacts`)."""
+        ours, spec = self.results[SPECULATIVE], self.settings.spec
+        metrics, compared = ours.metrics, self.compared()
+        facts = status.RunFacts(
+            self.label, spec.mode, self.run, self.where, notes=tuple(self.notes),
+            tokens_per_check=((metrics.new_tokens - 1) / (metrics.target_forwards - 1)
+                              if metrics.target_forwards > 1 else None))
+        if not compared:
+            return facts
+        plain = self.results[AUTOREGRESSIVE].token_ids
+        first = next((i for i, (a, b) in enumerate(zip(ours.token_ids, plain, strict=False)) if a != b),
+                     min(len(ours.token_ids), len(plain)))
+        exact = status.Exactness(len(ours.token_ids), len(plain), self.settings.config.temperature > 0,
+                                 ours.token_ids == plain, first + 1)
+        checked = sum(len(block.tree) or len(block.draft) for block in self.blocks) / max(len(self.blocks), 1)
+        lesson_said = self.lesson in (None, OWN_QUESTION, LATER_TURN)  # an example's answer is the expected one
+        return replace(facts, exact=exact, speedup=self.speedup(), starved=self.starved(), too_short=self.too_short(),
+                       speed=self.speed(), lengths=(len(ours.token_ids), len(plain)), checked=checked,
+                       seen=tuple(m for m in spec.methods if m in METHOD_NAMES), blocks=self.blocks,
+                       shared=self.shared, pictures=self.pictures, word=Words(self.pair.tokenizer, markup=True),
+                       alone=self.alone_speedups(), lesson=self.lesson,
+                       unasked=tuple(self.unasked()) if lesson_said else (), half_precision=self.half_precision)
 
     def unasked(self) -> list[str]:
         """The question's words when the answer holds none of them (`reasons.unasked`); [] when it holds one."""
@@ -319,7 +268,7 @@ class RunView:
     def lossless(self) -> str:
         """What the two answers show of speculative decoding being lossless, in words (the Exact reason's
         detail, as typed)."""
-        return html.unescape(status.exact_reason(self.exactness(), self.label, self.half_precision).detail)
+        return html.unescape(status.exact_reason(self.facts().exact, self.label, self.half_precision).detail)
 
     @property
     def half_precision(self) -> bool:

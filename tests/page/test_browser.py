@@ -428,6 +428,43 @@ class TestWithTheTinyPair:
         finally:
             context.close()
 
+    @pytest.mark.parametrize("width, height", [(1400, 900), (390, 844)])
+    def test_a_tokens_detail_never_covers_it_and_a_phone_reads_and_taps_whole(self, browser, tiny_server, chart_png,
+                                                                               width, height):
+        """A token clicked (or tapped) near the screen's bottom stays in view above its detail; on a phone a
+        struck draft is a finger's target (24 px tall) and each of the stepper's lines wraps whole, cut nowhere."""
+        context = browser.new_context(viewport={"width": width, "height": height}, has_touch=width < 500,
+                                      is_mobile=width < 500)
+        page = context.new_page()
+        try:
+            page.goto(tiny_server)
+            ask(page, chart_png, "w1 w2 w3")
+            detail = page.locator("#token-detail")
+            tokens = page.locator("#tabed-answer .tk:not(.tk-rejected):not(.tk-discarded)")
+            for index in range(min(tokens.count(), 6)):
+                token = tokens.nth(index)
+                token.scroll_into_view_if_needed()
+                page.evaluate("t => window.scrollBy(0, t.getBoundingClientRect().bottom - window.innerHeight + 4)",
+                              token.element_handle())  # the token at the screen's very bottom
+                token.tap() if width < 500 else token.click()
+                expect(detail.locator(".filled")).to_have_count(1)
+                below, cover = token.bounding_box(), detail.bounding_box()
+                assert below["y"] + below["height"] <= cover["y"] + 1, (index, below, cover)
+            if width < 500:
+                struck = page.locator("#tabed-answer .tk-drafts .tk")
+                assert struck.count() and min(box["height"] for box in
+                                              struck.evaluate_all("e => e.map(x => x.getBoundingClientRect())")) >= 24
+                for index in range(len(page.locator("#blocks [data-testid^='cell-'][data-testid$='-0']").all())):
+                    page.locator("#step-index input").fill(str(index))
+                    page.locator("#step-index input").press("Enter")
+                    expect(page.locator("#step-view")).to_contain_text(f"Block {index} of")
+                    cut = page.locator("#step-view .tabed-why div").evaluate_all(
+                        f"e => e.filter(x => x.scrollWidth > x.clientWidth + 1 || x.getBoundingClientRect().right > "
+                        f"{width}).map(x => x.innerText)")
+                    assert cut == [], (index, cut)
+        finally:
+            context.close()
+
     def test_typed_markup_is_shown_as_text_everywhere(self, page, chart_png):
         """A prompt holding markup is words: the conversation, the status and the downloads show it as typed,
         no tag of it is made (no picture fetched, no script run, no bold)."""
