@@ -274,14 +274,13 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
     # preprocess=False: the handlers check every value themselves (`page/controls.py`), so that a bad one is a
     # line in the status that names its field, not Gradio's toast and error badges over every output
     decode = dict(concurrency_id="decode", concurrency_limit=1, trigger_mode="always_last", preprocess=False)
-    # A run clears the last run's replayed race too, by a listener of its own (the run's API stays as it is),
-    # registered before the run's: Gradio carries out a trigger's listeners in turn, the run's to its end.
-    for trigger in (ask.run.click, ask.follow_up.click, ask.prompt.submit):
-        trigger(run_starts, None, [show.race, show.status, ask.stop], queue=False, api_name=False,
-                js=texts.RUN_STARTS_JS)
-    run_event = ask.run.click(run, inputs, outputs, api_name="run", **decode)
-    follow_event = ask.follow_up.click(ask_follow_up, inputs, outputs, api_name="follow_up", **decode)
-    submit_event = ask.prompt.submit(run, inputs, outputs, api_name=False, **decode)
+    # A run first clears the last run's replayed race, says it waits its turn and turns Stop red (`run_starts`),
+    # then decodes: chained, so that no frame of the run can land before that one (the run's API is its own)
+    started = [trigger(run_starts, None, [show.race, show.status, ask.stop], queue=False, api_name=False,
+                       js=texts.RUN_STARTS_JS) for trigger in (ask.run.click, ask.follow_up.click, ask.prompt.submit)]
+    run_event = started[0].then(run, inputs, outputs, api_name="run", **decode)
+    follow_event = started[1].then(ask_follow_up, inputs, outputs, api_name="follow_up", **decode)
+    submit_event = started[2].then(run, inputs, outputs, api_name=False, **decode)
     # trigger_mode="multiple": a picture added while the last one's check is on its way is checked too
     ask.image.upload(check_upload, [ask.image], [ask.image, show.status], preprocess=False, queue=False,
                      api_name=False, trigger_mode="multiple")
@@ -304,11 +303,11 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
     step = show.stepper
     stepped = [step.index, step.view]
     notes = [show.timing, show.weights_note]  # in the words of what decoded the answer (`texts.notes_for`)
-    for event in (run_event, follow_event, submit_event):
-        event.then(lambda: gr.update(variant="secondary"), None, [ask.stop], js=texts.RUN_ENDS_JS, api_name=False,
-                   queue=False)
-    for event in (run_event, follow_event, submit_event, new_event):  # a new answer: its first block
-        event.then(first_step, [state], stepped + notes, api_name=False)
+    for event in (run_event, follow_event, submit_event, new_event):  # a new answer: its first block, then (a
+        shown = event.then(first_step, [state], stepped + notes, api_name=False)  # run's) the verdict in view
+        if event is not new_event:
+            shown.then(lambda: gr.update(variant="secondary"), None, [ask.stop], js=texts.RUN_ENDS_JS, api_name=False,
+                       queue=False)
     step.index.input(show_step, [state, step.index], stepped, api_name=False, preprocess=False)
     step.previous.click(lambda c, i: show_step(c, (i or 0) - 1), [state, step.index], stepped, api_name=False)
     step.next.click(lambda c, i: show_step(c, (i or 0) + 1), [state, step.index], stepped, api_name=False)

@@ -21,7 +21,7 @@ import pytest
 from conftest import conversations, serving, status_text
 from tabed.bench.runner import BenchSettings, run_bench
 from tabed.engine.config import GenerationConfig
-from tabed.engine.events import BlockEvent, GenerationResult
+from tabed.engine.events import BlockEvent, GenerationResult, Position, WeightUpdate
 from tabed.engine.loop import collect, speculative_generate
 from tabed.engine.session import Clock
 from tabed.engine.spec import parse_spec
@@ -61,24 +61,31 @@ def tokens_of(top: list[list]) -> list[int]:
     return [token for token, _ in top[:3]]
 
 
-def position_record(position: dict) -> dict:
+def present(record: dict) -> dict:
+    """A typed record's fields that hold something (the records keep what the run decided, not empty slots)."""
+    return {key: [present(v) if isinstance(v, dict) else v for v in value] if isinstance(value, list) else value
+            for key, value in record.items() if value is not None}
+
+
+def position_record(position: Position) -> dict:
     """What a verified position decided: each distribution's top tokens, and the test the draft met."""
-    test = {key: value for key, value in position["test"].items() if key not in ("residual",)}
-    if "residual" in position["test"]:
-        test["residual_top"] = tokens_of(position["test"]["residual"])
-    return {"draft": position["draft"], "methods": {m: tokens_of(top) for m, top in position["methods"].items()},
-            "ensemble": tokens_of(position["ensemble"]), "target": tokens_of(position["target"]), "test": test}
+    test = present(asdict(position.test))
+    if "residual" in test:
+        test["residual_top"] = tokens_of(test.pop("residual"))
+    return {"draft": position.draft, "methods": {m: tokens_of(top) for m, top in position.methods.items()},
+            "ensemble": tokens_of(position.ensemble), "target": tokens_of(position.target), "test": test}
 
 
-def weight_record(update: dict | None) -> dict | None:
+def weight_record(update: WeightUpdate | None) -> dict | None:
     """How a block's weights were chosen: the rule, the history's size, and what decided (w-grid: each
     candidate's matches, the most matched and the winner)."""
     if update is None:
         return None
-    kept = {key: update[key] for key in ("rule", "positions", "most_matches", "winner", "weights", "shared", "waiting")
-            if key in update}
-    if "candidates" in update:
-        kept["matches"] = [candidate["matches"] for candidate in update["candidates"]]
+    kept = {key: value for key, value in present(asdict(update)).items()
+            if key in ("rule", "positions", "most_matches", "winner", "weights", "shared", "waiting")
+            and not (key == "waiting" and value == 0)}
+    if update.candidates is not None:
+        kept["matches"] = [candidate.matches for candidate in update.candidates]
     return kept
 
 

@@ -57,6 +57,81 @@ class TreeNode:
     target_prob: float  # its probability under the target, after its parent
 
 
+# What an inspected block recorded (`inspection.py`: how each is made; the JSON download holds them by `asdict`).
+Top = list[list]  # a distribution's likeliest tokens: [[token, probability], …], likeliest first
+
+
+@dataclass(frozen=True)
+class Tried:
+    """A tree's child tried at a depth of the accepted path, in the order tried: its token, whether it was kept,
+    and (sampling) its uniform draw u and p, q at its token."""
+
+    node: int
+    token: int
+    kept: bool
+    u: float | None = None
+    p: float | None = None
+    q: float | None = None
+
+
+@dataclass(frozen=True)
+class DraftTest:
+    """The test a draft met. Greedy: kept when it is the target's top-1 (`target_top1`). Sampling: p and q at
+    the draft, the chain's draw u (a tree's tests are in `tried`), and at a rejection the token drawn from the
+    residual and the residual's likeliest tokens."""
+
+    kind: str  # "greedy" or "sampling"
+    kept: bool
+    target_top1: int | None = None
+    p: float | None = None
+    q: float | None = None
+    u: float | None = None
+    tried: list[Tried] | None = None
+    residual_token: int | None = None
+    residual: Top | None = None
+
+
+@dataclass(frozen=True)
+class Position:
+    """A draft position the target verified: the draft, each drafting method's likeliest tokens (resting ones
+    left out), the ensemble's, the target's, and the test the draft met."""
+
+    draft: int
+    methods: dict[str, Top]
+    ensemble: Top
+    target: Top
+    test: DraftTest
+
+
+@dataclass
+class Candidate:
+    """A w-grid weighting: its weights, how often its mixed top-1 matched the target's, and its summed KL."""
+
+    weights: list[float]
+    matches: float
+    kl: float
+
+
+@dataclass
+class WeightUpdate:
+    """How the history chose a block's weights: the rule, the positions it held and the weights it gave, and
+    what decided per rule (w-grid: `candidates`, the `most_matches` among them and the `winner`; kld and tvd:
+    each method's summed `divergence`; hedge: each method's summed `loss` and the `rate`); the methods drafted
+    as one row (`shared`) and the positions waiting for resting rows (`waiting`)."""
+
+    rule: str
+    positions: int
+    weights: list[float]
+    candidates: list[Candidate] | None = None
+    most_matches: list[int] | None = None
+    winner: int | None = None
+    divergence: list[float] | None = None
+    loss: list[float] | None = None
+    rate: float | None = None
+    shared: list[str] | None = None
+    waiting: int = 0
+
+
 @dataclass
 class BlockEvent:
     """One draft-then-verify block of speculative decoding."""
@@ -89,8 +164,8 @@ class BlockEvent:
     # with `GenerationConfig.inspect` (`inspection.py`): per verified draft position, the methods', the
     # ensemble's and the target's top tokens and the test the draft met; and how this block's weights were
     # chosen from the history of the blocks before it (None: uniform, nothing learned yet)
-    positions: list[dict] = field(default_factory=list)
-    weight_update: dict | None = None
+    positions: list[Position] = field(default_factory=list)  # what the target decided at each (`inspect`)
+    weight_update: WeightUpdate | None = None  # how the history chose the weights (`inspect`)
 
 
 @dataclass

@@ -15,46 +15,42 @@ import torch
 
 from .drafts import DraftChain, Verdict
 from .ensemble import WeightHistory
+from .events import Candidate, DraftTest, Position, Top, Tried, WeightUpdate
 from .sampling import residual
 
 TOP_K = 5  # the tokens recorded of each distribution
-
-
-def top_k(probs: torch.Tensor, k: int = TOP_K) -> list[list]:
+def top_k(probs: torch.Tensor, k: int = TOP_K) -> Top:
     """The `k` likeliest tokens of a distribution (V,), as [[token, probability], …], likeliest first."""
     values, indices = probs.float().topk(min(k, probs.shape[-1]))
     return [[token, prob] for token, prob in zip(indices.tolist(), values.tolist(), strict=True)]
 
 
 def block_positions(methods: tuple[str, ...], resting: list[str], draft: DraftChain, verdict: Verdict,
-                    greedy: bool) -> list[dict]:
-    """One entry per draft position the target verified (the kept drafts and the first rejected one), in
-    order: `draft`, `methods` ({method: top-k}, the resting ones left out), `ensemble`, `target` (the
-    target's distribution there) and `test`. For a tree, `draft` is the walked chain (its accepted path
-    and the best drafts below) and each test lists the children tried at that depth (`tried`)."""
+                    greedy: bool) -> list[Position]:
+    """One `Position` per draft position the target verified (the kept drafts and the first rejected one), in
+    order. For a tree, `draft` is the walked chain (its accepted path and the best drafts below) and each test
+    lists the children tried at that depth (`tried`)."""
     verified = min(verdict.accepted + 1, len(draft.tokens))
     tried = _tried_by_depth(verdict, verified) if verdict.nodes else None
     positions = []
     for j in range(verified):
         token, p, q = draft.tokens[j], verdict.target_probs[j], draft.mixed_probs[j]
         kept = j < verdict.accepted
-        test = {"kind": "greedy", "target_top1": int(p.argmax()), "kept": kept} if greedy else {
-            "kind": "sampling", "p": float(p[token]), "q": float(q[token]), "kept": kept}
-        if tried is not None:
-            test["tried"] = tried[j]
-        elif not greedy:
-            test["u"] = verdict.draws[j]
-        if not greedy and not kept:
-            test["residual_token"] = verdict.target_token
-            test["residual"] = top_k(verdict.residual if verdict.residual is not None else residual(p, q))
-        positions.append({"draft": token,
-                          "methods": {m: top_k(draft.row_probs[j][k]) for k, m in enumerate(methods)
-                                      if m not in resting},
-                          "ensemble": top_k(q), "target": top_k(p), "test": test})
+        at_depth = tried[j] if tried is not None else None
+        if greedy:
+            test = DraftTest("greedy", kept, target_top1=int(p.argmax()), tried=at_depth)
+        else:  # a chain's draw is its own; a tree's are its children's (`tried`)
+            test = DraftTest("sampling", kept, p=float(p[token]), q=float(q[token]),
+                             u=verdict.draws[j] if at_depth is None else None, tried=at_depth,
+                             residual_token=None if kept else verdict.target_token,
+                             residual=None if kept else top_k(verdict.residual if verdict.residual is not None
+                                                              else residual(p, q)))
+        positions.append(Position(token, {m: top_k(draft.row_probs[j][k]) for k, m in enumerate(methods)
+                                          if m not in resting}, top_k(q), top_k(p), test))
     return positions
 
 
-def _tried_by_depth(verdict: Verdict, depths: int) -> list[list[dict]]:
+def _tried_by_depth(verdict: Verdict, depths: int) -> list[list[Tried]]:
     """A tree's tests, per depth along the accepted path: every child of the path's node there, in the
     order tried (sampling: with its draw u and p, q at its token), and whether it was kept."""
     path = [node for node, info in enumerate(verdict.nodes) if info.accepted]  # parents first: in depth order
@@ -66,14 +62,14 @@ def _tried_by_depth(verdict: Verdict, depths: int) -> list[list[dict]]:
         if draws:
             children = [node for node in children if node in draws]
             children.sort(key=lambda node: draws[node]["order"])
-        out.append([{"node": node, "token": verdict.nodes[node].token, "kept": verdict.nodes[node].accepted,
-                     **({key: draws[node][key] for key in ("u", "p", "q")} if node in draws else {})}
+        out.append([Tried(node, verdict.nodes[node].token, verdict.nodes[node].accepted,
+                          **({key: draws[node][key] for key in ("u", "p", "q")} if node in draws else {}))
                     for node in children])
     return out
 
 
 def weight_update(history: WeightHistory, weights: torch.Tensor, shared: list[str] = (), waiting: int = 0,
-                  ) -> dict | None:
+                  ) -> WeightUpdate | None:
     """How the history chose the `weights` it gives now (None before it has any position): the rule, the
     positions it holds, and per rule what decided — w-grid: each candidate's top-1 matches and KL, the
     candidates with the most matches and the winner among them (the least KL; the first of equal ones);
@@ -85,23 +81,17 @@ def weight_update(history: WeightHistory, weights: torch.Tensor, shared: list[st
     if total is None:
         return None
     total = total.float().cpu()
-    choice = {"rule": history.rule, "positions": len(history)}
+    chosen = {}
     if history.rule == "w-grid":
-        grid = history.grid
         matches, kls = total[:, 0].tolist(), total[:, 1].tolist()
         best = max(matches)
         tied = [index for index, count in enumerate(matches) if count == best]
-        winner = min(tied, key=lambda index: (kls[index], index))
-        choice |= {"candidates": [{"weights": [round(w, 6) for w in row], "matches": m, "kl": k}
-                                  for row, m, k in zip(grid.tolist(), matches, kls, strict=True)],
-                   "most_matches": tied, "winner": winner}
+        chosen = {"candidates": [Candidate([round(w, 6) for w in row], m, k)
+                                 for row, m, k in zip(history.grid.tolist(), matches, kls, strict=True)],
+                  "most_matches": tied, "winner": min(tied, key=lambda index: (kls[index], index))}
     elif history.rule in ("kld", "tvd"):
-        choice["divergence"] = total.tolist()
+        chosen = {"divergence": total.tolist()}
     else:
-        choice |= {"loss": total.tolist(), "rate": float(history.rate)}
-    choice["weights"] = weights.tolist()
-    if shared:
-        choice["shared"] = list(shared)
-    if waiting:
-        choice["waiting"] = waiting
-    return choice
+        chosen = {"loss": total.tolist(), "rate": float(history.rate)}
+    return WeightUpdate(history.rule, len(history), weights.tolist(), shared=list(shared) or None, waiting=waiting,
+                        **chosen)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 
-from ..engine.events import BlockEvent
+from ..engine.events import BlockEvent, Tried, WeightUpdate
+from ..engine.events import Position as Verified
 from .words import Words, below, counted, one_row
 
 VERDICTS = {"kept": "\u2713 kept", "rejected": "\u2717 rejected", "discarded": "\u2013 discarded",
@@ -14,13 +15,13 @@ NEVER_TESTED = ("discarded, never tested: a draft is tested only when every draf
                 "earlier one of this block was rejected")
 
 
-def why(word: Words, position: dict) -> str:
+def why(word: Words, position: Verified) -> str:
     """Why the draft at a position was kept or rejected, in one line."""
-    test, draft = position["test"], position["draft"]
-    target = dict(map(tuple, position["target"]))
-    if test["kind"] == "greedy":
-        top1 = test["target_top1"]
-        if test["kept"]:
+    test, draft = position.test, position.draft
+    target = dict(map(tuple, position.target))
+    if test.kind == "greedy":
+        top1 = test.target_top1
+        if test.kept:
             return f"the target's top-1 is {word(top1)} ({target.get(top1, 0.0):.2f}): the draft is it, kept"
         if draft not in target:
             return (f"the target's top-1 is {word(top1)} ({target.get(top1, 0.0):.2f}); the draft {word(draft)} is "
@@ -28,27 +29,27 @@ def why(word: Words, position: dict) -> str:
         under, top = below(target[draft], target.get(top1, 0.0))  # a near tie shown with the decimals it needs
         return (f"the target's top-1 is {word(top1)} ({top}); the draft {word(draft)} had {under} under the target: "
                 "rejected")
-    tried = test.get("tried") or [{"token": draft, **{k: test[k] for k in ("u", "p", "q", "kept")}}]
+    tried = test.tried or [Tried(-1, draft, test.kept, test.u, test.p, test.q)]
     tests = "; ".join(_drawn(word, t) if k == 0 else  # a tree's next draw meets what the rejected one left
-                      f"then, with {word(tried[k - 1]['token'])} rejected, against what is left of the target's "
+                      f"then, with {word(tried[k - 1].token)} rejected, against what is left of the target's "
                       f"distribution (max(p − q, 0) renormalised: its p here): {_drawn(word, t)}"
                       for k, t in enumerate(tried))
-    if test["kept"]:
+    if test.kept:
         return tests
-    return (f"{tests}; the target's {word(test['residual_token'])} is drawn from what is left of its "
+    return (f"{tests}; the target's {word(test.residual_token)} is drawn from what is left of its "
             "distribution, max(p − q, 0) renormalised")
 
 
-def _drawn(word: Words, tried: dict) -> str:
+def _drawn(word: Words, tried: Tried) -> str:
     """A sampled draft's test: its uniform draw u against p/q, with as many decimals as the comparison needs."""
-    ratio = tried["p"] / tried["q"] if tried["q"] else float("inf")
-    if tried["kept"]:
+    ratio = tried.p / tried.q if tried.q else float("inf")
+    if tried.kept:
         if ratio >= 1:
-            return f"{word(tried['token'])}: p/q = {ratio:.2f} ≥ 1, so kept whatever u (u = {tried['u']:.2f})"
-        u, ratio_shown = below(tried["u"], ratio)
-        return f"{word(tried['token'])}: u = {u} < p/q = {ratio_shown} kept"
-    ratio_shown, u = below(ratio, tried["u"])
-    return f"{word(tried['token'])}: u = {u} ≥ p/q = {ratio_shown} rejected"
+            return f"{word(tried.token)}: p/q = {ratio:.2f} ≥ 1, so kept whatever u (u = {tried.u:.2f})"
+        u, ratio_shown = below(tried.u, ratio)
+        return f"{word(tried.token)}: u = {u} < p/q = {ratio_shown} kept"
+    ratio_shown, u = below(ratio, tried.u)
+    return f"{word(tried.token)}: u = {u} ≥ p/q = {ratio_shown} rejected"
 
 
 def draft_detail(word: Words, block: BlockEvent, j: int) -> str:
@@ -65,7 +66,7 @@ def draft_detail(word: Words, block: BlockEvent, j: int) -> str:
         return (f"{head} · {verdict} · drafters' mix p={block.draft_probs[j]:.2f} · "
                 f"target p={block.target_probs[j]:.2f}")
     position = block.positions[j]
-    return (f"{head} · {verdict}: {why(word, position)} · the target's top-3: {word.top(position['target'])} · "
+    return (f"{head} · {verdict}: {why(word, position)} · the target's top-3: {word.top(position.target)} · "
             f"this draft: target p={block.target_probs[j]:.2f}, drafters' mix q={block.draft_probs[j]:.2f}")
 
 
@@ -188,17 +189,17 @@ def history_matches(blocks: list[BlockEvent]) -> tuple[int, dict[str, float]] | 
     method's own top-1 was the target's (its weighting alone); None when no block's weights were so chosen."""
     for block in reversed(blocks):
         update = block.weight_update
-        if not update or update.get("rule") != "w-grid" or update.get("shared"):
+        if not update or update.rule != "w-grid" or update.shared:
             continue
         if (alone := alone_matches(update, list(block.weights))) is not None:
-            return update["positions"], alone
+            return update.positions, alone
     return None
 
 
-def alone_matches(update: dict, methods: list[str]) -> dict[str, float] | None:
+def alone_matches(update: WeightUpdate, methods: list[str]) -> dict[str, float] | None:
     """From a w-grid choice's figures: how often each method's own top-1 matched the target's (the weighting
     all on it); None when the grid has no such weighting for some method."""
-    alone = {m: next((c["matches"] for c in update["candidates"] if c["weights"][k] == 1.0), None)
+    alone = {m: next((c.matches for c in update.candidates if c.weights[k] == 1.0), None)
              for k, m in enumerate(methods)}
     return None if None in alone.values() else alone
 

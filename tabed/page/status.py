@@ -134,10 +134,10 @@ def verdict(facts: RunFacts) -> str:
     """The run's first line (at most 30 words): its speed against plain decoding (or why there is no figure),
     that its answer is exact, and the cause in a clause: how many tokens each check by the big model kept."""
     label, speedup, exact = facts.label, facts.speedup, facts.exact
-    if facts.starved is not None and exact is not None:
-        speed = f"{label}'s timings are unreliable (the machine was busy): no speedup"
-    elif facts.too_short:
+    if facts.too_short:  # no figure whatever the machine did
         speed = f"{label}'s answer was too short to time (under {TIMED_TOKENS} tokens)"
+    elif facts.starved is not None and exact is not None:
+        speed = f"{label}'s timings are unreliable (the machine was busy): no speedup"
     elif speedup is None:
         speed = f"{label} is done"
     elif speedup >= 1 + ABOUT_EVEN:

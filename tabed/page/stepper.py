@@ -10,7 +10,7 @@ import math
 
 from transformers import PreTrainedTokenizerBase
 
-from ..engine.events import BlockEvent, StopReason
+from ..engine.events import BlockEvent, Position, StopReason, WeightUpdate
 from .reasons import NEVER_TESTED, VERDICTS, alone_matches, why
 from .render import STOP_WORDS, counted, tree_depth
 from .words import SHOWN, Words, below, one_row
@@ -57,7 +57,7 @@ def step_html(tokenizer: PreTrainedTokenizerBase, blocks: list[BlockEvent], inde
             f"target kept {block.accepted}. Weights {html.escape(weights)}.</p>")
     if not block.positions and block.draft:
         return f'<div class="tabed-step">{head}<p>This run did not record its blocks (inspect was off).</p></div>'
-    methods = list(block.positions[0]["methods"]) if block.positions else []
+    methods = list(block.positions[0].methods) if block.positions else []
     header = "".join(f"<th>{html.escape(c)}</th>" for c in
                      ["#", "draft", *(f"{m} top-{SHOWN}" for m in methods), "mix", "target", "verdict"])
     rows = [_position_row(word, position, j, methods) for j, position in enumerate(block.positions)]
@@ -96,11 +96,11 @@ def _one_row(shared: list[str], block: BlockEvent) -> str:
     return f" ({one_row(shared)}, the chart's line {'='.join(shared)} {total:.2f}, split equally here)"
 
 
-def _position_row(word: Words, position: dict, j: int, methods: list[str]) -> str:
-    test = position["test"]
-    verdict = VERDICTS["kept" if test["kept"] else "rejected"]
-    cells = [str(j + 1), word(position["draft"]), *(word.top(position["methods"][m]) for m in methods),
-             word.top(position["ensemble"]), word.top(position["target"]), verdict]
+def _position_row(word: Words, position: Position, j: int, methods: list[str]) -> str:
+    test = position.test
+    verdict = VERDICTS["kept" if test.kept else "rejected"]
+    cells = [str(j + 1), word(position.draft), *(word.top(position.methods[m]) for m in methods),
+             word.top(position.ensemble), word.top(position.target), verdict]
     span = len(cells)
     return ("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in cells) + "</tr>"
             f'<tr class="tabed-why"><td colspan="{span}"><div>{html.escape(why(word, position))}</div></td></tr>')
@@ -133,19 +133,19 @@ def moved_why(block: BlockEvent, after: BlockEvent) -> str:
     positions wait for the resting row to catch up."""
     verified = counted(len(block.positions), "verified position")
     update = after.weight_update
-    if update is not None and update.get("waiting"):
+    if update is not None and update.waiting:
         waits = "waits" if len(block.positions) == 1 else "wait"
         return (f"What this block changed: nothing yet. Its {verified} {waits}, with the others verified while "
                 f"{_resting(after)} rested, for its row to catch up: until then the history holds "
-                f"{counted(update['positions'], 'position')} and the next block's weights stay "
+                f"{counted(update.positions, 'position')} and the next block's weights stay "
                 f"{_weights_text(after)}.")
     now, then = _weights_text(after), _weights_text(block)
     change = f"stay {now}" if now == then else f"go from {then} to {now}"
-    alone = alone_matches(update, list(after.weights)) if update["rule"] == "w-grid" else None
+    alone = alone_matches(update, list(after.weights)) if update.rule == "w-grid" else None
     over = (" (over them " + ", ".join(f"{m}'s top-1 matched the target's {counted(int(n), 'time')}"
                                         for m, n in alone.items()) + ")") if alone and len(alone) > 1 else ""
     return (f"What this block changed: its {verified} joined the history, which holds "
-            f"{counted(update['positions'], 'position')} now{over}, and the next block's weights {change}. "
+            f"{counted(update.positions, 'position')} now{over}, and the next block's weights {change}. "
             f"Block {after.index} says how they were chosen.")
 
 
@@ -165,40 +165,40 @@ def weights_why(block: BlockEvent, unlearned: str = UNLEARNED) -> str:
 def _choice(block: BlockEvent) -> str:
     """The rule's choice of a block's weights, from the figures it recorded (`weight_update`)."""
     update, methods, chosen = block.weight_update, list(block.weights), _weights_text(block)
-    seen = f"over the {counted(update['positions'], 'position')} the target had verified"
-    if update.get("waiting"):
-        seen = (f"over the {counted(update['positions'], 'position')} in the history ({update['waiting']} more wait "
+    seen = f"over the {counted(update.positions, 'position')} the target had verified"
+    if update.waiting:
+        seen = (f"over the {counted(update.positions, 'position')} in the history ({update.waiting} more wait "
                 f"for {_resting(block)}'s row to catch up, so the weights stay as they were)")
-    if update.get("shared"):
-        chosen += f" ({one_row(update['shared'])}, its weight shared equally, since no split of it changes the mix)"
-    if update["rule"] == "w-grid":
-        candidates = update["candidates"]
+    if update.shared:
+        chosen += f" ({one_row(update.shared)}, its weight shared equally, since no split of it changes the mix)"
+    if update.rule == "w-grid":
+        candidates = update.candidates
         alone = alone_matches(update, methods)
-        best = candidates[update["winner"]]
+        best = candidates[update.winner]
         matched = ", ".join(f"{m}'s top-1 matched the target's {counted(int(n), 'time')}" for m, n in alone.items())
-        tied = len(update["most_matches"])
+        tied = len(update.most_matches)
         whole = (" (all of it to one method: alone, its probabilities sat closer to the target's than any mix's "
                  "did; a method left at 0 rests, and the rule weighs it again when it catches up)"
-                 if max(best["weights"]) == 1.0 and len(methods) > 1 else "")
+                 if max(best.weights) == 1.0 and len(methods) > 1 else "")
         closest = _closest(update, methods)
         won = ("As close as the winner to six decimals, the first of them in the rule's order won"
                if _equally_close(update) else "The closest won")
         if tied == len(candidates):  # the matches told the weightings nothing apart
             return (f"{seen}, {matched} (w-grid). All {len(candidates)} weightings tried matched as often "
-                    f"({int(best['matches'])}), a tie that says nothing about which method is better, so the rule "
+                    f"({int(best.matches)}), a tie that says nothing about which method is better, so the rule "
                     f"went on to {CLOSEST}: {closest}. {won}: {chosen}{whole}.")
         beyond = (", more than any method alone: a mix's top-1 is that of the weighted sum of the methods' "
                   "distributions, which can be right where each one's own top-1 is not"
-                  if best["matches"] > max(alone.values()) else "")
+                  if best.matches > max(alone.values()) else "")
         among = f"; of those, by {CLOSEST}: {closest}. {won}" if tied > 1 else ", and won"
         return (f"{seen}, {matched} (w-grid). Of the {len(candidates)} weightings tried, "
-                f"{tied} matched most often ({int(best['matches'])}{beyond}){among}: {chosen}{whole}.")
-    if update["rule"] in ("kld", "tvd"):
-        sums = ", ".join(f"{m} {d:.2f}" for m, d in zip(methods, update["divergence"], strict=True))
-        return (f"{seen}, each method's summed divergence from the target ({update['rule']}): {sums}; weights ∝ "
+                f"{tied} matched most often ({int(best.matches)}{beyond}){among}: {chosen}{whole}.")
+    if update.rule in ("kld", "tvd"):
+        sums = ", ".join(f"{m} {d:.2f}" for m, d in zip(methods, update.divergence, strict=True))
+        return (f"{seen}, each method's summed divergence from the target ({update.rule}): {sums}; weights ∝ "
                 f"1 / divergence: {chosen}.")
-    losses = ", ".join(f"{m} {loss:.2f}" for m, loss in zip(methods, update["loss"], strict=True))
-    return (f"{seen}, each method's summed log-loss (hedge): {losses}; weights ∝ exp(−{update['rate']:.3f} × "
+    losses = ", ".join(f"{m} {loss:.2f}" for m, loss in zip(methods, update.loss, strict=True))
+    return (f"{seen}, each method's summed log-loss (hedge): {losses}; weights ∝ exp(−{update.rate:.3f} × "
             f"loss): {chosen}.")
 
 
@@ -209,28 +209,28 @@ CLOSEST = ("how close each weighting's probabilities for every token came to the
 ALL_TIED_SHOWN = 4  # tied weightings listed whole up to this many
 
 
-def _closest(update: dict, methods: list[str]) -> str:
+def _closest(update: WeightUpdate, methods: list[str]) -> str:
     """The tied weightings' closeness (KL) as the rule compared it, closest first: all of them when they are few
     (a winner alone beside its figure says nothing), else the winner, each method alone and the even mix."""
-    candidates, tied = update["candidates"], update["most_matches"]
+    candidates, tied = update.candidates, update.most_matches
     even = [1 / len(methods)] * len(methods)
     shown = tied if len(tied) <= ALL_TIED_SHOWN else [
-        k for k in tied if k == update["winner"] or max(candidates[k]["weights"]) == 1.0
-        or all(abs(w - e) < 1e-3 for w, e in zip(candidates[k]["weights"], even, strict=True))]
-    kls = [candidates[k]["kl"] for k in shown]
+        k for k in tied if k == update.winner or max(candidates[k].weights) == 1.0
+        or all(abs(w - e) < 1e-3 for w, e in zip(candidates[k].weights, even, strict=True))]
+    kls = [candidates[k].kl for k in shown]
     digits = next((d for d in range(2, 7) if len({round(kl, d) for kl in kls}) == len({round(kl, 6) for kl in kls})),
                   6)  # as many decimals as tell the figures apart (they read "0.16, 0.16, 0.16" with two)
-    said = ", ".join(f"{_weighting(candidates[k]['weights'], methods)} {candidates[k]['kl']:.{digits}f}"
-                     for k in sorted(shown, key=lambda k: candidates[k]["kl"]))
+    said = ", ".join(f"{_weighting(candidates[k].weights, methods)} {candidates[k].kl:.{digits}f}"
+                     for k in sorted(shown, key=lambda k: candidates[k].kl))
     left = len(tied) - len(shown)
     return said + (f" (and {left} more, none closer than the winner)" if left else "")
 
 
-def _equally_close(update: dict) -> bool:
+def _equally_close(update: WeightUpdate) -> bool:
     """Whether a tied weighting came as close as the winner, to six decimals (then the first in order wins)."""
-    candidates, winner = update["candidates"], update["winner"]
-    return any(k != winner and round(candidates[k]["kl"], 6) == round(candidates[winner]["kl"], 6)
-               for k in update["most_matches"])
+    candidates, winner = update.candidates, update.winner
+    return any(k != winner and round(candidates[k].kl, 6) == round(candidates[winner].kl, 6)
+               for k in update.most_matches)
 
 
 def _weighting(weights: list[float], methods: list[str]) -> str:

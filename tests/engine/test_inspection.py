@@ -43,7 +43,7 @@ def test_inspecting_changes_no_token_draft_or_draw(pair, image, scenario):
                                                                         for b in plain.blocks]
     assert all(b.positions == [] and b.weight_update is None for b in plain.blocks)
     assert all(len(b.positions) == min(b.accepted + 1, len(b.draft)) for b in result.blocks)
-    assert [p["draft"] for b in result.blocks for p in b.positions] == [
+    assert [p.draft for b in result.blocks for p in b.positions] == [
         t for b in result.blocks for t in b.draft[:min(b.accepted + 1, len(b.draft))]]
 
 
@@ -57,29 +57,29 @@ def test_each_recorded_test_is_the_one_the_draft_met(pair, image, scenario):
     checked = {"kept": 0, "rejected": 0, "mixed": 0}
     for block in result.blocks:
         for j, position in enumerate(block.positions):
-            test, kept = position["test"], j < block.accepted
-            assert test["kept"] == kept
+            test, kept = position.test, j < block.accepted
+            assert test.kept == kept
             checked["kept" if kept else "rejected"] += 1
             if config.temperature == 0:  # the kept drafts are the target's top-1, the first rejected one is not
-                assert (position["draft"] == test["target_top1"] == position["target"][0][0]) == kept
-            for tried in test.get("tried", [test]) if config.temperature else ():  # u·q < p, exactly when kept
-                assert (tried["u"] * tried["q"] < tried["p"]) == tried["kept"]
+                assert (position.draft == test.target_top1 == position.target[0][0]) == kept
+            for tried in (test.tried or [test]) if config.temperature else ():  # u·q < p, exactly when kept
+                assert (tried.u * tried.q < tried.p) == tried.kept
             if config.temperature and not kept:
-                assert test["residual_token"] == block.target_token
-            if "tried" in test:  # a tree's children there: the kept one, if any, is the draft (sampling: last tried)
-                assert [t["kept"] for t in test["tried"]].count(True) == kept
-                kept_ones = [t["token"] for t in test["tried"] if t["kept"]]
-                assert kept_ones == ([position["draft"]] if kept else [])
-                assert not kept or not config.temperature or test["tried"][-1]["kept"]
-                assert config.temperature or all((t["token"] == test["target_top1"]) == t["kept"]
-                                                 for t in test["tried"])
-            weights = {m: w for m, w in block.weights.items() if m in position["methods"]}
-            for token, prob in position["ensemble"]:  # Σ w·q, where every method's top-k holds the token
-                q = [dict(map(tuple, position["methods"][m])).get(token) for m in weights]
+                assert test.residual_token == block.target_token
+            if test.tried is not None:  # a tree's children: the kept one, if any, is the draft (sampling: last tried)
+                assert [t.kept for t in test.tried].count(True) == kept
+                kept_ones = [t.token for t in test.tried if t.kept]
+                assert kept_ones == ([position.draft] if kept else [])
+                assert not kept or not config.temperature or test.tried[-1].kept
+                assert config.temperature or all((t.token == test.target_top1) == t.kept
+                                                 for t in test.tried)
+            weights = {m: w for m, w in block.weights.items() if m in position.methods}
+            for token, prob in position.ensemble:  # Σ w·q, where every method's top-k holds the token
+                q = [dict(map(tuple, position.methods[m])).get(token) for m in weights]
                 if None not in q and "N" not in block.weights:
                     assert close(prob, sum(w * p for w, p in zip(weights.values(), q, strict=True)))
                     checked["mixed"] += 1
-            assert close(position["ensemble"][0][1], max(p for _, p in position["ensemble"]))
+            assert close(position.ensemble[0][1], max(p for _, p in position.ensemble))
     assert checked["kept"] and checked["rejected"] and (checked["mixed"] or "N" in result.blocks[0].weights)
 
 
@@ -90,25 +90,25 @@ def test_each_blocks_weights_are_the_rules_choice_from_the_recorded_statistics(p
     assert result.blocks[0].weight_update is None and len(updates) > 2
     for block in updates:
         update = block.weight_update
-        assert update["rule"] == config.rule
+        assert update.rule == config.rule
         if config.rule == "w-grid":
-            matches = [c["matches"] for c in update["candidates"]]
+            matches = [c.matches for c in update.candidates]
             tied = [i for i, m in enumerate(matches) if m == max(matches)]
-            winner = min(tied, key=lambda i: (update["candidates"][i]["kl"], i))
-            assert update["most_matches"] == tied and update["winner"] == winner
-            expected = update["candidates"][winner]["weights"]
+            winner = min(tied, key=lambda i: (update.candidates[i].kl, i))
+            assert update.most_matches == tied and update.winner == winner
+            expected = update.candidates[winner].weights
         elif config.rule in ("kld", "tvd"):
-            inverse = [1 / (d + 1e-6) for d in update["divergence"]]
+            inverse = [1 / (d + 1e-6) for d in update.divergence]
             expected = [x / sum(inverse) for x in inverse]
         else:
-            expected = torch.softmax(-update["rate"] * torch.tensor(update["loss"]), 0).tolist()
-        assert all(close(a, b) for a, b in zip(update["weights"], expected, strict=True))
+            expected = torch.softmax(-update.rate * torch.tensor(update.loss), 0).tolist()
+        assert all(close(a, b) for a, b in zip(update.weights, expected, strict=True))
         assert all(close(a, b) for a, b in zip(block.weights.values(), expected, strict=True))  # the block's own
     if not any(block.resting for block in result.blocks):  # no resting row owes the history anything
         seen = 0
         for before, block in zip(result.blocks, result.blocks[1:], strict=False):
             seen += min(before.accepted + 1, len(before.draft))
-            assert (block.weight_update or {"positions": 0})["positions"] == seen  # every verified position before
+            assert (block.weight_update.positions if block.weight_update else 0) == seen  # every one verified before
 
 
 def test_each_chain_position_records_its_own_uniform_draw():
@@ -120,8 +120,8 @@ def test_each_chain_position_records_its_own_uniform_draw():
     target = torch.tensor([[0.6, 0.2, 0.2]] * 4)
     verdict = Verdict(2, 0, target, draws=[0.11, 0.22, 0.93])
     positions = block_positions(("M", "T"), [], draft, verdict, greedy=False)
-    assert [position["test"]["u"] for position in positions] == [0.11, 0.22, 0.93]
-    assert [position["test"]["kept"] for position in positions] == [True, True, False]
+    assert [position.test.u for position in positions] == [0.11, 0.22, 0.93]
+    assert [position.test.kept for position in positions] == [True, True, False]
 
 
 @pytest.mark.parametrize("scenario", ["greedy-chain", "fixed-gamma-kld", "greedy-tree"])
@@ -131,5 +131,5 @@ def test_a_rejections_target_token_and_its_probability_are_the_targets_top_one_w
     rejected = [b for b in result.blocks if b.accepted < len(b.draft)]
     assert rejected
     for block in rejected:
-        token, prob = block.positions[block.accepted]["target"][0]
+        token, prob = block.positions[block.accepted].target[0]
         assert block.target_token == token and close(block.target_token_prob, prob)

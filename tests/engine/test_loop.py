@@ -121,7 +121,7 @@ def test_methods_that_read_the_same_text_share_one_weight_equally(pair, image, r
     assert all(block.weights == {"M": 0.5, "T": 0.5} and block.weight_update is None for block in alone.blocks)
     with_n = collect(speculative_generate(pair, [Turn("w1 w1 w1 w1 w1")], parse_spec("tabed-MTN"), config))
     learned = [block for block in with_n.blocks if block.weight_update is not None]
-    assert learned and all(block.weight_update["shared"] == ["M", "T"] for block in learned)
+    assert learned and all(block.weight_update.shared == ["M", "T"] for block in learned)
     assert all(block.weights["M"] == pytest.approx(block.weights["T"]) for block in with_n.blocks)
     assert len({round(block.weights["N"], 6) for block in with_n.blocks}) > 1  # N's is still learned
     pictured = collect(speculative_generate(pair, [Turn("w1 w2 w3", [image])], parse_spec("tabed-MT"), config))

@@ -67,7 +67,8 @@ def final(outputs) -> Frame:
     return frame(outputs[-1])
 
 
-def test_run_streams_coloured_tokens_then_metrics_and_exports(tiny_app, image_path):
+def test_run_streams_coloured_tokens_then_metrics_and_exports(tiny_app, image_path, monkeypatch):
+    monkeypatch.setattr(session, "BUSY_SHARE", 0.0)  # the figure in the verdict, whatever else the machine runs
     outputs = list(tiny_app.run(image_path, "w1 w2 w3", None, **settings(hedge_first=False)))
     out = final(outputs)
     status, tabed_html, plain_html, metrics, figure = out.status, out.tabed, out.plain, out.metrics, out.weights
@@ -776,9 +777,10 @@ def test_the_block_stepper_shows_the_last_answers_blocks_one_at_a_time(tiny_app,
     assert "one row, the chart&#x27;s line M=T 1.00, split equally here" in tiny_app.show_step(unseen, 1)[1]
 
 
-def test_the_status_shows_lossless_and_names_what_decoded(tiny_app, image_path):
+def test_the_status_shows_lossless_and_names_what_decoded(tiny_app, image_path, monkeypatch):
     """Greedy: identical to plain decoding, token for token; sampling: a sample of the same distribution;
     a static ensemble or a single method is never called TABED."""
+    monkeypatch.setattr(session, "BUSY_SHARE", 0.0)  # the verdict's figure, whatever else the machine runs
     greedy = final(list(tiny_app.run(image_path, "w1 w2 w3", None, **settings(max_new_tokens=30))))
     tokens = len(last_run(greedy.state)["results"]["autoregressive"]["token_ids"])
     assert f"Identical to plain decoding: {tokens} of {tokens} tokens. Exact means the target's own answer, not a " \

@@ -3,7 +3,7 @@
 from dataclasses import replace
 
 from conftest import word_tokenizer
-from tabed.engine.events import BlockEvent, StopReason
+from tabed.engine.events import BlockEvent, Candidate, StopReason, WeightUpdate
 from tabed.page.reasons import fast_or_slow, guesses_matched, m_against_t, who_led
 from tabed.page.texts import TIMING, WEIGHTS_NOTE, notes_for
 from tabed.page.words import Words
@@ -124,10 +124,9 @@ def test_a_method_that_rested_is_not_compared_on_a_few_positions():
     assert "M's at 12 of 12 positions, T's at 1 of 2 positions (it rested in the other blocks)" in text
     assert "T drafted at too few positions to compare" in text
     assert " led" not in text and "Where both" not in text
-    grid = {"rule": "w-grid", "positions": 14, "winner": 0, "most_matches": [0],
-            "candidates": [{"weights": [1.0, 0.0], "matches": 13.0, "kl": 0.1},
-                           {"weights": [0.5, 0.5], "matches": 12.0, "kl": 0.2},
-                           {"weights": [0.0, 1.0], "matches": 5.0, "kl": 0.9}]}
+    grid = WeightUpdate("w-grid", 14, [1.0, 0.0], winner=0, most_matches=[0],
+                        candidates=[Candidate([1.0, 0.0], 13.0, 0.1), Candidate([0.5, 0.5], 12.0, 0.2),
+                                    Candidate([0.0, 1.0], 5.0, 0.9)])
     learned = blocks[:-1] + [replace(blocks[-1], weights={"M": 1.0, "T": 0.0}, weight_update=grid)]
     text = who_led(learned, shared=[], pictures=True, learned=True)  # the history, where T's row caught up
     assert ("Over the weights' history instead (14 positions: those verified until a resting row last caught up, "

@@ -12,7 +12,7 @@ import pytest
 
 from tabed.engine import resting
 from tabed.engine.config import GenerationConfig
-from tabed.engine.events import StopReason, TreeNode
+from tabed.engine.events import DraftTest, Position, StopReason, TreeNode, Tried
 from tabed.engine.loop import collect, speculative_generate
 from tabed.engine.spec import parse_spec
 from tabed.models.chat import Turn
@@ -77,17 +77,15 @@ def test_without_a_picture_the_stepper_says_its_weights_are_the_charts_one_row(p
     assert pictured.shared == [] and "one row" not in step_html(pair.tokenizer, pictured.blocks, 1, shared=[])
 
 
-def position(kind: str, kept: bool, **test) -> dict:
-    return {"draft": 7, "methods": {}, "ensemble": [[7, 0.6]], "target": [[9, 0.81], [7, 0.07]],
-            "test": {"kind": kind, "kept": kept, **test}}
+def position(kind: str, kept: bool, **test) -> Position:
+    return Position(7, {}, [[7, 0.6]], [[9, 0.81], [7, 0.07]], DraftTest(kind, kept, **test))
 
 
 def test_a_trees_second_draw_is_said_to_meet_what_the_first_left(tokenizer):
     """Sampling down a tree, a draw after a rejected one is tested against the target's residual: its p there
     can be 0.00 for a token the target's own top-3 gives 0.30 (a trial found that unexplained)."""
     word = Words(tokenizer)
-    tried = [{"token": 7, "u": 0.9, "p": 0.1, "q": 0.6, "kept": False},
-             {"token": 9, "u": 0.17, "p": 0.0, "q": 0.3, "kept": False}]
+    tried = [Tried(1, 7, False, u=0.9, p=0.1, q=0.6), Tried(2, 9, False, u=0.17, p=0.0, q=0.3)]
     said = why(word, position("sampling", False, tried=tried, residual_token=3))
     assert said.startswith(f"{word(7)}: u = 0.90 ≥ p/q = 0.17 rejected; then, with {word(7)} rejected, against what "
                            f"is left of the target's distribution (max(p − q, 0) renormalised: its p here): {word(9)}: "
@@ -100,11 +98,9 @@ def test_each_verdict_says_why_in_one_line(tokenizer):
     assert why(word, position("greedy", False, target_top1=9)) == (
         f"the target's top-1 is {nine} (0.81); the draft {seven} had 0.07 under the target: rejected")
     assert why(word, position("greedy", True, target_top1=9)).endswith("the draft is it, kept")
-    unlisted = position("greedy", False, target_top1=9)
-    unlisted["target"] = [[9, 0.81], [3, 0.1]]  # the draft is none of the target's recorded top tokens
+    unlisted = replace(position("greedy", False, target_top1=9), target=[[9, 0.81], [3, 0.1]])  # not in the top
     assert why(word, unlisted).endswith(f"the draft {seven} is not even among the target's top 2: rejected")
-    tie = position("greedy", False, target_top1=9)
-    tie["target"] = [[9, 0.5012], [7, 0.4988]]  # a near tie, with the decimals that tell it apart
+    tie = replace(position("greedy", False, target_top1=9), target=[[9, 0.5012], [7, 0.4988]])  # a near tie
     assert why(word, tie) == (f"the target's top-1 is {nine} (0.501); the draft {seven} had 0.499 under the target: "
                               "rejected")
     kept = why(word, position("sampling", True, u=0.42, p=0.07, q=0.1))
@@ -123,12 +119,12 @@ def test_the_weights_are_explained_by_the_rules_own_figures(pair, image):
     result = run(pair, image)
     block = next(b for b in result.blocks if b.weight_update is not None)
     update = block.weight_update
-    pure = {m: int(next(c["matches"] for c in update["candidates"] if c["weights"][k] == 1.0))
+    pure = {m: int(next(c.matches for c in update.candidates if c.weights[k] == 1.0))
             for k, m in enumerate(block.weights)}
     text = weights_why(block)
     for method, matches in pure.items():
         assert f"{method}'s top-1 matched the target's {counted(matches, 'time')}" in text
-    assert f"over the {counted(update['positions'], 'position')} the target" in text
+    assert f"over the {counted(update.positions, 'position')} the target" in text
     assert " · ".join(f"{m} {w:.2f}" for m, w in block.weights.items()) in text
     assert "every method weighs the same" in weights_why(result.blocks[0])
     index = result.blocks.index(block) - 1  # the block before: it moved the weights to this block's
@@ -147,36 +143,36 @@ def test_a_tie_on_matches_is_said_to_tell_nothing_and_the_kl_to_decide(pair, ima
     """A tie between different rows (every weighting matched the target as often) says nothing about which
     method is better: the stepper says so, and that the least KL chose."""
     block = next(b for b in run(pair, image).blocks if b.weight_update is not None)
-    update = dict(block.weight_update)
-    update["candidates"] = [dict(candidate, matches=2.0) for candidate in update["candidates"]]
-    update["most_matches"] = list(range(len(update["candidates"])))
+    update = replace(block.weight_update)
+    update.candidates = [replace(candidate, matches=2.0) for candidate in update.candidates]
+    update.most_matches = list(range(len(update.candidates)))
     text = weights_why(replace(block, weight_update=update))
-    assert (f"All {len(update['candidates'])} weightings tried matched as often (2), a tie that says nothing about "
+    assert (f"All {len(update.candidates)} weightings tried matched as often (2), a tie that says nothing about "
             "which method is better, so the rule went on to how close each weighting's probabilities for every token "
             "came to the target's") in text
-    alone = {m: next(c["kl"] for c in update["candidates"] if c["weights"][k] == 1.0) for k, m in enumerate("MT")}
+    alone = {m: next(c.kl for c in update.candidates if c.weights[k] == 1.0) for k, m in enumerate("MT")}
     said = sorted([(kl, f"{m} alone {kl:.2f}") for m, kl in alone.items()]
-                  + [(update["candidates"][5]["kl"], f"M and T equally {update['candidates'][5]['kl']:.2f}")])
+                  + [(update.candidates[5].kl, f"M and T equally {update.candidates[5].kl:.2f}")])
     assert ", ".join(words for _, words in said) in text  # each method alone and the even mix, closest first
     assert f"The closest won: {' · '.join(f'{m} {w:.2f}' for m, w in block.weights.items())}" in text
-    assert f"(and {len(update['candidates']) - 3} more, none closer than the winner)" in text
-    mixes = [k for k, c in enumerate(update["candidates"]) if max(c["weights"]) < 1.0 and k != 5][:3]
-    few = dict(update, most_matches=mixes, winner=min(mixes, key=lambda k: update["candidates"][k]["kl"]))
+    assert f"(and {len(update.candidates) - 3} more, none closer than the winner)" in text
+    mixes = [k for k, c in enumerate(update.candidates) if max(c.weights) < 1.0 and k != 5][:3]
+    few = replace(update, most_matches=mixes, winner=min(mixes, key=lambda k: update.candidates[k].kl))
     three = weights_why(replace(block, weight_update=few))  # few tied, none alone or even: each with its figure
     assert "3 matched most often" in three and "more, none closer" not in three
-    assert all(f"{update['candidates'][k]['kl']:.2f}" in three.split("The closest won")[0] for k in mixes), three
-    update["most_matches"] = update["most_matches"][:2]
+    assert all(f"{update.candidates[k].kl:.2f}" in three.split("The closest won")[0] for k in mixes), three
+    update.most_matches = update.most_matches[:2]
     two = weights_why(replace(block, weight_update=update))
     assert "a tie" not in two and "2 matched most often (2); of those, by how close" in two
-    update["most_matches"] = [update["winner"]]
+    update.most_matches = [update.winner]
     assert "1 matched most often (2), and won: " in weights_why(replace(block, weight_update=update))
-    mix = next(k for k, c in enumerate(update["candidates"]) if max(c["weights"]) < 1.0)  # no method alone
-    update["candidates"] = [dict(c, matches=3.0 if k == mix else 2.0) for k, c in enumerate(update["candidates"])]
-    update["most_matches"], update["winner"] = [mix], mix
+    mix = next(k for k, c in enumerate(update.candidates) if max(c.weights) < 1.0)  # no method alone
+    update.candidates = [replace(c, matches=3.0 if k == mix else 2.0) for k, c in enumerate(update.candidates)]
+    update.most_matches, update.winner = [mix], mix
     beyond = weights_why(replace(block, weight_update=update))
     assert "matched most often (3, more than any method alone: a mix's top-1 is that of the weighted sum" in beyond
     assert "all of it to one method" not in beyond  # the mix won: weight to both
-    update["winner"] = next(k for k, c in enumerate(update["candidates"]) if max(c["weights"]) == 1.0)
+    update.winner = next(k for k, c in enumerate(update.candidates) if max(c.weights) == 1.0)
     assert "(all of it to one method: alone, its probabilities sat closer to the target's than any mix's did; a " \
            "method left at 0 rests" in weights_why(replace(block, weight_update=update))
 
@@ -186,18 +182,18 @@ def test_tied_closeness_is_printed_to_the_digits_that_tell_it_apart_and_an_equal
     arbitrary: the figures get the decimals that tell them apart, and figures equal to six decimals are said
     to be equal, the first in the rule's order winning."""
     block = next(b for b in run(pair, image).blocks if b.weight_update is not None)
-    update = dict(block.weight_update)
-    even = next(k for k, c in enumerate(update["candidates"]) if max(c["weights"]) < 0.51)
-    alone = [k for k, c in enumerate(update["candidates"]) if max(c["weights"]) == 1.0]
+    update = replace(block.weight_update)
+    even = next(k for k, c in enumerate(update.candidates) if max(c.weights) < 0.51)
+    alone = [k for k, c in enumerate(update.candidates) if max(c.weights) == 1.0]
     tied = [*alone, even]
     kls = dict(zip(tied, (0.1612, 0.1601, 0.1604), strict=True))
-    update["candidates"] = [dict(c, matches=2.0 if k in tied else 1.0, kl=kls.get(k, 1.0))
-                            for k, c in enumerate(update["candidates"])]
-    update["most_matches"], update["winner"] = tied, alone[1]
+    update.candidates = [replace(c, matches=2.0 if k in tied else 1.0, kl=kls.get(k, 1.0))
+                            for k, c in enumerate(update.candidates)]
+    update.most_matches, update.winner = tied, alone[1]
     text = weights_why(replace(block, weight_update=update))
     assert "0.1601, M and T equally 0.1604, " in text and "alone 0.1612" in text and "The closest won" in text
-    update["candidates"] = [dict(c, kl=0.16 if k in tied else 1.0) for k, c in enumerate(update["candidates"])]
-    update["winner"] = min(tied)
+    update.candidates = [replace(c, kl=0.16 if k in tied else 1.0) for k, c in enumerate(update.candidates)]
+    update.winner = min(tied)
     equal = weights_why(replace(block, weight_update=update))
     assert "As close as the winner to six decimals, the first of them in the rule's order won: " in equal, equal
     assert "The closest won" not in equal and "M and T equally 0.16" in equal
@@ -276,19 +272,19 @@ def test_while_a_method_rests_the_stepper_says_its_blocks_positions_wait(pair, i
         for block, after in pairwise(blocks):
             if block.weight_update is None or after.weight_update is None:
                 continue
-            held = [update["positions"] + update.get("waiting", 0) for update in (block.weight_update,
+            held = [update.positions + update.waiting for update in (block.weight_update,
                                                                                    after.weight_update)]
             assert held[1] == held[0] + len(block.positions)  # every verified position is counted, in or waiting
             said = moved_why(block, after)
-            if after.weight_update.get("waiting"):
+            if after.weight_update.waiting:
                 waited += 1
                 resting_now = " and ".join(after.resting)
                 assert after.weights == block.weights and resting_now
                 assert said.startswith("What this block changed: nothing yet.")
                 assert (f"while {resting_now} rested, for its row to catch up: until then the history holds "
-                        f"{counted(after.weight_update['positions'], 'position')} and the next block's weights stay "
+                        f"{counted(after.weight_update.positions, 'position')} and the next block's weights stay "
                         f"{' · '.join(f'{m} {w:.2f}' for m, w in after.weights.items())}.") in said
-                assert (f"({after.weight_update['waiting']} more wait for {resting_now}'s row to catch up"
+                assert (f"({after.weight_update.waiting} more wait for {resting_now}'s row to catch up"
                         in weights_why(after))
             else:
                 assert said.startswith("What this block changed: its ")
