@@ -307,7 +307,12 @@ class TestWithTheTinyPair:
         for width in (1400, 390):
             page.set_viewport_size({"width": width, "height": 1300})
             for row in (1, 0):  # a tap on a row of the block table shows that block
-                page.locator(f'#blocks [data-testid="cell-{row}-0"]').click()
+                cell = page.locator(f'#blocks [data-testid="cell-{row}-0"]')
+                cell.click()
+                with contextlib.suppress(AssertionError):  # a click while the table redraws (a busy machine's
+                    expect(view).to_contain_text(f"Block {row} of", timeout=10_000)  # browser) selects nothing:
+                    continue  # as a person would, click again
+                cell.click()
                 expect(view).to_contain_text(f"Block {row} of")
             for index in range(last + 1):
                 expect(view).to_contain_text(f"Block {index} of blocks 0–{last}")
