@@ -226,7 +226,7 @@ class TestWithTheTinyPair:
                 {plots: document.querySelectorAll('#weights-plot .js-plotly-plot').length, status,
                  downloads: document.querySelectorAll('#downloads a').length,
                  race: document.querySelector('#race-view')?.innerText.trim() || ''};
-        }""", polling="raf", timeout=60_000).json_value()
+        }""", polling=50, timeout=120_000).json_value()  # every 50 ms: a busy browser may hold back its frames
         finished(page, 2)
         assert during["plots"] == 0 and during["downloads"] == 0 and during["race"] == "", during
         assert "the charts come when both sides are done" in during["status"], during
