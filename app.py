@@ -108,7 +108,7 @@ def _respond(follow_up: bool, request: Request, conversation: Conversation, stop
             yield Frame(status=status.line_html(f"\u25f7 Loading the model pair {name!r} (first run only{extra})…"))
         pair = PAIRS.get(name)
     except TabedError as error:  # refused: the page stays as it was but for the status (the state too)
-        yield Frame(status=status.line_html(f"\u26a0\ufe0f Error: {error}"))
+        yield Frame(status=status.error(str(error)))
         return
     teaching = name.startswith("teaching")  # the bundled examples, and what its target was taught, are its own
     lesson = BUNDLED.lesson(conversation.images, [asked for asked, _ in conversation.turns] + [prompt]) \
@@ -166,9 +166,8 @@ def new_conversation(conversation: object = None) -> tuple:
     block table, trees, downloads and their files; then the replayed race, the pictures and the prompt)."""
     forget_downloads(conversation)
     frame = Frame(status=status.line_html("Start a new conversation: pick pictures (or none) and type a prompt."),
-                  tabed="", plain="",
-                  metrics=None, weights=None, blocks=None, chat=[], downloads=None, trees=None,
-                  state=Conversation(runs=session_state(conversation).runs))  # "Done (run N)" counts on
+                  tabed="", plain="", metrics=None, weights=None, blocks=None, chat=[], downloads=None, trees=None,
+                  state=Conversation(runs=session_state(conversation).runs))  # the verdicts' run numbers count on
     return (*frame.values(), "", None, "")
 
 

@@ -64,7 +64,7 @@ class Exactness:
 
 @dataclass(frozen=True)
 class RunFacts:
-    """A finished run as the status words it, in numbers and names (no Gradio, no model): what decoded it, where,
+    """A finished run as the status words it, in numbers and names (no Gradio): what decoded it, where,
     how it compares with plain decoding and what each reason draws on. `RunView.facts` makes it."""
 
     label: str  # what decoded it: "TABED", "static ensemble MT", "M alone"
@@ -77,7 +77,6 @@ class RunFacts:
     starved: float | None = None  # the smallest CPU share of a side the engine found starved
     too_short: bool = False  # plain decoding's answer too short to time
     speed: SpeedModel | None = None  # what the speedup is made of (None: no figure, or a starved run)
-    lengths: tuple[int, int] = (0, 0)  # the two answers' tokens (two samples may differ)
     checked: float = 0.0  # drafts a target pass checked, on average
     seen: tuple[str, ...] = ()  # the methods that read the pictures differently (what each method sees)
     blocks: list = field(default_factory=list)  # the answer's blocks: whose guesses the target kept
@@ -112,7 +111,7 @@ def reasons(facts: RunFacts) -> list[Reason]:
     why = []
     if facts.speed is not None:
         rest = "bookkeeping" if facts.mode == "single" else "the weights and bookkeeping"
-        ours, plain = facts.lengths
+        ours, plain = facts.exact.tokens, facts.exact.plain_tokens  # two samples may differ in length
         per_token = f" per token: the two samples are {ours} and {plain} tokens long" if ours != plain else ""
         why.append(speed_reason(facts.speed, rest, facts.checked, per_token, f"run {facts.run}, {facts.where}"))
     if facts.starved is not None:

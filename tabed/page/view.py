@@ -226,27 +226,29 @@ class RunView:
 
     def facts(self) -> status.RunFacts:
         """The finished run as the status words it (`status.RunFacts`)."""
-        ours, spec = self.results[SPECULATIVE], self.settings.spec
-        metrics, compared = ours.metrics, self.compared()
+        metrics, spec = self.results[SPECULATIVE].metrics, self.settings.spec
         facts = status.RunFacts(
             self.label, spec.mode, self.run, self.where, notes=tuple(self.notes),
             tokens_per_check=((metrics.new_tokens - 1) / (metrics.target_forwards - 1)
                               if metrics.target_forwards > 1 else None))
-        if not compared:
+        if not self.compared():
             return facts
-        plain = self.results[AUTOREGRESSIVE].token_ids
-        first = next((i for i, (a, b) in enumerate(zip(ours.token_ids, plain, strict=False)) if a != b),
-                     min(len(ours.token_ids), len(plain)))
-        exact = status.Exactness(len(ours.token_ids), len(plain), self.settings.config.temperature > 0,
-                                 ours.token_ids == plain, first + 1)
         checked = sum(len(block.tree) or len(block.draft) for block in self.blocks) / max(len(self.blocks), 1)
         lesson_said = self.lesson in (None, OWN_QUESTION, LATER_TURN)  # an example's answer is the expected one
-        return replace(facts, exact=exact, speedup=self.speedup(), starved=self.starved(), too_short=self.too_short(),
-                       speed=self.speed(), lengths=(len(ours.token_ids), len(plain)), checked=checked,
+        return replace(facts, exact=self.exactness(), speedup=self.speedup(), starved=self.starved(),
+                       too_short=self.too_short(), speed=self.speed(), checked=checked,
                        seen=tuple(m for m in spec.methods if m in METHOD_NAMES), blocks=self.blocks,
                        shared=self.shared, pictures=self.pictures, word=Words(self.pair.tokenizer, markup=True),
                        alone=self.alone_speedups(), lesson=self.lesson,
                        unasked=tuple(self.unasked()) if lesson_said else (), half_precision=self.half_precision)
+
+    def exactness(self) -> status.Exactness:
+        """How TABED's answer compares with plain decoding's, both finished: identical, a sample, or where they
+        part (1-based)."""
+        ours, plain = self.results[SPECULATIVE].token_ids, self.results[AUTOREGRESSIVE].token_ids
+        first = next((i for i, (a, b) in enumerate(zip(ours, plain, strict=False)) if a != b),
+                     min(len(ours), len(plain)))
+        return status.Exactness(len(ours), len(plain), self.settings.config.temperature > 0, ours == plain, first + 1)
 
     def unasked(self) -> list[str]:
         """The question's words when the answer holds none of them (`reasons.unasked`); [] when it holds one."""
@@ -268,7 +270,7 @@ class RunView:
     def lossless(self) -> str:
         """What the two answers show of speculative decoding being lossless, in words (the Exact reason's
         detail, as typed)."""
-        return html.unescape(status.exact_reason(self.facts().exact, self.label, self.half_precision).detail)
+        return html.unescape(status.exact_reason(self.exactness(), self.label, self.half_precision).detail)
 
     @property
     def half_precision(self) -> bool:

@@ -69,31 +69,34 @@ def tiny_server(pair):
             app.demo.close()
 
 
-@pytest.fixture
-def page(browser, tiny_server):
-    """A page of its own: a new browser context (so its own Gradio session, an empty conversation and the
-    default settings) at 1400 px, closed after the test whatever happened."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1300})
-    opened = context.new_page()
-    opened.goto(tiny_server)
-    expect(opened.locator("#run")).to_be_enabled()
+@contextlib.contextmanager
+def screen(browser, address: str, width: int, height: int):
+    """A page of its own on `address` (a new browser context: its own Gradio session, an empty conversation and
+    the default settings) in a `width` x `height` window, a touch screen under 500 px (a tap brings the mouse
+    events a phone makes); closed after use whatever happened."""
+    touch = width < 500
+    context = browser.new_context(viewport={"width": width, "height": height}, has_touch=touch, is_mobile=touch)
     try:
+        opened = context.new_page()
+        opened.goto(address)
+        expect(opened.locator("#run")).to_be_enabled()
         yield opened
     finally:
         context.close()
+
+
+@pytest.fixture
+def page(browser, tiny_server):
+    """A page of its own at 1400 px."""
+    with screen(browser, tiny_server, 1400, 1300) as opened:
+        yield opened
 
 
 @pytest.fixture
 def phone(browser, tiny_server):
-    """A page of its own on a 390 x 844 touch screen, which taps (a tap brings the mouse events a phone makes)."""
-    context = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True)
-    opened = context.new_page()
-    opened.goto(tiny_server)
-    expect(opened.locator("#run")).to_be_enabled()
-    try:
+    """A page of its own on a 390 x 844 touch screen."""
+    with screen(browser, tiny_server, 390, 844) as opened:
         yield opened
-    finally:
-        context.close()
 
 
 @pytest.fixture
@@ -406,11 +409,7 @@ class TestWithTheTinyPair:
         """When a run ends, its verdict (at most 30 words: the speed, that the answer is exact, why) and the
         answer's first token are in view; each reason is one line of at most 25 words, folded, and a click opens
         its whole explanation."""
-        context = browser.new_context(viewport={"width": width, "height": height}, has_touch=width < 500,
-                                      is_mobile=width < 500)
-        page = context.new_page()
-        try:
-            page.goto(tiny_server)
+        with screen(browser, tiny_server, width, height) as page:
             ask(page, chart_png, "w1 w2 w3")
             page.wait_for_timeout(500)  # the frames after the last: the page settles where the run left it
             first = verdict(page, 1)
@@ -430,19 +429,13 @@ class TestWithTheTinyPair:
             exact.locator("summary").click()
             expect(exact.locator(".tabed-detail")).to_be_visible()
             expect(exact.locator(".tabed-detail")).to_contain_text("Exact means the target's own answer")
-        finally:
-            context.close()
 
     @pytest.mark.parametrize("width, height", [(1400, 900), (390, 844)])
     def test_a_tokens_detail_never_covers_it_and_a_phone_reads_and_taps_whole(self, browser, tiny_server, chart_png,
                                                                                width, height):
         """A token clicked (or tapped) near the screen's bottom stays in view above its detail; on a phone a
         struck draft is a finger's target (24 px tall) and each of the stepper's lines wraps whole, cut nowhere."""
-        context = browser.new_context(viewport={"width": width, "height": height}, has_touch=width < 500,
-                                      is_mobile=width < 500)
-        page = context.new_page()
-        try:
-            page.goto(tiny_server)
+        with screen(browser, tiny_server, width, height) as page:
             ask(page, chart_png, "w1 w2 w3")
             detail = page.locator("#token-detail")
             tokens = page.locator("#tabed-answer .tk:not(.tk-rejected):not(.tk-discarded)")
@@ -455,6 +448,8 @@ class TestWithTheTinyPair:
                 expect(detail.locator(".filled")).to_have_count(1)
                 below, cover = token.bounding_box(), detail.bounding_box()
                 assert below["y"] + below["height"] <= cover["y"] + 1, (index, below, cover)
+                # the tap stepped the stepper to the token's block: settled before anything else is asked of it
+                expect(page.locator("#step-view")).to_contain_text(f"Block {token.get_attribute('data-block')} of")
             if width < 500:
                 struck = page.locator("#tabed-answer .tk-drafts .tk")
                 assert struck.count() and min(box["height"] for box in
@@ -467,8 +462,6 @@ class TestWithTheTinyPair:
                         f"e => e.filter(x => x.scrollWidth > x.clientWidth + 1 || x.getBoundingClientRect().right > "
                         f"{width}).map(x => x.innerText)")
                     assert cut == [], (index, cut)
-        finally:
-            context.close()
 
     @pytest.mark.parametrize("width", [1400, 390])
     def test_typed_markup_is_shown_as_text_everywhere(self, page, chart_png, width):
