@@ -244,6 +244,14 @@ def show_step(conversation, index) -> tuple:
     return shown, stepper.refused_html(refused) + page if refused else page
 
 
+def typed_step(conversation, index) -> tuple:
+    """The block whose number is in the stepper's box (typed, or put there by previous / next or a click on the
+    weights chart); the box is left as it is unless the number is no block: a number typed while this step was
+    on its way is then still there for the next."""
+    shown, page = show_step(conversation, index)
+    return (gr.skip() if shown == index else shown), page
+
+
 def first_step(conversation) -> tuple:
     """A new answer's first block, and the notes in the words of what decoded it (`texts.notes_for`)."""
     last = session_state(conversation).last
@@ -307,10 +315,14 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
         if event is not new_event:
             shown.then(lambda: gr.update(variant="secondary"), None, [ask.stop], js=texts.RUN_ENDS_JS, api_name=False,
                        queue=False)
-    step.index.input(show_step, [state, step.index], stepped, api_name=False, preprocess=False)
-    step.previous.click(lambda c, i: show_step(c, (i or 0) - 1), [state, step.index], stepped, api_name=False)
-    step.next.click(lambda c, i: show_step(c, (i or 0) + 1), [state, step.index], stepped, api_name=False)
-    show.blocks.select(pick_step, [state], stepped, api_name=False)
+    # Every way of stepping is one queue, in the order asked, and a step asked while another is on its way is
+    # kept (the last one; Gradio's default, "once", drops it): the stepper ends on the block asked last.
+    # Previous and next change the number in the box in the browser, at once, as a person would type it.
+    stepping = dict(api_name=False, trigger_mode="always_last", concurrency_id="stepper", concurrency_limit=1)
+    step.index.input(typed_step, [state, step.index], stepped, preprocess=False, **stepping)
+    show.blocks.select(pick_step, [state], stepped, **stepping)
+    for button, by in ((step.previous, -1), (step.next, 1)):
+        button.click(None, None, None, js=texts.step_by_js(by), queue=False, api_name=False)
     show.show_rejected.change(None, [show.show_rejected], None, js=texts.SHOW_REJECTED_JS, api_name=False)
 
 

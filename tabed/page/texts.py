@@ -82,6 +82,17 @@ def _phone_block_table() -> str:
 
 CSS += _phone_block_table()
 
+def step_by_js(by: int) -> str:
+    """Previous (-1) and next (+1): the stepper's box changed in the browser and its input event sent, as a
+    typed number is, so that quick clicks each count and every step goes through one event (`app._wire`)."""
+    return f"""() => {{
+  const box = document.querySelector('#step-index input');
+  if (!box) return;
+  box.value = String((parseInt(box.value, 10) || 0) + ({by}));
+  box.dispatchEvent(new Event('input', {{bubbles: true}}));
+}}"""
+
+
 # A click (or tap) on a block in the weights chart steps to that block: gr.Plot has no click event of its own, so
 # the chart's plotly_click types the block's number into the stepper's box, as a person would.
 STEP_ON_CLICK_JS = """() => {

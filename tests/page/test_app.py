@@ -772,6 +772,11 @@ def test_the_block_stepper_shows_the_last_answers_blocks_one_at_a_time(tiny_app,
     assert tiny_app.show_step(state, None)[:1] == (0,) and "\u26a0" not in tiny_app.show_step(state, last)[1]
     assert tiny_app.pick_step(state, SimpleNamespace(index=[2, 4]))[0] == 2  # a tap on the table's third row
     assert "Run a prompt" in tiny_app.show_step(None, 3)[1]
+    # a number typed in the box is left there (one typed while this step was on its way stays for the next),
+    # one that is no block is put right
+    assert tiny_app.typed_step(state, 2)[0] == gr.skip()
+    assert tiny_app.typed_step(state, 999)[0] == last and tiny_app.typed_step(state, None)[0] == 0
+    assert tiny_app.typed_step(state, 2)[1] == tiny_app.show_step(state, 2)[1]
     assert "one row" not in tiny_app.show_step(state, 1)[1]
     unseen = final(list(tiny_app.run(None, "w1 w2 w3", None, **settings(max_new_tokens=40)))).state  # no picture
     assert "one row, the chart&#x27;s line M=T 1.00, split equally here" in tiny_app.show_step(unseen, 1)[1]

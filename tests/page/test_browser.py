@@ -349,6 +349,41 @@ class TestWithTheTinyPair:
         expect(view).to_contain_text(f"Block 0 of blocks 0–{last}")
         no_error_badge(page)
 
+    def test_the_block_asked_last_is_the_one_shown_while_steps_are_slow(self, page, chart_png, monkeypatch):
+        """Blocks asked quickly, each while the last is still on its way (each step held 0.6 s here, as on a
+        busy machine): a number typed after next, then a second number typed over the first, then a row of the
+        block table picked, then next twice; the stepper ends on each one asked last, none dropped."""
+        ask(page, chart_png, "w1 w2 w3")
+        view = page.locator("#step-view")
+        last = int(re.search(r"Block 0 of blocks 0–(\d+)", view.inner_text())[1])
+        assert last >= 2
+        drawn = app.stepper.step_html
+
+        def slowly(*args, **kwargs):
+            time.sleep(0.6)
+            return drawn(*args, **kwargs)
+
+        monkeypatch.setattr(app.stepper, "step_html", slowly)
+        index = page.locator("#step-index input")
+        page.locator("#step-next").click()
+        index.fill(str(last))
+        index.press("Enter")
+        expect(view).to_contain_text(f"Block {last} of blocks 0–{last}")
+        for typed in (1, 2):
+            index.fill(str(typed))
+            index.press("Enter")
+        expect(view).to_contain_text(f"Block 2 of blocks 0–{last}")
+        page.locator("#step-previous").click()
+        page.locator('#blocks [data-testid="cell-0-0"]').click()
+        expect(view).to_contain_text(f"Block 0 of blocks 0–{last}")
+        page.wait_for_timeout(1500)  # nothing asked earlier lands after it
+        expect(view).to_contain_text(f"Block 0 of blocks 0–{last}")
+        expect(index).to_have_value("0")
+        for _ in range(2):  # each quick click counts
+            page.locator("#step-next").click()
+        expect(view).to_contain_text(f"Block 2 of blocks 0–{last}")
+        expect(index).to_have_value("2")
+
     def test_the_downloaded_charts_open_with_the_network_off(self, page, chart_png):
         """The run's chart page carries plotly.js: opened with every request but the file's own refused, it
         still draws the weights and the hedged first block's tree, under a title naming the run; each
