@@ -102,6 +102,19 @@ def a_word_split_by_a_rejection() -> tuple[PreTrainedTokenizerFast, list]:
                        block(2, ["the", "picture"], 2, "w1", True)]
 
 
+def hand_block(draft: list[int], accepted: int, target: int, tree=(), stop: str = "fixed", index: int = 2):
+    """A block made by hand: `draft` (M's and T's alike, weights even), its first `accepted` kept, then the
+    target's `target`; `tree` its token tree, if it drafted one."""
+    from tabed.engine.events import BlockEvent, StopReason
+
+    return BlockEvent(index=index, weights={"M": 0.5, "T": 0.5}, draft=draft, drafts={"M": draft, "T": draft},
+                      accepted=accepted, target_token=target, bonus=accepted == len(draft),
+                      emitted=draft[:accepted] + [target], draft_probs=[0.5] * len(draft),
+                      target_probs=[0.5] * len(draft), target_token_prob=0.5, method_accepted={},
+                      stop=StopReason(stop), threshold=None, survival=None, draft_s=0.0, verify_s=0.0,
+                      weights_s=0.0, elapsed_s=0.0, tree=list(tree))
+
+
 SPECS = ["M", "T", "C", "P", "MT", "MTC", "MTP", "MTCP", "tabed-MT", "tabed-MTC", "tabed-MTP", "tabed-MTCP",
          "tabed-MTN"]
 

@@ -14,7 +14,8 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 import app
-from conftest import a_word_split_by_a_rejection, serving, workers_alive
+from conftest import a_word_split_by_a_rejection, hand_block, serving, word_tokenizer, workers_alive
+from tabed.engine.events import TreeNode
 from tabed.models.loading import load_preset
 from tabed.page import render, worker
 from tabed.page.controls import LABELS, MODES
@@ -671,6 +672,50 @@ class TestWithTheTinyPair:
         expect(trees.locator(".scatterlayer .point").nth(4)).to_be_attached()  # five nodes or more, as drawn
         expect(page.locator("#blocks")).to_contain_text(" nodes")
         trees.screenshot(path=str(SCREENSHOTS / "trees.png"))
+
+
+def test_the_kept_paths_words_in_the_trees_chart_read_apart(browser):
+    """On a page of its own, plotly's own drawing of the trees chart: four blocks whose kept paths are words as
+    long as a real answer's, each with branches the target rejected, in a chart as wide as the answer's column
+    at 1400 px and as a 390 px phone: no two words overlap, and each is inside the chart."""
+    words = ["Additionally", "between", "shortest", "tallest", "because", "compared", "everything", "oranges",
+             "standing", "colours", "together", "measured"]
+    tokenizer = word_tokenizer(words)
+    ids = tokenizer.convert_tokens_to_ids(words)
+    blocks = []
+    for index in range(4):  # nine kept deep, and a branch the target rejected beside each kept word
+        path = [ids[(index * 3 + depth) % len(ids)] for depth in range(9)]
+        tree, parent = [], -1
+        for depth, token in enumerate(path):
+            tree.append(TreeNode(ids[(depth * 5 + 1) % len(ids)], parent, "T", False, 0.3, 0.1))
+            tree.append(TreeNode(token, parent, "M", True, 0.5, 0.5))
+            parent = len(tree) - 1
+        blocks.append(hand_block(path, 9, ids[0], tree, index=index))
+    figure = render.trees_figure(tokenizer, blocks, 2)
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        page = context.new_page()
+        for width in (820, 370):  # the answer's column at 1400 px, a phone's
+            page.set_content(f'<div id="chart" style="width:{width}px">'
+                             f'{figure.to_html(include_plotlyjs=True, full_html=False)}</div>')
+            page.locator("#chart .scatterlayer .textpoint text").first.wait_for()
+            _labels_apart(page.locator("#chart"))
+    finally:
+        context.close()
+
+
+def _labels_apart(chart) -> None:
+    """No two of a chart's node labels overlap (a pixel of antialiasing allowed), and each is inside it."""
+    boxes = chart.locator(".scatterlayer .textpoint text").evaluate_all(
+        "texts => texts.filter(t => t.textContent.trim()).map(t => {"
+        " const r = t.getBoundingClientRect(); return [t.textContent, r.left, r.top, r.right, r.bottom]; })")
+    assert len(boxes) >= 3
+    frame = chart.bounding_box()
+    for index, (word, left, top, right, bottom) in enumerate(boxes):
+        assert frame["x"] <= left and right <= frame["x"] + frame["width"], word
+        for other, o_left, o_top, o_right, o_bottom in boxes[index + 1:]:
+            apart = right <= o_left + 1 or o_right <= left + 1 or bottom <= o_top + 1 or o_bottom <= top + 1
+            assert apart, (word, other, (left, top, right, bottom), (o_left, o_top, o_right, o_bottom))
 
     @pytest.mark.parametrize("width", [1400, 390])
     def test_the_examples_read_apart_and_fill_the_question(self, page, width):

@@ -9,7 +9,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from conftest import a_word_split_by_a_rejection, ending_on_a_draft
+from conftest import a_word_split_by_a_rejection, ending_on_a_draft, hand_block
 from tabed.engine.config import GenerationConfig
 from tabed.engine.events import Metrics
 from tabed.engine.loop import collect, speculative_generate
@@ -317,17 +317,6 @@ def test_a_tokens_detail_says_why_it_was_kept_rejected_or_never_tested(pair, ima
 
 
 
-def _hand_block(draft, accepted, target, tree=(), stop="fixed"):
-    from tabed.engine.events import BlockEvent, StopReason
-
-    emitted = draft[:accepted] + [target]
-    return BlockEvent(index=2, weights={"M": 0.5, "T": 0.5}, draft=draft, drafts={"M": draft, "T": draft},
-                      accepted=accepted, target_token=target, bonus=accepted == len(draft), emitted=emitted,
-                      draft_probs=[0.5] * len(draft), target_probs=[0.5] * len(draft), target_token_prob=0.5,
-                      method_accepted={}, stop=StopReason(stop), threshold=None, survival=None, draft_s=0.0,
-                      verify_s=0.0, weights_s=0.0, elapsed_s=0.0, tree=list(tree))
-
-
 def _titles(stream) -> list[tuple[str, str]]:
     return [(kind, html.unescape(title)) for kind, title in re.findall(r'class="tk tk-(\w+)"[^>]*title="([^"]*)"',
                                                                          stream.html)]
@@ -344,8 +333,8 @@ def test_each_tokens_title_says_what_it_is(pair):
     plain.token(TokenEvent(4, ids[1], 0.001, 0.003))
     assert [title.split(" · ")[0] for _, title in _titles(plain)] == ["token 1", "token 5"]
     stream = TokenStream(pair.tokenizer)
-    stream.block(_hand_block(ids[:2], 2, ids[2]))
-    stream.block(_hand_block(ids[3:6], 0, ids[0]))
+    stream.block(hand_block(ids[:2], 2, ids[2]))
+    stream.block(hand_block(ids[3:6], 0, ids[0]))
     titles = _titles(stream)
     assert titles[2][0] == "bonus" and titles[2][1].endswith("all drafts accepted")
     assert titles[-1][0] == "corrected" and titles[-1][1].endswith("replaces the first rejected draft")
@@ -356,11 +345,11 @@ def test_each_tokens_title_says_what_it_is(pair):
 def test_the_block_tables_draft_length_says_how_many_and_why_only_when_it_stopped_early():
     from tabed.engine.events import TreeNode
 
-    assert draft_length(_hand_block([1, 2, 3], 1, 4)) == "3"
-    assert draft_length(_hand_block([1, 2, 3], 1, 4, stop="cap")) == "3, its cap"
+    assert draft_length(hand_block([1, 2, 3], 1, 4)) == "3"
+    assert draft_length(hand_block([1, 2, 3], 1, 4, stop="cap")) == "3, its cap"
     tree = [TreeNode(1, -1, "M", True, 0.5, 0.5), TreeNode(2, -1, "T", False, 0.5, 0.5),
             TreeNode(3, 0, "MT", True, 0.5, 0.5), TreeNode(5, 2, "", False, 0.5, 0.5)]
-    assert draft_length(_hand_block([1, 3], 2, 4, tree=tree, stop="nodes")) == "3 deep, 4 nodes, the tree's node budget"
+    assert draft_length(hand_block([1, 3], 2, 4, tree=tree, stop="nodes")) == "3 deep, 4 nodes, the tree's node budget"
 
 
 def test_the_trees_chart_hovers_the_ensembles_probability_and_names_its_proposers(pair):
@@ -368,7 +357,7 @@ def test_the_trees_chart_hovers_the_ensembles_probability_and_names_its_proposer
 
     tree = [TreeNode(5, -1, "MT", True, 0.61, 0.07), TreeNode(6, -1, "M", False, 0.22, 0.93),
             TreeNode(7, 0, "", True, 0.44, 0.18)]
-    figure = trees_figure(pair.tokenizer, [_hand_block([5, 7], 2, 8, tree=tree)], 2)
+    figure = trees_figure(pair.tokenizer, [hand_block([5, 7], 2, 8, tree=tree)], 2)
     hovers = [h for t in figure.data if t.name in ("accepted node", "rejected node") for h in t.hovertext]
     assert sorted(re.search(r"ensemble p=([\d.]+)", h)[1] for h in hovers) == ["0.22", "0.44", "0.61"]
     assert {t.name for t in figure.data if t.x == (None,)} == {"several methods", "proposed by M", "ensemble only"}
