@@ -66,7 +66,11 @@ def request_stop(request: gr.Request) -> None:
 def _gpu_seconds(follow_up: bool, request: Request, *_args, **_kwargs) -> int:
     """ZeroGPU budget for one request: both runs, scaled with max new tokens."""
     alone = request.methods_alone is True and isinstance(request.methods, (list, tuple))
-    runs = 2 + (len(request.methods) if alone else 0)
+    try:
+        repeat = request.flag("repeat")
+    except InputError:  # refused by the run itself, which then uses no GPU time
+        repeat = 1
+    runs = 2 * repeat + (len(request.methods) if alone else 0)
     tokens = request.max_new_tokens if isinstance(request.max_new_tokens, (int, float)) else PAGE.max_new_tokens
     return int(min(300, 30 + 0.25 * runs * float(tokens)))
 
@@ -98,7 +102,7 @@ def _respond(follow_up: bool, request: Request, conversation: Conversation, stop
         conversation = continued(conversation, follow_up, request.pictures, name)
         notes: list[str] = []
         settings = request.settings(notes)
-        compare, alone = request.flag("compare_ar"), request.flag("methods_alone")
+        compare, alone, repeat = request.flag("compare_ar"), request.flag("methods_alone"), request.flag("repeat")
         turns = build_turns(conversation, prompt)
         if PRESETS[name].needs_gpu and not torch.cuda.is_available():
             raise InputError(f"the preset {name!r} needs a GPU and this machine has none: choose 'teaching'")
@@ -115,10 +119,10 @@ def _respond(follow_up: bool, request: Request, conversation: Conversation, stop
         if teaching else None
     view = RunView(pair, settings, render.TokenStream(pair.tokenizer), render.TokenStream(pair.tokenizer),
                    racing=compare, notes=notes, run=conversation.runs + 1, pictures=bool(conversation.images),
-                   lesson=lesson, question=prompt if teaching else None)
+                   lesson=lesson, question=prompt if teaching else None, runs=repeat if compare else 1)
     alone = settings.spec.model_methods if alone and len(settings.spec.methods) > 1 else ()
     worker = ComparisonWorker(pair, turns, settings, compare_ar=compare, alone=alone, cancel=stop,
-                              threads=CPU_THREADS if pair.device.type == "cpu" else None).start()
+                              threads=CPU_THREADS if pair.device.type == "cpu" else None, repeat=repeat).start()
     try:
         yield from stream_frames(view, worker, conversation)
     finally:

@@ -14,7 +14,7 @@ from .engine.draft_length import AUTO_CAP
 from .engine.loop import autoregressive_generate, collect, compare, speculative_generate, warm_up
 from .engine.settings import Settings
 from .engine.spec import DEFAULT_SPEC, RULES
-from .engine.speed import answer_speed
+from .engine.speed import REPEATS, Repeats, answer_speed
 from .errors import TabedError
 from .models.caches import CACHES
 from .models.chat import Turn, load_image, validate
@@ -44,6 +44,9 @@ def _add_generate(sub) -> None:
     _add_shared_arguments(d)
     d.add_argument("--top-p", type=float, default=DEFAULTS.top_p)
     p.add_argument("--compare-ar", action="store_true", help="also decode with the target alone and time both")
+    p.add_argument("--repeat", type=int, default=1,
+                   help=f"with --compare-ar: plain decoding and TABED run this many times each, in turn "
+                        f"({REPEATS[0]}-{REPEATS[1]}); the median run's figures are reported, with the range")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
@@ -161,24 +164,45 @@ def generate(args: argparse.Namespace) -> dict:
     last = len(args.prompt) - 1  # checked before the models load: earlier turns will have their answers
     validate([Turn(prompt, images if i == 0 else [], None if i == last else "")
               for i, prompt in enumerate(args.prompt)])
+    if not REPEATS[0] <= args.repeat <= REPEATS[1]:
+        raise TabedError(f"--repeat must be from {REPEATS[0]} to {REPEATS[1]}, got {args.repeat}")
+    if args.repeat > 1 and not args.compare_ar:
+        raise TabedError("--repeat repeats the comparison with plain decoding: give --compare-ar too")
     pair = _load(args, quiet=args.json)
     turns: list[Turn] = []
     for index, prompt in enumerate(args.prompt):  # earlier turns are answered by the same decoder
         if turns:
             turns[-1].answer = collect(speculative_generate(pair, turns, spec, config)).text
         turns.append(Turn(prompt, images if index == 0 else []))
-    if args.compare_ar:
-        warm_up(pair)
+    if not args.compare_ar:
+        return _report(collect(speculative_generate(pair, turns, spec, config)), pair, turns)
+    warm_up(pair)
+    runs = []
+    for _ in range(args.repeat):  # in turn, so that the machine's changes reach both sides alike
         ar = collect(autoregressive_generate(pair, turns, config))
-    result = collect(speculative_generate(pair, turns, spec, config))
-    if args.compare_ar:
-        compare(result, ar)
+        runs.append((collect(speculative_generate(pair, turns, spec, config)), ar))
+    spread = Repeats.of([(ours.metrics, plain.metrics) for ours, plain in runs])
+    result, ar = runs[spread.median_run if spread is not None else 0]
+    compare(result, ar)
+    report = _report(result, pair, turns, ar)
+    if args.repeat > 1:  # runs numbered from 1, as the summary says them
+        first = [side.token_ids for side in runs[0]]
+        differing = [index + 1 for index, sides in enumerate(runs) if [side.token_ids for side in sides] != first]
+        report["repeats"] = {"speedups": list(spread.speedups) if spread else [],
+                             "runs": [index + 1 for index in spread.runs] if spread else [],
+                             "median_run": spread.median_run + 1 if spread else None,
+                             "differing": differing if not config.temperature else []}
+    return report
+
+
+def _report(result, pair, turns: list[Turn], ar=None) -> dict:
+    """The answer's record (`GenerationResult.to_dict`), its pair and turns, and plain decoding's when it ran."""
     report = result.to_dict()
     report["pair"] = pair.name
     report["device"] = str(pair.device)
     report["dtype"] = str(pair.dtype).removeprefix("torch.")
     report["turns"] = [{"prompt": t.text, "images": len(t.images), "answer": t.answer} for t in turns]
-    if args.compare_ar:
+    if ar is not None:
         report["ar"] = {
             "token_ids": ar.token_ids,
             "text": ar.text,
@@ -262,7 +286,13 @@ def _summary(report: dict) -> str:
         f"weights {m['weights_s'] / m['decode_s']:.1%} of decode" if m["decode_s"] > 0 else "",
     ]
     if "ar" in report:
-        parts.append(f"AR {report['ar']['tokens_per_s']:.1f} tok/s, speedup {m['speedup']:.2f}x")
+        repeats = report.get("repeats", {})
+        over = (f" (the median of {len(repeats['speedups'])} runs, {min(repeats['speedups']):.2f}-"
+                f"{max(repeats['speedups']):.2f}x)" if len(repeats.get("speedups", [])) > 1 else "")
+        parts.append(f"AR {report['ar']['tokens_per_s']:.1f} tok/s, speedup {m['speedup']:.2f}x{over}")
+        if repeats.get("differing"):
+            parts.append(f"run {', '.join(map(str, repeats['differing']))} answered differently from run 1: a bug, "
+                         "please report it")
         parts.append(f"why: {report['why']}" if "why" in report else "")
     if m["busy"] or report.get("ar", {}).get("busy"):
         parts.append("timings unreliable: the machine was busy (run again when it is idle)")

@@ -49,6 +49,7 @@ BENCH = "tests/bench/test_bench.py"
 APP = "tests/page/test_app.py"
 CONTROLS = "tests/page/test_controls.py"
 BROWSER = "tests/page/test_browser.py"
+REPEAT = "tests/page/test_repeat.py"
 REPORT = "tabed/bench/report.py"
 ACCEPTANCE_TABLE = f"{BENCH}::test_the_acceptance_table_gives_each_specs_own_counts_from_the_first_position"
 WIDEST_GAP = f"{BENCH}::test_the_mismatch_goal_names_the_widest_gap_whatever_its_sign"
@@ -523,7 +524,7 @@ MUTANTS = (
            'report["same_output"] and not (result.metrics.busy or ar.metrics.busy):', 'report["same_output"]:',
            ("tests/test_cli.py::test_a_busy_runs_speed_is_not_explained",)),
     Mutant("zerogpu-budget-forgets-the-methods-alone", "app.py",
-           "runs = 2 + (len(request.methods) if alone else 0)", "runs = 2",
+           "runs = 2 * repeat + (len(request.methods) if alone else 0)", "runs = 2 * repeat",
            (f"{APP}::test_the_zerogpu_budget_counts_every_run_a_request_makes",)),
     Mutant("a-session-steps-with-the-processs-pair", "app.py", "page = stepper.step_html(last.tokenizer,",
            "page = stepper.step_html(PAIRS.pair.tokenizer,",
@@ -538,6 +539,26 @@ MUTANTS = (
     Mutant("the-trees-words-all-above-the-path", RENDERING,
            'above.append("top center" if depth[index] % 2 else "bottom center")', 'above.append("top center")',
            (f"{BROWSER}::test_the_kept_paths_words_in_the_trees_chart_read_apart",)),
+    Mutant("repeat-shows-the-first-run", "tabed/page/view.py",
+           "self.spread, self.results = spread, runs[spread.median_run]", "self.spread, self.results = spread, runs[0]",
+           (f"{REPEAT}::test_three_runs_headline_the_median_run_and_the_range",)),
+    Mutant("repeat-runs-once", "tabed/page/worker.py", "for repeat in range(self.repeat if self.compare_ar else 1):",
+           "for repeat in range(1):", (f"{REPEAT}::test_three_runs_headline_the_median_run_and_the_range",)),
+    Mutant("repeat-never-compares-answers", "tabed/page/view.py",
+           "and any(run[p].token_ids != self.results[p].token_ids for p in run))", "and False)",
+           (f"{REPEAT}::test_a_greedy_answer_that_changes_between_runs_is_said_to_be_a_bug",)),
+    Mutant("repeat-counts-starved-runs", "tabed/engine/speed.py",
+           "quiet = [index for index, sides in enumerate(runs) if not any(m.busy for m in sides)] or range(len(runs))",
+           "quiet = range(len(runs))",
+           (f"{REPEAT}::test_a_run_the_machine_starved_is_left_out_of_the_median",)),
+    Mutant("repeat-range-from-the-median", "tabed/page/status.py", "runs, {spread.low:.2f}–{spread.high:.2f}×",
+           "runs, {spread.median:.2f}–{spread.high:.2f}×",
+           (f"{REPEAT}::test_three_runs_headline_the_median_run_and_the_range",)),
+    Mutant("zerogpu-budget-forgets-the-repeats", "app.py", "runs = 2 * repeat + (", "runs = 2 + (",
+           (f"{REPEAT}::test_the_zerogpu_budget_counts_every_repeat",)),
+    Mutant("repeat-median-of-an-even-count-the-upper", "tabed/engine/speed.py", "middle = order[(len(order) - 1) // 2]",
+           "middle = order[len(order) // 2]",
+           ("tests/engine/test_speed.py::test_repeats_show_the_median_runs_figure_and_the_range_of_all",)),
     Mutant("a-follow-up-changes-its-pair", "tabed/page/conversation.py",
            "if conversation.preset not in (None, preset):", "if False:",
            (f"{APP}::test_each_session_words_its_own_answer_with_its_own_pairs_tokenizer",)),

@@ -370,3 +370,69 @@ def test_the_bench_options_reach_its_settings(capsys, monkeypatch, tmp_path):
         assert main(["bench", "--out", str(tmp_path / "out"), *map(str, extra)]) == 0, capsys.readouterr().err
         settings = seen["settings"]
         assert (settings.limit, settings.overhead, settings.repeat) == expected
+
+
+def test_repeat_reports_the_median_run_and_every_runs_speedup(capsys, pair_dirs, monkeypatch):
+    """`--repeat 3`: plain decoding and TABED three times each, in turn; TABED's decode times set to 0.5, 1.0 and
+    2.0 s against plain decoding's 1.5 s (speedups 3.00, 1.50, 0.75): the report is the median run's (the
+    second), every run's speedup listed, and the summary line gives the median with the range; a run whose
+    answer is not the first's is named."""
+    import tabed.cli as cli
+    from tabed.engine.events import Finished
+
+    order, altered = [], set()
+
+    def timed(side: str, times: list[float], generate):
+        def wrapped(*args, **kwargs):
+            for event in generate(*args, **kwargs):
+                if isinstance(event, Finished):
+                    run = len([s for s in order if s == side])
+                    event.result.metrics.decode_s = times[run]
+                    if (side, run) in altered:
+                        event.result.token_ids.append(event.result.token_ids[-1])
+                    order.append(side)
+                yield event
+        return wrapped
+
+    monkeypatch.setattr(Clock, "cpu_share", lambda self: 1.0)
+    monkeypatch.setattr(cli, "speculative_generate", timed("tabed", [0.5, 1.0, 2.0], cli.speculative_generate))
+    monkeypatch.setattr(cli, "autoregressive_generate", timed("plain", [1.5] * 3, cli.autoregressive_generate))
+    args = ["--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter", "--prompt", "w1 w2",
+            "--max-new-tokens", 12, "--compare-ar", "--repeat", 3]
+    code, out, err = run_cli(capsys, *args, "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert order == ["plain", "tabed"] * 3
+    assert report["repeats"] == {"speedups": pytest.approx([3.0, 1.5, 0.75]), "runs": [1, 2, 3], "median_run": 2,
+                                 "differing": []}
+    assert report["metrics"]["speedup"] == pytest.approx(1.5) and report["metrics"]["decode_s"] == 1.0
+    order.clear()
+    code, _, err = run_cli(capsys, *args)
+    assert code == 0 and "speedup 1.50x (the median of 3 runs, 0.75-3.00x)" in err
+    order.clear()
+    altered.add(("plain", 2))  # a greedy answer that changes between runs: a bug, said
+    code, out, err = run_cli(capsys, *args, "--json")
+    assert code == 0 and json.loads(out)["repeats"]["differing"] == [3]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--repeat", 0, "--compare-ar"], "--repeat must be from 1 to 9, got 0"),
+    (["--repeat", 10, "--compare-ar"], "--repeat must be from 1 to 9, got 10"),
+    (["--repeat", 3], "--repeat repeats the comparison with plain decoding: give --compare-ar too"),
+])
+def test_a_repeat_out_of_bounds_is_one_line(capsys, pair_dirs, extra, message):
+    code, out, err = run_cli(capsys, "--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter",
+                             "--prompt", "w1", *extra)
+    assert code == 2 and err.strip() == f"error: {message}" and out == ""
+
+
+def test_the_summary_line_says_the_repeats_and_a_run_that_differs():
+    from tabed.cli import _summary
+
+    report = summary_report()
+    report["repeats"] = {"speedups": [1.4, 1.5, 1.7], "runs": [1, 2, 3], "median_run": 2, "differing": [3]}
+    line = _summary(report)
+    assert "speedup 1.50x (the median of 3 runs, 1.40-1.70x)" in line
+    assert "run 3 answered differently from run 1: a bug, please report it" in line
+    report["repeats"]["differing"] = []
+    assert "differently" not in _summary(report)

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 from .events import Metrics
 
+REPEATS = (1, 9)  # how many times a request may run each side, alternately, for the median of its speedups
+
 TOLERANCE = 0.15  # a prediction within this share of the measured speedup explains it
 TIMED_TOKENS = 8  # answers shorter than this are too short for a speedup to mean anything
 
@@ -105,3 +107,42 @@ def answer_speed(ours: Metrics, plain: Metrics) -> SpeedModel | None:
         return None
     return speed_model(ours.new_tokens - 1, ours.target_forwards - 1, ours.drafted, ours.accepted, ours.draft_s,
                        ours.verify_s, ours.decode_s, speedup * ours.decode_s)
+
+
+@dataclass(frozen=True)
+class Repeats:
+    """One request's speedups over several runs of each side, alternately, in run order. One run's figure moves
+    with whatever else the machine did meanwhile (0.84x to 1.74x was seen for one example on 2 cores), while its
+    tokens per pass do not: the figure to show is the median, with the range beside it."""
+
+    speedups: tuple[float, ...]
+    runs: tuple[int, ...] = ()  # the run (0-based) each speedup is of, when some runs were left out (`of`)
+
+    @classmethod
+    def of(cls, runs: list[tuple[Metrics, Metrics]]) -> Repeats | None:
+        """The speedups of `runs` (ours and plain decoding's metrics, a pair a run) that the machine did not
+        starve (`Metrics.busy`: they measure its other work), or of all when it starved every one; None when
+        none has a speedup."""
+        quiet = [index for index, sides in enumerate(runs) if not any(m.busy for m in sides)] or range(len(runs))
+        timed = [(index, speedup) for index in quiet if (speedup := decode_speedup(*runs[index])) is not None]
+        return cls(tuple(s for _, s in timed), tuple(i for i, _ in timed)) if timed else None
+
+    @property
+    def median_run(self) -> int:
+        """The run (0-based) whose speedup is the median, the lower middle one of an even count: its timings are
+        the ones shown, so that every figure shown is one run's."""
+        order = sorted(range(len(self.speedups)), key=self.speedups.__getitem__)
+        middle = order[(len(order) - 1) // 2]
+        return self.runs[middle] if self.runs else middle
+
+    @property
+    def median(self) -> float:
+        return sorted(self.speedups)[(len(self.speedups) - 1) // 2]
+
+    @property
+    def low(self) -> float:
+        return min(self.speedups)
+
+    @property
+    def high(self) -> float:
+        return max(self.speedups)

@@ -14,6 +14,7 @@ from ..engine.config import LIMITS, TREE_BLOCKS, TREE_POLICIES, GenerationConfig
 from ..engine.draft_length import AUTO_CAP
 from ..engine.settings import Settings, hedges_first
 from ..engine.spec import METHODS, RULES, DraftingSpec
+from ..engine.speed import REPEATS
 from ..errors import InputError
 
 ENSEMBLES = {"TABED (adaptive weights)": "tabed", "static ensemble (uniform)": "static",
@@ -87,7 +88,8 @@ FIELDS = {  # the decoding settings the page sends, by their config name
 }
 
 FLAGS = {"compare_ar": Field("compare with plain decoding (the target alone)", bool),
-         "methods_alone": Field("then run each method alone", bool)}  # what the page does besides decoding
+         "methods_alone": Field("then run each method alone", bool),
+         "repeat": Field("repeat", int, *REPEATS, meaning="runs of each side, the median shown")}  # besides decoding
 
 # Every control's words, as the page shows them and its status lines name them: a rename in the code cannot
 # reach the page.
@@ -95,8 +97,8 @@ LABELS = {"pictures": "Pictures (optional)", "prompt": "Prompt", "preset": "Mode
           "mode": "Ensemble", **{name: f.label for name, f in {**FIELDS, **FLAGS}.items()}}
 
 
-def page_flag(name: str, value: object) -> bool:
-    """One of the page's own switches (`FLAGS`), checked like a setting."""
+def page_flag(name: str, value: object) -> bool | int:
+    """One of the page's own switches and counts (`FLAGS`), checked like a setting."""
     return FLAGS[name].read(value)
 
 

@@ -10,6 +10,7 @@ import gradio as gr
 from ..engine.config import LIMITS, TREE_POLICIES
 from ..engine.draft_length import AUTO_CAP
 from ..engine.spec import METHOD_NAMES, RULES
+from ..engine.speed import REPEATS
 from ..models.presets import PRESETS
 from . import stepper, texts
 from .controls import LABELS, MODES
@@ -65,14 +66,18 @@ def settings_accordion(default: str, page: Request) -> dict[str, gr.components.C
                               info="sampling draws from the likeliest tokens that add up to this (1 keeps every "
                                    "token)")
         seed = gr.Number(**shown("seed"), precision=0)
-        compare_ar = gr.Checkbox(**shown("compare_ar"))
+        with gr.Row():
+            compare_ar = gr.Checkbox(**shown("compare_ar"))
+            repeat = gr.Slider(*REPEATS, **shown("repeat"), step=1, precision=0, elem_id="settings-repeat",
+                               info="each side runs this many times, in turn: the speed shown is the median run's, "
+                                    "with the range (3 or 5 for a figure to show others)")
         methods_alone = gr.Checkbox(**shown("methods_alone"), elem_id="settings-methods-alone",
                                     info="its real block efficiency and speed beside the ensemble's (the metrics' "
                                          "per-method rows are otherwise lower bounds); slower: one run per method")
     return dict(preset=preset, methods=methods, mode=mode, rule=rule, window=window, gamma=gamma,
                 max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, compare_ar=compare_ar,
                 adaptive=adaptive, tree_width=tree_width, tree_policy=tree_policy, tree_blocks=tree_blocks,
-                hedge_first=hedge_first, methods_alone=methods_alone, top_p=top_p)
+                hedge_first=hedge_first, methods_alone=methods_alone, top_p=top_p, repeat=repeat)
 
 
 def stepper_group() -> SimpleNamespace:

@@ -57,6 +57,8 @@ class Request:
                                                        "picture")
     methods_alone: object = _input(False, "after plain decoding, run each ticked method (but N) drafting alone "
                                           "with the same settings, for its real block efficiency and speed")
+    repeat: object = _input(1, "runs of TABED and of plain decoding, taken in turn (1 to 9): the page shows the "
+                               "median run's speed and the range of all")
     top_p: object = _input(DEFAULTS.top_p, "sampling keeps the most probable tokens whose probabilities add up to "
                                            "this (1 keeps every token)")
 
@@ -65,8 +67,8 @@ class Request:
         config = {name: getattr(self, name) for name in CONFIG_INPUTS}
         return page_settings(self.methods, self.mode, notes, **config)
 
-    def flag(self, name: str) -> bool:
-        """One of the page's own switches (`FLAGS`), checked."""
+    def flag(self, name: str) -> bool | int:
+        """One of the page's own switches and counts (`FLAGS`), checked."""
         return page_flag(name, getattr(self, name))
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from ..engine.session import BUSY_SHARE
 from ..engine.spec import METHOD_NAMES
-from ..engine.speed import TIMED_TOKENS, SpeedModel
+from ..engine.speed import TIMED_TOKENS, Repeats, SpeedModel
 from .reasons import ABOUT_EVEN, fast_or_slow, guesses_matched, who_led
 from .words import Words, counted, one_row
 from .worker import ALONE, SPECULATIVE
@@ -88,6 +88,8 @@ class RunFacts:
     unasked: tuple[str, ...] = ()  # the question's words, when the answer holds none of them
     half_precision: bool = False
     notes: tuple[str, ...] = ()
+    spread: Repeats | None = None  # the speedups of the request's runs, when it ran each side several times
+    differing: tuple[int, ...] = ()  # runs (1-based) whose greedy answer differs from the first's
 
 
 def done_html(facts: RunFacts) -> str:
@@ -113,7 +115,8 @@ def reasons(facts: RunFacts) -> list[Reason]:
         rest = "bookkeeping" if facts.mode == "single" else "the weights and bookkeeping"
         ours, plain = facts.exact.tokens, facts.exact.plain_tokens  # two samples may differ in length
         per_token = f" per token: the two samples are {ours} and {plain} tokens long" if ours != plain else ""
-        why.append(speed_reason(facts.speed, rest, facts.checked, per_token, f"run {facts.run}, {facts.where}"))
+        why.append(speed_reason(facts.speed, rest, facts.checked, per_token, f"run {facts.run}, {facts.where}",
+                                facts.spread))
     if facts.starved is not None:
         why.append(busy_reason(facts.starved, BUSY_SHARE, facts.speedup))
     if facts.pictures and len(facts.seen) > 1:
@@ -126,6 +129,8 @@ def reasons(facts: RunFacts) -> list[Reason]:
         why.append(example_reason(facts.lesson))
     if facts.unasked:
         why.append(unasked_reason(list(facts.unasked)))
+    if facts.differing:
+        why.append(differing_reason(facts.differing))
     return why + [exact_reason(facts.exact, facts.label, facts.half_precision)] + notes
 
 
@@ -139,27 +144,36 @@ def verdict(facts: RunFacts) -> str:
         speed = f"{label}'s timings are unreliable (the machine was busy): no speedup"
     elif speedup is None:
         speed = f"{label} is done"
-    elif speedup >= 1 + ABOUT_EVEN:
-        speed = f"{label} ran {speedup:.2f}× as fast as plain decoding"
-    elif speedup > 1 - ABOUT_EVEN:
-        speed = f"{label} ran about as fast as plain decoding ({speedup:.2f}×)"
     else:
-        speed = f"{label} ran slower than plain decoding ({speedup:.2f}×)"
+        spread = facts.spread
+        over = f"the median of {len(spread.speedups)} runs, {spread.low:.2f}–{spread.high:.2f}×" if spread else ""
+        if speedup >= 1 + ABOUT_EVEN:
+            speed = f"{label} ran {speedup:.2f}× as fast as plain decoding" + (f" ({over})" if over else "")
+        else:
+            how = "about as fast as" if speedup > 1 - ABOUT_EVEN else "slower than"
+            speed = f"{label} ran {how} plain decoding ({speedup:.2f}×" + (f"; {over})" if over else ")")
     said = speed + (f"; {'it' if facts.too_short else 'its answer'} is {exact.verdict()}" if exact is not None else "")
     if facts.tokens_per_check is not None:
         said += f"; each check by the big model kept {facts.tokens_per_check:.2f} tokens"
     return f"\u2713 {text(said)}."
 
 
-def speed_reason(speed: SpeedModel, rest: str, checked: float, per_token: str = "", where: str = "") -> Reason:
+def speed_reason(speed: SpeedModel, rest: str, checked: float, per_token: str = "", where: str = "",
+                 spread: Repeats | None = None) -> Reason:
     """Why fast (or slow): the line says what a check kept against what it cost; the detail, what the speedup
-    compares (`per_token`: two samples of different lengths), why, and every part of the decode time."""
+    compares (`per_token`: two samples of different lengths; `spread`: the median of several runs), why, and
+    every part of the decode time."""
     kind = ("Why fast" if speed.measured >= 1 + ABOUT_EVEN else "Why about even" if speed.measured > 1 - ABOUT_EVEN
             else "Why slow")
     line = f"each check kept {speed.tokens_per_pass:.2f} tokens in the time plain decoding makes {speed.pass_cost:.2f}."
     said = fast_or_slow(speed.tokens_per_pass, speed.pass_cost, speed.measured, speed.verify, checked)
     compares = f"The speedup, {speed.measured:.2f}×, is plain decoding's decode time over this run's{per_token}" + (
         f" ({where})." if where else ".")
+    if spread is not None:
+        runs = ", ".join(f"{figure:.2f}×" for figure in spread.speedups)
+        compares += (f" It is the median of {len(spread.speedups)} runs of each side, taken in turn ({runs}): one "
+                     "run's figure moves with whatever else the machine did meanwhile, its tokens per check do not; "
+                     "the figures below are the median run's.")
     return Reason(kind, line, text(f"{compares} {PLAIN_STEP} {said} In numbers: {speed.sentence(rest)}."))
 
 
@@ -170,6 +184,16 @@ def busy_reason(share: float, busy_share: float, speedup: float | None) -> Reaso
     return Reason("\u26a0\ufe0f Timings unreliable", f"this run got {share:.0%} of one core: the machine was busy.",
                   f"The run got {share:.1%} of one core, under the {busy_share:.0%} an idle machine gives it, so its "
                   f"times measure the machine's other work, not the method; run again when it is idle.{measured}")
+
+
+def differing_reason(runs: tuple[int, ...]) -> Reason:
+    """A repeat whose greedy answer is not the first run's: decoding the same request twice must give the same
+    tokens, so this is a bug."""
+    which = ", ".join(map(str, runs))
+    return Reason("\u26a0\ufe0f Runs differ", text(f"run {which} answered differently from run 1: a bug, please "
+                                                      "report it."),
+                  text(f"Greedy decoding of one request gives the same tokens every time; run {which} did not. The "
+                       "page shows run 1's answer and the median run's timings."))
 
 
 def sees_reason(methods: list[str]) -> Reason:
@@ -254,12 +278,18 @@ def note_reason(note: str) -> Reason:
 
 
 def progress(name: str, where: str, phase: str, done: int, method: str | None = None, racing: bool = False,
-             started: bool = True) -> str:
-    """A run on its way (HTML): what decodes now and how far (`done`: TABED's blocks, plain decoding's tokens)."""
+             started: bool = True, run: tuple[int, int] | None = None) -> str:
+    """A run on its way (HTML): what decodes now and how far (`done`: TABED's blocks, plain decoding's tokens;
+    `run`: which of the request's repeats, of how many, when it asked for several)."""
     if not started:
         return line_html(f"\u25f7 Reading the prompt for {name} · {where}")
-    doing = {SPECULATIVE: f"{name} decoding… block {done}", ALONE: f"{method} alone, for comparison: decoding…"}.get(
-        phase, f"plain decoding (the target alone)… token {done}")
+    if run is not None and run[0] > 1:  # a repeat, timed only: its tokens are the first run's
+        doing = f"timing run {run[0]} of {run[1]}: {name if phase == SPECULATIVE else 'plain decoding'}…"
+    else:
+        doing = {SPECULATIVE: f"{name} decoding… block {done}",
+                 ALONE: f"{method} alone, for comparison: decoding…"}.get(
+            phase, f"plain decoding (the target alone)… token {done}")
+        doing += f" (run 1 of {run[1]})" if run is not None else ""
     later = " · the charts come when both sides are done, so that neither is timed while they are drawn"
     return line_html(f"\u25f7 {doing} · {where}" + (later if racing else ""))
 

@@ -16,7 +16,7 @@ import torch
 from ..engine.events import BlockEvent, Finished, GenerationResult, Started, TokenEvent
 from ..engine.settings import Settings, hedges_first
 from ..engine.spec import METHOD_NAMES
-from ..engine.speed import SpeedModel, answer_speed, decode_speedup
+from ..engine.speed import Repeats, SpeedModel, answer_speed, decode_speedup
 from ..models.pair import ModelPair
 from . import reasons, render, status, stepper
 from .conversation import Conversation, LastRun, chat_history
@@ -84,6 +84,11 @@ class RunView:
     pictures: bool = False  # the conversation has pictures (what M sees and T does not)
     lesson: str | None = None  # what the bundled example asked was built to show, in a sentence (`page/examples.py`)
     question: str | None = None  # the prompt, asked of the teaching pair: its answer may be about something else
+    runs: int = 1  # how many times each side runs, alternately (`repeat`): the median run's figures are shown
+    repeat: int = 0  # the run on its way (0: the first, the one streamed)
+    repeats: list[dict[str, GenerationResult]] = field(default_factory=list)  # runs 1, 2…: their results by phase
+    spread: Repeats | None = None  # the speedups of every run that finished both sides (`settle`), when several
+    differing: tuple[int, ...] = ()  # runs (1-based) whose greedy answer differs from the first's: a bug
 
     def starved(self) -> float | None:
         """The smallest CPU share of the run's sides that the engine found busy (`Metrics.busy`: they
@@ -94,7 +99,13 @@ class RunView:
 
     def add(self, item: PhaseEvent) -> None:
         event = item.event
-        self.phase, self.method = item.phase, item.method
+        self.phase, self.method, self.repeat = item.phase, item.method, item.repeat
+        if item.repeat:  # a repeat, for its timings only: the page shows the first run's tokens as they came
+            if isinstance(event, Finished):
+                while len(self.repeats) < item.repeat:
+                    self.repeats.append({})
+                self.repeats[item.repeat - 1][item.phase] = event.result
+            return
         stream = self.tabed if item.phase == SPECULATIVE else self.plain
         if item.phase == ALONE:  # a method alone, for comparison: only its figures are shown
             if isinstance(event, Finished):
@@ -111,6 +122,25 @@ class RunView:
         elif isinstance(event, Finished):
             self.results[item.phase] = event.result
 
+    def settle(self) -> None:
+        """The run is over: of the runs that finished both sides, the one with the median speedup becomes the
+        run whose timings the page shows (its metrics, reasons and race; the tokens are the first run's), its
+        range kept in `spread`; runs a busy machine starved count only when every run was. A greedy answer that
+        differs between runs is a bug, kept in `differing`."""
+        if not self.repeats or not self.compared():
+            return
+        runs = [self.results, *(run for run in self.repeats if self._finished(run))]
+        spread = Repeats.of([(run[SPECULATIVE].metrics, run[AUTOREGRESSIVE].metrics) for run in runs])
+        if not self.settings.config.temperature:
+            self.differing = tuple(index + 2 for index, run in enumerate(self.repeats) if self._finished(run)
+                                   and any(run[p].token_ids != self.results[p].token_ids for p in run))
+        if spread is not None and len(spread.speedups) > 1:
+            self.spread, self.results = spread, runs[spread.median_run]
+
+    @staticmethod
+    def _finished(run: dict[str, GenerationResult]) -> bool:
+        return all(phase in run and not run[phase].stopped for phase in (SPECULATIVE, AUTOREGRESSIVE))
+
     def metrics(self) -> gr.Dataframe:
         """Both sides' numbers; a stopped side's are left out, so no speedup compares unequal answers."""
         speculative = self.results.get(SPECULATIVE)
@@ -120,6 +150,10 @@ class RunView:
             plain, missing = None, "stopped"
         rows = render.metrics_rows(speculative.metrics if speculative else None, plain.metrics if plain else None,
                                    unreliable=self.starved() is not None, missing=missing)
+        if self.spread is not None and rows[0][0].startswith("speedup"):
+            spread = self.spread
+            rows.insert(1, [f"speedup over {len(spread.speedups)} runs of each side (the median run's above)",
+                            f"{spread.low:.2f}× to {spread.high:.2f}×", "—"])
         if self.alone:
             rows += render.alone_rows(self.alone, self.alone_speedups())
         if plain is not None and (speed := self.speed()) is not None:
@@ -156,8 +190,7 @@ class RunView:
 
     def compared(self) -> bool:
         """Both sides decoded their whole answer: only then is a speedup (or a race) a comparison."""
-        return all(phase in self.results and not self.results[phase].stopped
-                   for phase in (SPECULATIVE, AUTOREGRESSIVE))
+        return self._finished(self.results)
 
     def speedup(self) -> float | None:
         """Plain decoding's decode time over ours for as many tokens (`speed.decode_speedup`), when both sides
@@ -211,7 +244,8 @@ class RunView:
             return status.error(self.error)
         if not finished:
             done = len(self.blocks) if self.phase == SPECULATIVE else len(self.plain.ids)
-            return status.progress(self.name, self.where, self.phase, done, self.method, self.racing, self.started)
+            return status.progress(self.name, self.where, self.phase, done, self.method, self.racing, self.started,
+                                   (self.repeat + 1, self.runs) if self.runs > 1 and self.phase != ALONE else None)
         if not self.started:
             return status.stopped(self.name, self.where, None, 0)
         if (side := self.stopped()) is not None:
@@ -240,7 +274,8 @@ class RunView:
                        seen=tuple(m for m in spec.methods if m in METHOD_NAMES), blocks=self.blocks,
                        shared=self.shared, pictures=self.pictures, word=Words(self.pair.tokenizer, markup=True),
                        alone=self.alone_speedups(), lesson=self.lesson,
-                       unasked=tuple(self.unasked()) if lesson_said else (), half_precision=self.half_precision)
+                       unasked=tuple(self.unasked()) if lesson_said else (), half_precision=self.half_precision,
+                       spread=self.spread, differing=self.differing)
 
     def exactness(self) -> status.Exactness:
         """How TABED's answer compares with plain decoding's, both finished: identical, a sample, or where they
@@ -315,6 +350,7 @@ def stream_frames(view: RunView, worker: ComparisonWorker, conversation: Convers
                 view.error = item.message
             elif isinstance(item, Done):
                 finished = True
+                view.settle()
         now = time.monotonic()
         if not finished and now - last_html < HTML_EVERY_S:
             continue

@@ -1,5 +1,5 @@
-"""One comparison in a background thread: TABED, then plain decoding, then (if asked) each method drafting
-alone, never two at once.
+"""One comparison in a background thread: TABED, then plain decoding (each again, alternately, for as many
+repeats as asked), then (if asked) each method drafting alone, never two at once.
 
 The worker puts every engine event on a queue, tagged with its phase; a consumer (the app) drains
 the queue at its own pace and can stop the worker at any time: the engine checks the stop flag
@@ -44,6 +44,7 @@ class PhaseEvent:
     phase: str  # SPECULATIVE, AUTOREGRESSIVE or ALONE
     event: Event
     method: str | None = None  # the method drafting alone, in the ALONE phase
+    repeat: int = 0  # which run of the request's repeats (0: the first, the one streamed)
 
 
 @dataclass
@@ -80,12 +81,12 @@ class ComparisonWorker:
         settings: Settings,
         compare_ar: bool = True,
         alone: tuple[str, ...] = (),
-        captioner=None,
         cancel: threading.Event | None = None,
         threads: int | None = None,
+        repeat: int = 1,
     ) -> None:
-        self.pair, self.turns, self.settings = pair, turns, settings
-        self.compare_ar, self.alone, self.captioner, self.threads = compare_ar, alone, captioner, threads
+        self.pair, self.turns, self.settings, self.repeat = pair, turns, settings, repeat
+        self.compare_ar, self.alone, self.threads = compare_ar, alone, threads
         self.items: queue.Queue[Item] = queue.Queue()
         self.cancel = cancel or threading.Event()  # set from outside (a Stop button) or by stop()
         self.thread = threading.Thread(target=self._run, name=WORKER_THREAD, daemon=True)
@@ -94,31 +95,32 @@ class ComparisonWorker:
         self.thread.start()
         return self
 
-    def _phases(self) -> list[tuple[str, str | None, Callable[[], object]]]:
-        """(phase, the method alone or None, its generator's start), in the order they run."""
-        phases = [(SPECULATIVE, None, lambda: speculative_generate(
-            self.pair, self.turns, self.settings.spec, self.settings.config, captioner=self.captioner,
-            cancel=self.cancel))]
-        if self.compare_ar:
-            phases.append((AUTOREGRESSIVE, None, lambda: autoregressive_generate(
-                self.pair, self.turns, self.settings.config, cancel=self.cancel)))
+    def _phases(self) -> list[tuple[str, str | None, int, Callable[[], object]]]:
+        """(phase, the method alone or None, the repeat, its generator's start), in the order they run: TABED
+        and plain decoding alternately, `repeat` times each (a repeat needs plain decoding: alone, once)."""
+        phases = []
+        for repeat in range(self.repeat if self.compare_ar else 1):
+            phases.append((SPECULATIVE, None, repeat, lambda: speculative_generate(
+                self.pair, self.turns, self.settings.spec, self.settings.config, cancel=self.cancel)))
+            if self.compare_ar:
+                phases.append((AUTOREGRESSIVE, None, repeat, lambda: autoregressive_generate(
+                    self.pair, self.turns, self.settings.config, cancel=self.cancel)))
         for method in self.alone:  # each method drafting alone, with the same settings: its real figures
-            phases.append((ALONE, method, lambda method=method: speculative_generate(
-                self.pair, self.turns, DraftingSpec((method,)), self.settings.config, captioner=self.captioner,
-                cancel=self.cancel)))
+            phases.append((ALONE, method, 0, lambda method=method: speculative_generate(
+                self.pair, self.turns, DraftingSpec((method,)), self.settings.config, cancel=self.cancel)))
         return phases
 
     def _run(self) -> None:
         try:
             if self.threads is not None:
                 torch.set_num_threads(self.threads)  # this thread's (and threads started later; not the caller's)
-            for phase, method, start in self._phases():
+            for phase, method, repeat, start in self._phases():
                 if self.cancel.is_set():
                     break
                 events = start()
                 try:
                     for event in events:
-                        self.items.put(PhaseEvent(phase, event, method))
+                        self.items.put(PhaseEvent(phase, event, method, repeat))
                 finally:
                     events.close()
         except Exception as error:  # noqa: BLE001 - every failure must reach the page as a message

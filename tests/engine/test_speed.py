@@ -5,9 +5,10 @@ from dataclasses import replace
 import pytest
 
 from tabed.engine.config import GenerationConfig
+from tabed.engine.events import Metrics
 from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
 from tabed.engine.spec import parse_spec
-from tabed.engine.speed import answer_speed, decode_speedup, speed_model
+from tabed.engine.speed import Repeats, answer_speed, decode_speedup, speed_model
 from tabed.models.chat import Turn
 
 
@@ -46,3 +47,30 @@ def test_on_a_real_run_the_parts_add_up_to_the_measured_speedup(pair, image):
     assert answer_speed(ours, longer).measured == pytest.approx(model.measured)  # per step: twice the steps, time
     assert decode_speedup(ours, longer) == pytest.approx(plain.decode_s / ours.decode_s)
     assert decode_speedup(ours, replace(plain, new_tokens=1)) is None  # no decode step to time
+
+
+def test_repeats_show_the_median_runs_figure_and_the_range_of_all():
+    """Three runs' speedups in run order: the median is one run's own figure (the second here), the range
+    spans all; of an even count, the lower middle run (a figure some run measured, never an average)."""
+    three = Repeats((1.8, 1.5, 0.9))
+    assert (three.median_run, three.median, three.low, three.high) == (1, 1.5, 0.9, 1.8)
+    four = Repeats((1.2, 2.0, 1.1, 1.6))
+    assert (four.median_run, four.median) == (0, 1.2)
+    assert Repeats((1.3,)).median_run == 0 and Repeats((2.0, 1.0)).median_run == 1
+    assert Repeats((1.0, 1.0, 1.0)).median_run == 1  # ties keep their run order
+
+
+def test_repeats_leave_out_the_runs_a_busy_machine_starved():
+    """Runs whose either side got too little CPU (`Metrics.busy`) measure the machine: left out, and the median
+    run named by its place among all; when every run was starved, all count (the page then says unreliable)."""
+    def sides(ours_s: float, busy: bool = False):
+        ours = Metrics(new_tokens=11, prefill_s=0.1, decode_s=ours_s, walltime_s=1.0, tokens_per_s=1.0,
+                       target_forwards=4, block_efficiency=2.0, busy=busy)
+        return ours, replace(ours, decode_s=1.0, busy=False, target_forwards=11)
+
+    spread = Repeats.of([sides(0.5, busy=True), sides(0.8), sides(0.4), sides(1.0)])
+    assert spread.speedups == pytest.approx((1.25, 2.5, 1.0)) and spread.runs == (1, 2, 3)
+    assert spread.median_run == 1 and spread.median == pytest.approx(1.25)
+    everyone = Repeats.of([sides(0.5, busy=True), sides(0.25, busy=True)])
+    assert everyone.runs == (0, 1) and everyone.median_run == 0
+    assert Repeats.of([]) is None

@@ -1,0 +1,163 @@
+"""A request run several times (`repeat`): TABED and plain decoding in turn, the median run's figures shown with
+the range of all, a greedy answer that changes between runs said to be a bug. The runs' decode times are set
+by hand here (one list per side), so that every figure is known; the tokens are the tiny pair's own."""
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+import app
+from conftest import serving, status_text
+from tabed.engine.events import Finished
+from tabed.page import render, worker
+from tabed.page.controls import MODES
+from tabed.page.request import Request
+from tabed.page.view import Frame
+from tabed.page.worker import AUTOREGRESSIVE, SPECULATIVE
+
+SETTINGS = dict(preset="teaching", methods=["M", "T"], mode=MODES[0], rule="w-grid", window=0, gamma=5,
+                max_new_tokens=24, temperature=0.0, seed=0, compare_ar=True, adaptive=True, tree_width=1,
+                tree_policy="ensemble", tree_blocks="all", hedge_first=True)
+
+
+@pytest.fixture
+def tiny_app(pair):
+    with serving(pair) as served:
+        yield served
+
+
+@pytest.fixture
+def timed(monkeypatch):
+    """Each side's runs with the decode times of `times[side]` in turn (a quiet machine's), each held a quarter
+    second (so that a frame shows it on its way), and every run's result kept in `runs[side]`;
+    `change(side, run, how)` alters that run's result before the page sees it."""
+    times = {SPECULATIVE: [], AUTOREGRESSIVE: []}
+    runs = {SPECULATIVE: [], AUTOREGRESSIVE: []}
+    changes = {}
+
+    def timing(side, generate):
+        def wrapped(*args, **kwargs):
+            for index, event in enumerate(generate(*args, **kwargs)):
+                if index == 1:  # the run has begun: long enough for a frame (one every 0.1 s) to say it
+                    time.sleep(0.25)
+                if isinstance(event, Finished):
+                    run = len(runs[side])
+                    metrics = event.result.metrics
+                    metrics.decode_s, metrics.busy = times[side][run % len(times[side])], False
+                    changes.get((side, run), lambda result: None)(event.result)
+                    runs[side].append(event.result)
+                yield event
+        return wrapped
+
+    monkeypatch.setattr(worker, "speculative_generate", timing(SPECULATIVE, worker.speculative_generate))
+    monkeypatch.setattr(worker, "autoregressive_generate", timing(AUTOREGRESSIVE, worker.autoregressive_generate))
+    yield times, runs, lambda side, run, how: changes.__setitem__((side, run), how)
+
+
+def ask(tiny_app, image_path=None, **changes) -> list[Frame]:
+    frames = []
+    for values in tiny_app.run(image_path, "w1 w2 w3", None, **{**SETTINGS, **changes}):
+        out = Frame(*values)
+        out.status = status_text(out.status)
+        frames.append(out)
+    return frames
+
+
+def rows(frame: Frame) -> dict[str, list]:
+    return {row[0]: row[1:] for row in frame.metrics.value["data"]}
+
+
+def test_three_runs_headline_the_median_run_and_the_range(tiny_app, timed):
+    """TABED and plain decoding in turn, three times each; TABED's decode times 0.5, 1.0, 2.0 s against plain
+    decoding's 1.5 s: speedups 3.00, 1.50 and 0.75. The verdict, the metrics, the reasons, the download and the
+    race are the median run's (the second); the range names all three; every repeat is said while it runs."""
+    times, runs, _ = timed
+    times[SPECULATIVE][:] = [0.5, 1.0, 2.0]
+    times[AUTOREGRESSIVE][:] = [1.5]
+    frames = ask(tiny_app, repeat=3)
+    out = frames[-1]
+    assert len(runs[SPECULATIVE]) == len(runs[AUTOREGRESSIVE]) == 3
+    verdict = out.status.splitlines()[0]
+    assert verdict.startswith("\u2713 TABED ran 1.50× as fast as plain decoding (the median of 3 runs, 0.75–3.00×); "
+                              "its answer is identical")
+    table = rows(out)
+    assert table["speedup (decode time)"][0] == "1.50×" and table["decode time (s)"] == ["1.000", "1.500"]
+    assert table["speedup over 3 runs of each side (the median run's above)"][0] == "0.75× to 3.00×"
+    assert "It is the median of 3 runs of each side, taken in turn (3.00×, 1.50×, 0.75×)" in out.status
+    said = [frame.status for frame in frames]
+    assert any("(run 1 of 3)" in s for s in said)
+    for run in (2, 3):
+        for side in ("TABED", "plain decoding"):
+            assert any(f"timing run {run} of 3: {side}…" in s for s in said), (run, side)
+    state = out.state
+    median = runs[SPECULATIVE][1]
+    assert state.last.blocks is median.blocks  # the stepper's blocks are the median run's
+    assert state.last.frames[SPECULATIVE] == render.result_texts(tiny_app.PAIRS.pair.tokenizer, median)  # the race
+    record = json.loads(next(Path(state.export_dir).glob("*.json")).read_text())
+    assert record["speedup"] == pytest.approx(1.5)
+    assert record["results"][SPECULATIVE]["metrics"]["decode_s"] == 1.0
+
+
+def test_one_run_says_no_range_and_a_repeat_needs_plain_decoding(tiny_app, timed):
+    """repeat 1 (the default) is today's page: no range anywhere. Without plain decoding there is no speed to
+    repeat for: TABED runs once."""
+    times, runs, _ = timed
+    times[SPECULATIVE][:], times[AUTOREGRESSIVE][:] = [0.5], [1.5]
+    out = ask(tiny_app, repeat=1)[-1]
+    assert out.status.splitlines()[0].startswith("\u2713 TABED ran 3.00× as fast as plain decoding; ")
+    assert "runs" not in out.status.splitlines()[0] and not any("over" in key for key in rows(out))
+    out = ask(tiny_app, repeat=5, compare_ar=False)[-1]
+    assert len(runs[SPECULATIVE]) == 2 and len(runs[AUTOREGRESSIVE]) == 1
+    assert "runs" not in out.status
+
+
+def test_nine_runs_the_most(tiny_app, timed):
+    times, runs, _ = timed
+    times[SPECULATIVE][:] = [0.5, 1.0, 2.0, 0.6, 0.7, 0.8, 0.9, 1.1, 1.2]
+    times[AUTOREGRESSIVE][:] = [1.5]
+    out = ask(tiny_app, repeat=9, max_new_tokens=12)[-1]
+    assert len(runs[SPECULATIVE]) == len(runs[AUTOREGRESSIVE]) == 9
+    assert "(the median of 9 runs, 0.75–3.00×)" in out.status.splitlines()[0]
+    assert rows(out)["decode time (s)"][0] == "0.900"  # the fifth of nine
+
+
+@pytest.mark.parametrize("repeat", [0, 10, 2.5, "3", True, None])
+def test_a_repeat_out_of_bounds_is_refused_naming_it(tiny_app, timed, repeat):
+    out = ask(tiny_app, repeat=repeat)[-1]
+    assert out.status == f"\u26a0\ufe0f Error: repeat must be a whole number from 1 to 9 (runs of each side, the " \
+                         f"median shown); got {repeat!r}"
+    assert not timed[1][SPECULATIVE]
+
+
+def test_a_greedy_answer_that_changes_between_runs_is_said_to_be_a_bug(tiny_app, timed):
+    times, runs, change = timed
+    times[SPECULATIVE][:], times[AUTOREGRESSIVE][:] = [0.5, 1.0, 2.0], [1.5]
+    change(AUTOREGRESSIVE, 2, lambda result: result.token_ids.append(result.token_ids[-1]))
+    out = ask(tiny_app, repeat=3)[-1]
+    assert "- \u26a0\ufe0f Runs differ: run 3 answered differently from run 1: a bug, please report it." in out.status
+    out = ask(tiny_app, repeat=3)[-1]
+    assert "Runs differ" not in out.status
+
+
+def test_a_run_the_machine_starved_is_left_out_of_the_median(tiny_app, timed):
+    """A repeat that got too little CPU measures the machine's other work: the median and range are the other
+    runs'; when every run was starved, the verdict gives no figure."""
+    times, runs, change = timed
+    times[SPECULATIVE][:], times[AUTOREGRESSIVE][:] = [0.5, 1.0, 2.0], [1.5]
+    change(SPECULATIVE, 0, lambda result: setattr(result.metrics, "busy", True))
+    out = ask(tiny_app, repeat=3)[-1]
+    assert "ran slower than plain decoding (0.75×; the median of 2 runs, 0.75–1.50×)" in out.status.splitlines()[0]
+    change(SPECULATIVE, 4, lambda result: setattr(result.metrics, "busy", True))
+    for run in (3, 5):
+        change(SPECULATIVE, run, lambda result: setattr(result.metrics, "busy", True))
+    out = ask(tiny_app, repeat=3)[-1]
+    assert out.status.startswith("\u2713 TABED's timings are unreliable (the machine was busy): no speedup")
+
+
+def test_the_zerogpu_budget_counts_every_repeat():
+    assert app._gpu_seconds(False, Request(methods=["M", "T"], max_new_tokens=100, repeat=3)) == 30 + 0.25 * 6 * 100
+    assert app._gpu_seconds(False, Request(methods=["M", "T"], max_new_tokens=100, repeat=3,
+                                           methods_alone=True)) == 30 + 0.25 * 8 * 100
+    assert app._gpu_seconds(False, Request(max_new_tokens=100, repeat=99)) == 30 + 0.25 * 2 * 100  # refused: once
