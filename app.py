@@ -37,7 +37,7 @@ from tabed.page.layout import settings_accordion, stepper_group
 from tabed.page.pairs import PairCache, release_memory
 from tabed.page.request import INPUTS, Request, api_handler
 from tabed.page.stops import StopFlags
-from tabed.page.view import OUTPUTS, Frame, RunView, final_frames, race_frames, stream_frames
+from tabed.page.view import OUTPUTS, RACE_PACES, Frame, RunView, final_frames, race_frames, stream_frames
 from tabed.page.worker import ComparisonWorker
 
 ROOT = Path(__file__).resolve().parent
@@ -138,11 +138,21 @@ ask_follow_up = api_handler("ask_follow_up", "The next turn of the same conversa
                             lambda request, browser: respond(True, request, None if ZERO_GPU else browser))
 
 
-def replay_race(conversation, request: gr.Request = None):
-    """Both answers again, side by side, at the pace each was measured at; Stop ends it where it is."""
+def replay_race(conversation, pace: float = 1.0, request: gr.Request = None):
+    """Both answers again, side by side, at the pace each was measured at, or at a `pace` of it (1, 0.5 or
+    0.25); Stop ends it where it is.
+
+    Args:
+        conversation: the session state (None from an API call: no race yet)
+        pace: of the measured pace: 1, 0.5 or 0.25
+    """
+    if isinstance(pace, bool) or pace not in RACE_PACES.values():
+        paces = ", ".join(f"{value:g}" for value in RACE_PACES.values())
+        yield f"<i>{status.text(f'pace must be one of {paces}; got {pace!r}')}</i>"
+        return
     stop = STOPS.begin(_session(request))
     try:
-        yield from race_frames(session_state(conversation), stop)
+        yield from race_frames(session_state(conversation), stop, pace)
     finally:
         STOPS.end(_session(request), stop)
 
@@ -197,15 +207,15 @@ def _question_column(default: str) -> SimpleNamespace:
         ui.run = gr.Button("Run", variant="primary", elem_id="run")
         ui.follow_up = gr.Button("Ask as follow-up", elem_id="follow-up")
         ui.stop = gr.Button("Stop", variant="secondary", elem_id="stop")  # red only while a run goes (`_wire`)
+    starts, follow_ups = BUNDLED.starts(), BUNDLED.follow_ups()  # under the buttons: Run in reach after a pick
+    gr.Examples(starts, inputs=[ui.image, ui.prompt], cache_examples=False, elem_id="examples",
+                label="Examples: image-oriented, text-oriented, no picture, three odd pictures (then Run)")
     ui.new = gr.Button("New conversation", size="sm", elem_id="new")
     ui.chat = gr.Chatbot(label="Conversation", show_label=False, height=220, elem_id="chat", buttons=["copy"],
                          render_markdown=False)  # as typed (`conversation.as_typed`); no label over its first turn
-    ui.settings = settings_accordion(default, PAGE)
-    starts, follow_ups = BUNDLED.starts(), BUNDLED.follow_ups()
-    gr.Examples(starts, inputs=[ui.image, ui.prompt], cache_examples=False, elem_id="examples",
-                label="Examples: image-oriented, text-oriented, no picture, three odd pictures (then Run)")
     gr.Examples(follow_ups, inputs=[ui.prompt], cache_examples=False, elem_id="follow-up-examples",
                 label="Follow-ups: after a run, pick one and press 'Ask as follow-up'")
+    ui.settings = settings_accordion(default, PAGE)
     return ui
 
 
@@ -232,7 +242,10 @@ def _answer_column() -> SimpleNamespace:
                              wrap=True, label="Block by block", elem_id="blocks", interactive=False, max_height=480)
     ui.trees = gr.Plot(label="Token trees", elem_id="trees-plot")  # shown while blocks may draft trees
     ui.stepper = stepper_group()
-    ui.race_button = gr.Button("Replay race", elem_id="race")
+    with gr.Row(equal_height=True):
+        ui.race_button = gr.Button("Replay race", elem_id="race", scale=2)
+        ui.race_pace = gr.Radio([(words, pace) for words, pace in RACE_PACES.items()], value=1.0, scale=3,
+                                label="pace, of the measured one", elem_id="race-pace")
     ui.race = gr.HTML(elem_id="race-view", label="Race", show_label=False)  # under its button: in view when pressed
     ui.downloads = gr.File(label=DOWNLOADS_LABEL, file_count="multiple", elem_id="downloads")
     return ui
@@ -295,7 +308,7 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
     # trigger_mode="multiple": a picture added while the last one's check is on its way is checked too
     ask.image.upload(check_upload, [ask.image], [ask.image, show.status], preprocess=False, queue=False,
                      api_name=False, trigger_mode="multiple")
-    race_event = show.race_button.click(replay_race, [state], [show.race], api_name="replay_race",
+    race_event = show.race_button.click(replay_race, [state, show.race_pace], [show.race], api_name="replay_race",
                                         trigger_mode="always_last", show_progress="hidden")  # it has its clock
     # On ZeroGPU the handler runs in another process, out of reach of the session's flags: cancel it there.
     # trigger_mode="multiple": every click of Stop is sent, even while an earlier one is still on its way

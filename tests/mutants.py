@@ -559,6 +559,18 @@ MUTANTS = (
     Mutant("repeat-median-of-an-even-count-the-upper", "tabed/engine/speed.py", "middle = order[(len(order) - 1) // 2]",
            "middle = order[len(order) // 2]",
            ("tests/engine/test_speed.py::test_repeats_show_the_median_runs_figure_and_the_range_of_all",)),
+    Mutant("the-race-ignores-its-pace", "tabed/page/view.py", "scale = max(1.0, end / 20.0) * pace",
+           "scale = max(1.0, end / 20.0)",
+           (f"{APP}::test_the_race_replays_at_a_half_or_a_quarter_of_the_measured_pace_and_says_so",)),
+    Mutant("the-race-takes-any-pace", "app.py", "if isinstance(pace, bool) or pace not in RACE_PACES.values():",
+           "if False:", (f"{APP}::test_the_race_replays_at_a_half_or_a_quarter_of_the_measured_pace_and_says_so",)),
+    Mutant("a-stop-before-plain-decoding-says-done", "tabed/page/view.py",
+           "return AUTOREGRESSIVE if self.racing else None", "return None",
+           (f"{APP}::test_the_status_counts_each_sides_own_tokens_and_the_most_starved_share",)),
+    Mutant("whose-guesses-as-rates-hiding-their-counts", "tabed/page/status.py",
+           """line = ", ".join(f"{m}'s {hit} of {total}" for _, m, hit, total in rates)""",
+           """line = ", ".join(f"{m}'s {hit / total:.0%}" for _, m, hit, total in rates)""",
+           ("tests/test_golden.py::test_the_teaching_pairs_bundled_example_records",)),
     Mutant("a-follow-up-changes-its-pair", "tabed/page/conversation.py",
            "if conversation.preset not in (None, preset):", "if False:",
            (f"{APP}::test_each_session_words_its_own_answer_with_its_own_pairs_tokenizer",)),
@@ -710,14 +722,22 @@ def scratch_copy(into: Path) -> Path:
     return into
 
 
-def pytest_run(root: Path, tests: tuple[str, ...]) -> tuple[int, dict[str, int], str]:
-    """Run `tests` in the copy at `root`: pytest's exit status, its counts (tests, skipped, failures, errors)
-    and the tail of its output. No bytecode is written: a source edited after a run is read afresh."""
+HUNG = -1  # `pytest_run`'s status for tests still running at their time limit
+
+
+def pytest_run(root: Path, tests: tuple[str, ...], limit_s: float | None = None) -> tuple[int, dict[str, int], str]:
+    """Run `tests` in the copy at `root`: pytest's exit status (`HUNG` past `limit_s`), its counts (tests,
+    skipped, failures, errors) and the tail of its output. No bytecode is written: a source edited after a run
+    is read afresh."""
     with tempfile.TemporaryDirectory(prefix="tabed-mutant-report-") as reports:
         junit = Path(reports) / "junit.xml"
-        done = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-n", "0", "-p", "no:cacheprovider",
-                               f"--junitxml={junit}", *tests], cwd=root, capture_output=True, text=True,
-                              env=os.environ | {"HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+        try:
+            done = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-n", "0", "-p", "no:cacheprovider",
+                                   f"--junitxml={junit}", *tests], cwd=root, capture_output=True, text=True,
+                                  env=os.environ | {"HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"},
+                                  timeout=limit_s)
+        except subprocess.TimeoutExpired:
+            return HUNG, {}, f"still running after {limit_s:.0f} s"
         counts = {"tests": 0, "skipped": 0, "failures": 0, "errors": 0}
         if junit.exists():
             for suite in ElementTree.parse(junit).getroot().iter("testsuite"):
@@ -752,10 +772,12 @@ def caught(mutant: Mutant) -> tuple[bool, float]:
         passes_clean(root, mutant)
         apply(root, mutant)
         started = time.perf_counter()
-        status, _, output = pytest_run(root, mutant.tests)
-        if status not in (0, 1):  # 1: tests failed; anything else is the check's own failure
+        # a mutant that makes its tests hang is caught (a suite that never ends fails CI), once they have run
+        # ten times as long as on clean code, and two minutes at least
+        status, _, output = pytest_run(root, mutant.tests, max(120.0, 10 * CLEAN[mutant.tests]))
+        if status not in (0, 1, HUNG):  # 1: tests failed; anything else is the check's own failure
             raise RuntimeError(f"{mutant.name}: pytest exited {status} with the mutant\n{output}")
-        return status == 1, time.perf_counter() - started
+        return status != 0, time.perf_counter() - started
 
 
 def main(argv: list[str] | None = None) -> int:

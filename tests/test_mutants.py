@@ -5,7 +5,7 @@ import ast
 
 import pytest
 
-from mutants import MUTANTS, ROOT
+from mutants import HUNG, MUTANTS, ROOT, pytest_run
 
 
 def names_in(path) -> set[str]:
@@ -31,3 +31,11 @@ def test_every_mutant_applies_once_and_names_real_tests(mutant):
 
 def test_the_mutants_are_twenty_and_named_once():
     assert len(MUTANTS) >= 20 and len({m.name for m in MUTANTS}) == len(MUTANTS)
+
+
+def test_tests_that_hang_under_a_mutant_are_stopped_and_said_to(tmp_path):
+    """A mutant may make its tests loop for ever (a race whose clock stands still): the check stops them at
+    their limit and counts the mutant caught, rather than waiting with them."""
+    (tmp_path / "test_forever.py").write_text("import time\n\n\ndef test_forever():\n    time.sleep(60)\n")
+    status, _, said = pytest_run(tmp_path, ("test_forever.py",), limit_s=3)
+    assert status == HUNG and said == "still running after 3 s"

@@ -268,17 +268,17 @@ def fast_or_slow(tokens_per_pass: float, cost: float, measured: float, verify: f
     verify can come out cheaper than the one step it replaces, or dearer (`checked`: drafts per pass)."""
     whole = f"a whole pass (verify, drafting and the rest) cost {cost:.2f} plain steps"
     if measured >= 1 + ABOUT_EVEN:
-        text = (f"Fast because each target pass kept {tokens_per_pass:.2f} tokens where a plain step makes one, "
+        text = (f"Fast because each target pass produced {tokens_per_pass:.2f} tokens where a plain step makes one, "
                 f"and {whole}.")
     elif measured > 1 - ABOUT_EVEN:
         predicted = tokens_per_pass / cost if cost > 0 else 0.0
         took = (": nearly all that it gained" if abs(predicted - 1) < ABOUT_EVEN else
                 f"; these predict {predicted:.2f}×, the clock gave {measured:.2f}×")
-        text = (f"About as fast as plain decoding ({measured:.2f}×): each target pass kept {tokens_per_pass:.2f} "
+        text = (f"About as fast as plain decoding ({measured:.2f}×): each target pass produced {tokens_per_pass:.2f} "
                 f"tokens where a plain step makes one, but {whole}{took}.")
     else:
-        text = (f"Slower than plain decoding: each target pass kept only {tokens_per_pass:.2f} tokens, and {whole}: "
-                "the drafts missed too often to pay for themselves.")
+        text = (f"Slower than plain decoding: each target pass produced only {tokens_per_pass:.2f} tokens, and "
+                f"{whole}: the drafts missed too often to pay for themselves.")
     if round(verify, 2) < 1.0:
         text += (f" A verify came out under one plain step ({verify:.2f}): checking a few tokens costs the target "
                  "about what making one does, and the two are timed in different runs, so their noise can tip it.")

@@ -72,7 +72,7 @@ class RunFacts:
     run: int  # the session's run it is
     where: str  # "teaching on cpu (float32)"
     exact: Exactness | None = None  # None: plain decoding did not finish
-    tokens_per_check: float | None = None  # tokens each target pass kept after the prompt's
+    tokens_per_check: float | None = None  # tokens each target pass produced after the prompt's
     speedup: float | None = None  # plain decoding's decode time over this run's (None: nothing to compare)
     starved: float | None = None  # the smallest CPU share of a side the engine found starved
     too_short: bool = False  # plain decoding's answer too short to time
@@ -136,7 +136,8 @@ def reasons(facts: RunFacts) -> list[Reason]:
 
 def verdict(facts: RunFacts) -> str:
     """The run's first line (at most 30 words): its speed against plain decoding (or why there is no figure),
-    that its answer is exact, and the cause in a clause: how many tokens each check by the big model kept."""
+    that its answer is exact, and the cause in a clause: how many tokens each check by the big model produced
+    (the drafts it kept and its own token)."""
     label, speedup, exact = facts.label, facts.speedup, facts.exact
     if facts.too_short:  # no figure whatever the machine did
         speed = f"{label}'s answer was too short to time (under {TIMED_TOKENS} tokens)"
@@ -154,18 +155,19 @@ def verdict(facts: RunFacts) -> str:
             speed = f"{label} ran {how} plain decoding ({speedup:.2f}×" + (f"; {over})" if over else ")")
     said = speed + (f"; {'it' if facts.too_short else 'its answer'} is {exact.verdict()}" if exact is not None else "")
     if facts.tokens_per_check is not None:
-        said += f"; each check by the big model kept {facts.tokens_per_check:.2f} tokens"
+        said += f"; each check by the big model produced {facts.tokens_per_check:.2f} tokens"
     return f"\u2713 {text(said)}."
 
 
 def speed_reason(speed: SpeedModel, rest: str, checked: float, per_token: str = "", where: str = "",
                  spread: Repeats | None = None) -> Reason:
-    """Why fast (or slow): the line says what a check kept against what it cost; the detail, what the speedup
+    """Why fast (or slow): the line says what a check produced against what it cost; the detail, what the speedup
     compares (`per_token`: two samples of different lengths; `spread`: the median of several runs), why, and
     every part of the decode time."""
     kind = ("Why fast" if speed.measured >= 1 + ABOUT_EVEN else "Why about even" if speed.measured > 1 - ABOUT_EVEN
             else "Why slow")
-    line = f"each check kept {speed.tokens_per_pass:.2f} tokens in the time plain decoding makes {speed.pass_cost:.2f}."
+    line = (f"each check produced {speed.tokens_per_pass:.2f} tokens in the time plain decoding makes "
+            f"{speed.pass_cost:.2f}.")
     said = fast_or_slow(speed.tokens_per_pass, speed.pass_cost, speed.measured, speed.verify, checked)
     compares = f"The speedup, {speed.measured:.2f}×, is plain decoding's decode time over this run's{per_token}" + (
         f" ({where})." if where else ".")
@@ -211,8 +213,9 @@ def led_reason(blocks: list, shared: list[str], detail: str) -> Reason | None:
     if shared:
         line = f"{one_row(shared)}, one guess."
     else:
-        rates = sorted(((hit / total, m) for m, (hit, total) in matched.items()), reverse=True)
-        line = ", ".join(f"{m}'s {rate:.0%}" for rate, m in rates) + " of the time."
+        rates = sorted(((hit / total, m, hit, total) for m, (hit, total) in matched.items()), reverse=True)
+        rested = " (a resting method guesses at none)" if len({total for *_, total in rates}) > 1 else ""
+        line = ", ".join(f"{m}'s {hit} of {total}" for _, m, hit, total in rates) + f"{rested}."
     return Reason("Whose guesses were right", text(line), detail)
 
 
@@ -236,7 +239,10 @@ def example_reason(lesson: str) -> Reason:
         if depth == 0 and char in ",;:":
             head = at
             break
-    return Reason("The example", text(f"{shown[:head].rstrip('.')}."), text(lesson))
+    line = shown[:head].rstrip(".")
+    if line[1:2].islower():  # a line goes on after its key's colon: "The example: this is…"
+        line = line[:1].lower() + line[1:]
+    return Reason("The example", text(f"{line}."), text(lesson))
 
 
 def unasked_reason(missing: list[str]) -> Reason:
@@ -265,8 +271,7 @@ def exact_reason(exact: Exactness, label: str, half_precision: bool) -> Reason:
         why = ("half precision rounds a near-tie differently in a many-token verify and a one-token step"
                if half_precision else "unexpected in float32: please report it")
         detail = f"Differs from plain decoding from token {exact.first} on: {why}."
-    line = ("the big model's own answer." if exact.same and not exact.sampled else
-            exact.line()[:1].upper() + exact.line()[1:] + ".")
+    line = "the big model's own answer." if exact.same and not exact.sampled else exact.line() + "."
     return Reason("Exact", text(line), text(detail))
 
 
@@ -301,8 +306,9 @@ def stopped(name: str, where: str, side: str | None, done: int) -> str:
     if side == SPECULATIVE:
         return line_html(f"\u25a0 Stopped after {counted(done, 'block')} · {where}. The partial answer stays here "
                          "and is not added to the conversation.")
-    return line_html(f"\u25a0 Stopped plain decoding after {counted(done, 'token')} · {where}. {name}'s answer is "
-                     "complete and joins the conversation; no speedup is shown, since plain decoding did not finish.")
+    where_stopped = f"plain decoding after {counted(done, 'token')}" if done else "before plain decoding began"
+    return line_html(f"\u25a0 Stopped {where_stopped} · {where}. {name}'s answer is complete and joins the "
+                     "conversation; no speedup is shown, since plain decoding did not finish.")
 
 
 def finishing(where: str) -> str:

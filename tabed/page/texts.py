@@ -88,7 +88,7 @@ def step_by_js(by: int) -> str:
     return f"""() => {{
   const box = document.querySelector('#step-index input');
   if (!box) return;
-  box.value = String((parseInt(box.value, 10) || 0) + ({by}));
+  box.value = String(Math.max(0, (parseInt(box.value, 10) || 0) + ({by})));  // previous stops at block 0
   box.dispatchEvent(new Event('input', {{bubbles: true}}));
 }}"""
 

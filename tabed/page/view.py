@@ -34,6 +34,7 @@ RACE_CLOCK_S = 0.5  # the replayed race's clock is resent at least this often wh
 RACE_FRAME_S = 0.2
 PLOT_EVERY_S = 0.75  # plotly figures and tables are resent whole: keep them rare (Stop stays responsive)
 NO_RACE = "Run a prompt with 'compare with plain decoding' ticked first."
+RACE_PACES = {"×1": 1.0, "×½": 0.5, "×¼": 0.25}  # the replayed race's pace, of the measured one, by its words
 STOPPED_MARK = '<div class="tabed-stopped">\u25a0 stopped here</div>'
 STEPPABLE = '<span class="tabed-steppable" hidden></span>'  # its blocks are the stepper's: a tap steps
 
@@ -186,7 +187,9 @@ class RunView:
         speculative, plain = self.results.get(SPECULATIVE), self.results.get(AUTOREGRESSIVE)
         if speculative is None or speculative.stopped:
             return SPECULATIVE
-        return AUTOREGRESSIVE if plain is not None and plain.stopped else None
+        if plain is None:  # asked for and never begun: Stop landed as TABED's answer ended
+            return AUTOREGRESSIVE if self.racing else None
+        return AUTOREGRESSIVE if plain.stopped else None
 
     def compared(self) -> bool:
         """Both sides decoded their whole answer: only then is a speedup (or a race) a comparison."""
@@ -249,7 +252,8 @@ class RunView:
         if not self.started:
             return status.stopped(self.name, self.where, None, 0)
         if (side := self.stopped()) is not None:
-            done = len(self.blocks) if side == SPECULATIVE else len(self.results[AUTOREGRESSIVE].token_ids)
+            plain = self.results.get(AUTOREGRESSIVE)
+            done = len(self.blocks) if side == SPECULATIVE else len(plain.token_ids) if plain else 0
             return status.stopped(self.name, self.where, side, done)
         return status.done_html(self.facts()) if charted else status.finishing(self.where)
 
@@ -410,14 +414,15 @@ def final_frames(view: RunView, conversation: Conversation, request: dict) -> It
                 downloads=files, trees=view.trees())
 
 
-def race_frames(conversation: Conversation, stop: threading.Event) -> Iterator[str]:
-    """Both answers again, side by side, at the pace each was measured at (sped up past 20 s)."""
+def race_frames(conversation: Conversation, stop: threading.Event, pace: float = 1.0) -> Iterator[str]:
+    """Both answers again, side by side, at the pace each was measured at (sped up past 20 s), or at a `pace`
+    of it (`RACE_PACES`: a 120-token race lasts about a second on a CPU, too fast to follow)."""
     frames = conversation.last.frames
     if SPECULATIVE not in frames or AUTOREGRESSIVE not in frames:
         yield f"<i>{conversation.last.race_note or NO_RACE}</i>"
         return
     end = max(frames[SPECULATIVE][-1][0], frames[AUTOREGRESSIVE][-1][0])
-    scale = max(1.0, end / 20.0)  # replays longer than 20 s are sped up, and say so
+    scale = max(1.0, end / 20.0) * pace  # replays longer than 20 s are sped up; either way it is said
     start = time.monotonic()
     shown = {SPECULATIVE: 0, AUTOREGRESSIVE: 0}
     sent, last = None, 0.0  # what the last frame showed, and when: a frame goes only when it shows more
@@ -432,7 +437,8 @@ def race_frames(conversation: Conversation, stop: threading.Event) -> Iterator[s
             text = sequence[shown[phase] - 1][1] if shown[phase] else ""
             return render.race_html(text, label, sequence[-1][0] if shown[phase] == len(sequence) else None)
 
-        note = f" (×{scale:.1f} faster than measured)" if scale > 1 else " (at the measured pace)"
+        note = (f" (×{scale:.1f} faster than measured)" if scale > 1 else " (at the measured pace)" if scale == 1
+                else f" (at ×{scale:g} of the measured pace, slowed to follow)")
         stopped = stop.is_set()
         if stopped:
             note += " \u25a0 Stopped"

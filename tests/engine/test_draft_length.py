@@ -27,7 +27,7 @@ def test_gamma_is_auto_auto_with_a_cap_or_a_number(text, expected):
     assert parse_gamma(text) == expected
 
 
-@pytest.mark.parametrize("text", ["fast", "auto:x", "", "5.5"])
+@pytest.mark.parametrize("text", ["fast", "auto:x", "", "5.5", ":5"])  # a colon only after "auto"
 def test_a_bad_gamma_says_what_is_allowed(text):
     with pytest.raises(InputError, match="'auto', 'auto:N' or a number"):
         parse_gamma(text)
@@ -55,6 +55,8 @@ def test_a_block_goes_on_while_its_chance_of_surviving_whole_is_high_enough():
     fixed = DraftLength(5, adaptive=False)
     fixed.learn([0.9, 0.1], accepted=0)
     assert fixed.keep_drafting(0.0)
+    length.start_block(0.25)  # a chance exactly at the minimum goes on: drafting stops only under it
+    assert length.keep_growing(0.25) and not length.keep_growing(0.2499)
 
 
 def test_only_tokens_the_target_judged_are_learned_from():

@@ -1,6 +1,7 @@
 """The app's event handlers, driven directly with a tiny pair: what they yield, errors, Stop."""
 
 import html
+import itertools
 import json
 import re
 import threading
@@ -21,7 +22,7 @@ from conftest import serving, status_text, workers_alive
 from tabed.engine import resting, session
 from tabed.engine.events import Finished
 from tabed.models.pair import ModelPair
-from tabed.page import render, worker
+from tabed.page import render, view, worker
 from tabed.page.controls import MODES
 from tabed.page.view import OUTPUTS, STOPPED_MARK, Frame
 
@@ -481,7 +482,7 @@ def test_stop_ends_the_replay_race_where_it_is(tiny_app, image_path):
     state = final(list(tiny_app.run(image_path, "w1", None, **settings(max_new_tokens=60), request=request))).state
     slow = {phase: [(t * 50, text) for t, text in frames] for phase, frames in state.last.frames.items()}
     state.last = replace(state.last, frames=slow)
-    race = tiny_app.replay_race(state, request)
+    race = tiny_app.replay_race(state, request=request)
     next(race)
     tiny_app.request_stop(request)
     frames = list(race)
@@ -523,6 +524,29 @@ def test_replay_race_plays_both_answers(tiny_app, image_path):
     assert f"TABED \u2714 done in {ended['speculative']:.2f} s" in frames[-1]
     assert f"plain decoding \u2714 done in {ended['autoregressive']:.2f} s" in frames[-1]
     assert "Run a prompt" in next(tiny_app.replay_race(None))
+    assert "(at the measured pace)" in frames[-1]
+
+
+@pytest.mark.parametrize("pace, said", [(0.5, "(at ×0.5 of the measured pace, slowed to follow)"),
+                                        (0.25, "(at ×0.25 of the measured pace, slowed to follow)")])
+def test_the_race_replays_at_a_half_or_a_quarter_of_the_measured_pace_and_says_so(tiny_app, image_path, pace, said,
+                                                                                    monkeypatch):
+    """The race clock runs at the pace asked: each side ends at its measured time over the pace, on the race's
+    own clock, which keeps the measured seconds (a slowed race still says "done in" the measured time)."""
+    state = final(list(tiny_app.run(image_path, "w1", None, **settings(max_new_tokens=8)))).state
+    for bad in (2.0, 0.0, "×½", True, None):
+        refused = list(itertools.islice(tiny_app.replay_race(state, bad), 2))  # (a race at pace 0 never ends)
+        assert refused == [f"<i>pace must be one of 1, 0.5, 0.25; got {bad!r}</i>"]
+    now = [0.0]
+    monkeypatch.setattr(view, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    stop = threading.Event()
+    monkeypatch.setattr(stop, "wait", lambda seconds: now.__setitem__(0, now[0] + seconds))  # a clock of its own
+    end = max(frames[-1][0] for frames in state.last.frames.values())
+    frames = list(view.race_frames(state, stop, pace))
+    assert said in frames[-1] and "✔" in frames[-1]
+    assert now[0] == pytest.approx(end / pace, abs=view.RACE_FRAME_S)  # slowed by the pace
+    clock = float(re.search(r"race clock ([\d.]+) s", frames[-1])[1])
+    assert clock == pytest.approx(end, abs=view.RACE_FRAME_S)
 
 
 def _with_stand_in_spaces(tmp_path, script: str, extra_env: dict | None = None) -> str:
@@ -793,7 +817,7 @@ def test_the_status_shows_lossless_and_names_what_decoded(tiny_app, image_path, 
     verdict = greedy.status.splitlines()[0]  # the first line says it, with the cause of the speed
     checks = last_run(greedy.state)["results"]["speculative"]["metrics"]["target_forwards"] - 1  # after the prompt's
     assert re.fullmatch(rf"\u2713 TABED ran .*; its answer is identical, {tokens} of {tokens} tokens; each check by "
-                        rf"the big model kept {(tokens - 1) / checks:.2f} tokens\.", verdict), verdict
+                        rf"the big model produced {(tokens - 1) / checks:.2f} tokens\.", verdict), verdict
     sampled = final(list(tiny_app.run(image_path, "w1 w2 w3", None, **settings(temperature=1.0, seed=3))))
     assert "its answer is a sample of the same distribution as plain decoding's" in sampled.status.splitlines()[0]
     assert "from the same distribution" in sampled.status and "min(1, p(x)/q(x))" in sampled.status
@@ -891,8 +915,9 @@ def test_a_sampled_answer_says_whether_its_sample_is_plain_decodings(pair):
 
 
 def test_the_status_counts_each_sides_own_tokens_and_the_most_starved_share(pair):
-    """Plain decoding's progress and its Stop count plain decoding's tokens (not TABED's); a run whose two sides
-    were starved is said to have got the smaller share."""
+    """Plain decoding's progress and its Stop count plain decoding's tokens (not TABED's), and a Stop that landed
+    before plain decoding began says so (not "done"); a run whose two sides were starved is said to have got the
+    smaller share."""
     from tabed.page.controls import MODES, page_settings
     from tabed.page.render import TokenStream
     from tabed.page.view import RunView
@@ -903,6 +928,11 @@ def test_the_status_counts_each_sides_own_tokens_and_the_most_starved_share(pair
     assert "plain decoding (the target alone)… token 2 ·" in status_text(view.status(False))
     view.results = {"speculative": result([1, 2, 3, 4, 5]), "autoregressive": result([1, 2], stopped=True)}
     assert status_text(view.status(True)).startswith("\u25a0 Stopped plain decoding after 2 tokens")
+    view.results, view.racing = {"speculative": result([1, 2, 3, 4, 5])}, True  # stopped as TABED's answer ended
+    assert status_text(view.status(True)).startswith("\u25a0 Stopped before plain decoding began · ")
+    assert view.stopped() == "autoregressive" and not view.compared()
+    view.racing = False  # plain decoding not asked for: nothing was stopped
+    assert view.stopped() is None and status_text(view.status(True)).startswith("\u2713 TABED is done")
     view.results = {"speculative": result([1, 2, 3], share=0.5), "autoregressive": result([1, 2, 3], share=0.2)}
     assert view.starved() == 0.2
 
@@ -1084,7 +1114,7 @@ def test_the_page_says_why_on_the_bundled_examples(teaching_pair, monkeypatch, t
         assert "This example was built to show arithmetic worked step by step" in plain
         for text in (said, second, made_up, plain):
             assert re.search(r"(Fast because|Slower than plain decoding:|About as fast as plain decoding \(.*\):) each "
-                             r"target pass kept", text), text
+                             r"target pass produced", text), text
 
 
 def test_a_runs_view_says_each_of_its_reasons_only_where_it_holds(pair):

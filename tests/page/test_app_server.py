@@ -95,9 +95,10 @@ def test_the_api_takes_named_inputs_and_answers_without_server_paths(server, tmp
     names = [p["parameter_name"] for p in parameters]
     assert names == ["pictures", "prompt", "preset", "methods", "mode", "rule", "window", "gamma",
                      "max_new_tokens", "temperature", "seed", "compare_ar", "adaptive", "tree_width", "tree_policy",
-                     "tree_blocks", "hedge_first", "methods_alone", "top_p"]
+                     "tree_blocks", "hedge_first", "methods_alone", "repeat", "top_p"]
     types = {p["parameter_name"]: p["type"]["type"] for p in parameters}
-    assert [types[name] for name in ("gamma", "max_new_tokens", "tree_width", "window", "seed")] == ["integer"] * 5
+    assert [types[name] for name in ("gamma", "max_new_tokens", "tree_width", "window", "seed", "repeat")] == \
+        ["integer"] * 6
     returns = server.view_api(return_format="dict", print_info=False)["named_endpoints"]["/run"]["returns"]
     assert [r["label"] for r in returns] == ["Status", "Answer (TABED)", "Plain decoding", "Speed and acceptance",
                                              "Ensemble weights", "Block by block", "Conversation",

@@ -15,6 +15,7 @@ from playwright.sync_api import expect, sync_playwright
 
 import app
 from conftest import a_word_split_by_a_rejection, hand_block, serving, word_tokenizer, workers_alive
+from tabed.engine import session
 from tabed.engine.events import TreeNode
 from tabed.models.loading import load_preset
 from tabed.page import render, worker
@@ -385,6 +386,29 @@ class TestWithTheTinyPair:
         expect(view).to_contain_text(f"Block 2 of blocks 0–{last}")
         expect(index).to_have_value("2")
 
+    @pytest.mark.parametrize("width", [1400, 390])
+    def test_a_repeated_run_headlines_its_median_and_its_race_slows_to_a_quarter(self, browser, tiny_server,
+                                                                                chart_png, width, monkeypatch,
+                                                                                long_answers):
+        """Repeat set to 3 in the settings: the verdict names the median of 3 runs and their range, the metrics
+        the range; the race replayed at ×¼ says so on the race (a starved run would give no figure: the busy
+        check is off here, so that the machine's load cannot change what is checked)."""
+        monkeypatch.setattr(session, "BUSY_SHARE", 0.0)
+        long_answers()  # long enough to time
+        with screen(browser, tiny_server, width, 1300) as page:
+            open_settings(page)
+            set_slider(page, "settings-repeat", 3)
+            ask(page, chart_png, "w1 w2 w3")
+            expect(verdict(page, 1)).to_contain_text(re.compile(r"the median of 3 runs, [\d.]+–[\d.]+×"))
+            expect(metrics_table(page)).to_contain_text("speedup over 3 runs of each side")
+            page.locator("#race-pace").get_by_text("×¼").click()
+            page.locator("#race").click()
+            race = page.locator("#race-view")
+            expect(race).to_contain_text("(at ×0.25 of the measured pace, slowed to follow)")
+            expect(race).to_contain_text("\u2714 ", timeout=60_000)
+            assert race.bounding_box()["width"] <= width
+            no_error_badge(page)
+
     def test_the_downloaded_charts_open_with_the_network_off(self, page, chart_png):
         """The run's chart page carries plotly.js: opened with every request but the file's own refused, it
         still draws the weights and the hedged first block's tree, under a title naming the run; each
@@ -451,7 +475,7 @@ class TestWithTheTinyPair:
             first = verdict(page, 1)
             line = first.inner_text()
             assert len(line.split()) <= 30 and re.search(r"[\d.]+×|unreliable|too short", line), line
-            assert "identical, " in line and "each check by the big model kept" in line, line
+            assert "identical, " in line and "each check by the big model produced" in line, line
             for shown in (first, page.locator("#tabed-answer .tk").first):
                 box = shown.bounding_box()
                 assert box and box["y"] >= 0 and box["y"] + box["height"] <= height, (shown, box)
@@ -1007,9 +1031,9 @@ def _stop_races(page, rng: random.Random, moments: list[float], monkeypatch, lan
     monkeypatch.setattr(app.STOPS, "stop", lambda session, stop=app.STOPS.stop: (stops.append(time.monotonic()),
                                                                                   stop(session)))
 
-    def timed(conversation, flag, frames=app.race_frames):
+    def timed(conversation, flag, pace, frames=app.race_frames):
         races.append([])
-        made = frames(conversation, flag)
+        made = frames(conversation, flag, pace)
         for frame in made:
             races[-1].append(time.monotonic())
             yield frame

@@ -154,11 +154,11 @@ def test_without_a_picture_the_rows_are_one_and_nothing_tells_them_apart():
 
 
 def test_fast_or_slow_in_one_sentence():
-    assert fast_or_slow(3.2, 2.1, 1.52).startswith("Fast because each target pass kept 3.20 tokens")
-    assert fast_or_slow(1.1, 1.6, 0.69).startswith("Slower than plain decoding: each target pass kept only 1.1")
+    assert fast_or_slow(3.2, 2.1, 1.52).startswith("Fast because each target pass produced 3.20 tokens")
+    assert fast_or_slow(1.1, 1.6, 0.69).startswith("Slower than plain decoding: each target pass produced only 1.1")
     assert fast_or_slow(1.9, 1.85, 1.03) == (  # neither fast nor slow (a trial saw "Fast because" at 1.03×)
-        "About as fast as plain decoding (1.03×): each target pass kept 1.90 tokens where a plain step makes one, but "
-        "a whole pass (verify, drafting and the rest) cost 1.85 plain steps: nearly all that it gained.")
+        "About as fast as plain decoding (1.03×): each target pass produced 1.90 tokens where a plain step makes one, "
+        "but a whole pass (verify, drafting and the rest) cost 1.85 plain steps: nearly all that it gained.")
     assert fast_or_slow(2.6, 2.0, 0.95).endswith("cost 2.00 plain steps; these predict 1.30×, the clock gave 0.95×.")
     assert fast_or_slow(3.2, 2.1, 1.1).startswith("Fast because")
     assert "under one plain step" not in fast_or_slow(3.2, 2.1, 1.52, verify=1.1)
