@@ -48,7 +48,7 @@ PAGE = Request()  # the page's defaults
 ZERO_GPU = os.environ.get("SPACES_ZERO_GPU", "").strip().lower() in ("1", "t", "true")
 PAIRS = PairCache(zero_gpu=ZERO_GPU)  # one loaded pair at a time
 STOPS = StopFlags()
-DOWNLOADS_LABEL = "Downloads: the run (JSON) and its charts (one HTML page, plotly.js inside: it opens offline)"
+DOWNLOADS_LABEL = "Downloads: the run (JSON) and its report (one HTML page, plotly.js inside: it opens offline)"
 
 
 def _session(request: gr.Request | None) -> str | None:

@@ -13,14 +13,15 @@ import gradio as gr
 import plotly.graph_objects as go
 import torch
 
+from ..bench.machine import describe_machine, machine_line
 from ..engine.events import BlockEvent, Finished, GenerationResult, Started, TokenEvent
 from ..engine.settings import Settings, hedges_first
 from ..engine.spec import METHOD_NAMES
 from ..engine.speed import Repeats, SpeedModel, answer_speed, decode_speedup
 from ..models.pair import ModelPair
-from . import reasons, render, status, stepper
+from . import reasons, render, status, stepper, texts
 from .conversation import Conversation, LastRun, chat_history
-from .downloads import write_downloads
+from .downloads import Report, write_downloads
 from .examples import LATER_TURN, OWN_QUESTION
 from .render import too_short_to_time
 from .words import Words, one_row
@@ -143,6 +144,12 @@ class RunView:
         return all(phase in run and not run[phase].stopped for phase in (SPECULATIVE, AUTOREGRESSIVE))
 
     def metrics(self) -> gr.Dataframe:
+        return gr.Dataframe(value=self.metric_rows(), headers=self.metric_headers())
+
+    def metric_headers(self) -> list[str]:
+        return ["", self.label, "plain"]
+
+    def metric_rows(self) -> list[list]:
         """Both sides' numbers; a stopped side's are left out, so no speedup compares unequal answers."""
         speculative = self.results.get(SPECULATIVE)
         plain = self.results.get(AUTOREGRESSIVE)
@@ -160,7 +167,7 @@ class RunView:
         if plain is not None and (speed := self.speed()) is not None:
             at = next(i for i, row in enumerate(rows) if row[0] == "tokens")  # under the speedup: why it is so
             rows[at:at] = render.speed_rows(speed, weighed=not self.single())
-        return gr.Dataframe(value=rows, headers=["", self.label, "plain"])
+        return rows
 
     def groups(self) -> render.Groups:
         return render.method_groups(list(self.settings.spec.methods), self.shared)
@@ -326,16 +333,29 @@ class RunView:
 
 
 def export_run(conversation: Conversation, view: RunView, request: dict) -> list[str]:
-    """The run as JSON (events and metrics) and its charts (the weights, and any token trees) as one page
-    that opens offline, for download, in place of the session's previous downloads."""
+    """The run as JSON (events and metrics) and its report (`downloads.Report`: what the page shows of it, the
+    charts included) as one page that opens offline, for download, in place of the session's previous ones."""
     record = {"request": request, "pair": view.pair.name, "device": str(view.pair.device),
               "dtype": str(view.pair.dtype), "results": {k: r.to_dict() for k, r in view.results.items()}
               | {f"alone:{method}": r.to_dict() for method, r in view.alone.items()}}  # the download's keys
     if (speedup := view.speedup()) is not None:  # never from a side that was stopped
         record["speedup"] = speedup
-    figures = [view.figure()] + ([view.trees()] if any(block.tree for block in view.blocks) else [])
     conversation.runs = view.run
-    return write_downloads(conversation, record, figures, time.time())
+    return write_downloads(conversation, record, report(view, request), texts.CSS, time.time())
+
+
+def report(view: RunView, request: dict) -> Report:
+    """What the run's report shows: the status as the page ends with it, both answers as coloured, the metrics,
+    the charts, the request and where it ran."""
+    figures = [view.figure()] + ([view.trees()] if any(block.tree for block in view.blocks) else [])
+    pair = view.pair
+    machine = machine_line(describe_machine(pair.device, pair.linears, pair.compiled_roles))
+    settings = {"prompt": request["prompt"], "turn": request["turn"], "pictures": request["images"],
+                "drafting": request["spec"], **request["config"], "repeat": view.runs}
+    return Report(view.status(True), render.legend_html(),
+                  [("tabed-answer", f"Answer ({view.label})", render.answer_html(view.tabed)),
+                   ("plain-answer", "Plain decoding", view.plain_column())],
+                  view.metric_rows(), view.metric_headers(), figures, settings, f"{view.where}; {machine}")
 
 
 def stream_frames(view: RunView, worker: ComparisonWorker, conversation: Conversation) -> Iterator[Frame]:

@@ -94,7 +94,7 @@ def test_run_streams_coloured_tokens_then_metrics_and_exports(tiny_app, image_pa
     assert {b["stop"] for b in result["speculative"]["blocks"]} <= {"unsure", "cap", "budget", "eos"}
     assert chat[-1]["role"] == "assistant" and chat[-1]["content"] == result["speculative"]["text"]
     assert [re.sub(r"\d{8}-\d{6}", "T", f.rsplit("/", 1)[-1]) for f in files] == ["tabed-T-run1.json",
-                                                                                   "tabed-T-run1-charts.html"]
+                                                                                   "tabed-T-run1-report.html"]
     assert "set the tree width above 1" in trees.layout.title.text  # chains: the trees plot says how to get one
 
 
@@ -624,11 +624,15 @@ def test_each_run_replaces_the_last_runs_downloads_named_and_titled_for_it(tiny_
         files = sorted(Path(state.export_dir).iterdir())
         names.append([re.sub(r"^tabed-\d{8}-\d{6}-", "", file.name) for file in files])
         assert len(folders() - before) == 1  # the last run's only
-    assert names == [[f"run{n}-charts.html", f"run{n}.json"] for n in (1, 2, 3)]
-    page = next(Path(state.export_dir).glob("*-charts.html")).read_text()
+    assert names == [[f"run{n}-report.html", f"run{n}.json"] for n in (1, 2, 3)]
+    page = next(Path(state.export_dir).glob("*-report.html")).read_text()
     title = re.search(r"<title>(.*)</title>", page)[1]
     assert title.startswith("TABED demo, run 3: tabed-MT, 20") and title.endswith("“w4 &lt;b&gt;”")
     assert "<b>" not in page.split("<body")[1].split("<div")[0]  # the prompt is text, not markup
+    body = page.split("<body")[1]  # the report: the verdict, both answers as tokens, the metrics, the settings
+    assert 'class="tabed-verdict" data-run="3"' in body and body.count('class="tk ') >= 2
+    assert '<div id="tabed-answer">' in body and '<div id="plain-answer">' in body and "<td>tokens</td>" in body
+    assert "<li>drafting: tabed-MT</li>" in body and "<li>prompt: w4 &lt;b&gt;</li>" in body
     assert last_run(state)["title"].endswith("“w4 <b>”")
 
 

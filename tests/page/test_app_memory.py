@@ -16,7 +16,7 @@ from gradio_client import Client, handle_file
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = 60
-DISK_MB = 20  # what 60 runs may leave on the server, Gradio's copies included (one run's chart page is 4.8 MB)
+DISK_MB = 20  # what 60 runs may leave on the server, Gradio's copies included (one run's report is 4.8 MB)
 
 
 def _free_port() -> int:
@@ -47,7 +47,7 @@ def _connect(port: int, server: subprocess.Popen) -> Client:
 @pytest.mark.slow
 def test_sixty_runs_leave_one_runs_files_and_a_flat_memory(tmp_path):
     """The app in its own process, on the bundled pair, driven through the API as a user's script would
-    (one session, a picture each run: the hedged first block adds its tree to the chart page); stopped with
+    (one session, a picture each run: the hedged first block adds its tree to the report); stopped with
     Ctrl-C, as a teacher stops it. Short answers: each run still makes every frame, chart and download."""
     port = _free_port()
     launch = ("import faulthandler, signal; faulthandler.register(signal.SIGUSR1); "  # its threads' stacks, on demand

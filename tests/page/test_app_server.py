@@ -107,9 +107,9 @@ def test_the_api_takes_named_inputs_and_answers_without_server_paths(server, tmp
     assert [r["label"] for r in race] == ["Race"]  # named, not value_54
     out = named(server.predict(prompt="w1 w2", max_new_tokens=12, api_name="/run"))
     assert out["status"].startswith("\u2713 ") and "tk-" in out["tabed"]
-    record, charts = (Path(f) for f in out["downloads"])  # the chart page carries plotly.js
+    record, charts = (Path(f) for f in out["downloads"])  # the report carries plotly.js
     assert record.suffix == ".json" and record.stat().st_size < 200_000
-    assert charts.name.endswith("-charts.html") and 3_000_000 < charts.stat().st_size < 8_000_000
+    assert charts.name.endswith("-report.html") and 3_000_000 < charts.stat().st_size < 8_000_000
     empty = tmp_path / "empty.png"
     empty.write_bytes(b"")
     status = named(server.predict(pictures=[{"image": handle_file(str(empty)), "caption": None}], prompt="w1",

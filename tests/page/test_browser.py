@@ -409,16 +409,17 @@ class TestWithTheTinyPair:
             assert race.bounding_box()["width"] <= width
             no_error_badge(page)
 
-    def test_the_downloaded_charts_open_with_the_network_off(self, page, chart_png):
-        """The run's chart page carries plotly.js: opened with every request but the file's own refused, it
-        still draws the weights and the hedged first block's tree, under a title naming the run; each
-        download's name says which run of the session it is."""
+    def test_the_downloaded_report_opens_with_the_network_off_and_shows_the_run(self, page, chart_png):
+        """The run's report carries plotly.js and the page's styles: opened with every request but the file's
+        own refused, it shows the verdict and its reasons, both answers coloured as on the page with the legend,
+        the metrics, the weights and the hedged first block's tree, the settings and the machine, under a title
+        naming the run; each download's name says which run of the session it is."""
         from tabed.page.downloads import downloads_root
 
         ask(page, chart_png, "w1 w2 w3")
         ask(page, None, "w4", run=2, button="#follow-up")
         names = page.locator("#downloads a").evaluate_all("links => links.map(a => a.href.split('/').pop())")
-        assert sorted(re.sub(r"\d{8}-\d{6}", "T", name) for name in names) == ["tabed-T-run2-charts.html",
+        assert sorted(re.sub(r"\d{8}-\d{6}", "T", name) for name in names) == ["tabed-T-run2-report.html",
                                                                              "tabed-T-run2.json"], names
         chart = next(downloads_root().rglob(next(name for name in names if name.endswith(".html"))))
         offline = page.context.new_page()
@@ -430,6 +431,18 @@ class TestWithTheTinyPair:
         expect(offline.locator(".js-plotly-plot .scatterlayer .trace").first).to_be_attached()
         assert offline.evaluate("typeof window.Plotly") == "object" and refused == []
         assert offline.title().startswith("TABED demo, run 2: tabed-MT, ") and offline.title().endswith("“w4”")
+        expect(offline.locator("#status .tabed-verdict")).to_have_text(verdict(page, 2).inner_text())
+        assert offline.locator("#status details").count() == page.locator("#status details").count() > 0
+        for answer in ("#tabed-answer", "#plain-answer"):  # the same tokens, coloured alike
+            shown, kept = page.locator(f"{answer} .tk"), offline.locator(f"{answer} .tk")
+            assert kept.all_text_contents() == shown.all_text_contents() and kept.count() > 0
+            colour = "el => getComputedStyle(el).color"
+            assert kept.first.evaluate(colour) == shown.first.evaluate(colour)
+        expect(offline.locator("#legend")).to_contain_text("rejected")
+        expect(offline.locator("#metrics")).to_contain_text("block efficiency")
+        expect(offline.locator("body")).to_contain_text("drafting: tabed-MT")
+        expect(offline.locator("body")).to_contain_text("tiny on cpu (float32); ")
+        offline.screenshot(path=str(SCREENSHOTS / "report.png"), full_page=True)
         offline.close()
 
     def test_the_page_reads_on_a_wide_screen_and_a_phone(self, page, chart_png):
