@@ -214,8 +214,7 @@ def led_reason(blocks: list, shared: list[str], detail: str) -> Reason | None:
         line = f"{one_row(shared)}, one guess."
     else:
         rates = sorted(((hit / total, m, hit, total) for m, (hit, total) in matched.items()), reverse=True)
-        rested = " (a resting method guesses at none)" if len({total for *_, total in rates}) > 1 else ""
-        line = ", ".join(f"{m}'s {hit} of {total}" for _, m, hit, total in rates) + f"{rested}."
+        line = ", ".join(f"{m}'s {hit} of {total}" for _, m, hit, total in rates) + "."  # (a resting method: none)
     return Reason("Whose guesses were right", text(line), detail)
 
 
