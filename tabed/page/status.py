@@ -214,7 +214,7 @@ def led_reason(blocks: list, shared: list[str], detail: str) -> Reason | None:
         line = f"{one_row(shared)}, one guess."
     else:
         rates = sorted(((hit / total, m, hit, total) for m, (hit, total) in matched.items()), reverse=True)
-        line = ", ".join(f"{m}'s {hit} of {total}" for _, m, hit, total in rates) + "."  # (a resting method: none)
+        line = ", ".join(f"{m}'s {hit} of {total}" for _, m, hit, total in rates) + "."  # a resting one: fewer
     return Reason("Whose guesses were right", text(line), detail)
 
 
