@@ -28,20 +28,28 @@ def tiny_app(pair):
         yield served
 
 
+FRAMES = [0]  # frames the page has made in this test so far (`ask` counts them)
+
+
 @pytest.fixture
 def timed(monkeypatch):
-    """Each side's runs with the decode times of `times[side]` in turn (a quiet machine's), each held a quarter
-    second (so that a frame shows it on its way), and every run's result kept in `runs[side]`;
-    `change(side, run, how)` alters that run's result before the page sees it."""
+    """Each side's runs with the decode times of `times[side]` in turn (a quiet machine's), each held until the
+    page has made two frames more (the second one's status shows it, however busy the machine), and every run's
+    result kept in `runs[side]`; `change(side, run, how)` alters that run's result before the page sees it."""
     times = {SPECULATIVE: [], AUTOREGRESSIVE: []}
     runs = {SPECULATIVE: [], AUTOREGRESSIVE: []}
     changes = {}
 
+    def shown_twice_more() -> None:
+        seen, waited = FRAMES[0], time.monotonic()
+        while FRAMES[0] < seen + 2 and time.monotonic() - waited < 30:
+            time.sleep(0.01)
+
     def timing(side, generate):
         def wrapped(*args, **kwargs):
             for index, event in enumerate(generate(*args, **kwargs)):
-                if index == 1:  # the run has begun: long enough for a frame (one every 0.1 s) to say it
-                    time.sleep(0.25)
+                if index == 1:  # the run has begun (its first event is on its way to the page)
+                    shown_twice_more()
                 if isinstance(event, Finished):
                     run = len(runs[side])
                     metrics = event.result.metrics
@@ -59,6 +67,7 @@ def timed(monkeypatch):
 def ask(tiny_app, image_path=None, **changes) -> list[Frame]:
     frames = []
     for values in tiny_app.run(image_path, "w1 w2 w3", None, **{**SETTINGS, **changes}):
+        FRAMES[0] += 1
         out = Frame(*values)
         out.status = status_text(out.status)
         frames.append(out)
