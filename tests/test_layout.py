@@ -107,3 +107,15 @@ def test_no_step_of_a_block_asks_whether_it_is_the_first():
                 assert "first" not in name or not any(isinstance(c, ast.Constant) and c.value is None
                                                       for c in node.comparators), f"{path.name}:{node.lineno}"
             assert not isinstance(node, ast.arg | ast.keyword) or node.arg != "after_prompt", path.name
+
+
+def test_every_test_is_where_pytest_collects_it():
+    """A test function or method indented into another function (an edit that split a class once left a browser
+    test inside a helper) is never collected, and its promise goes untested without a word."""
+    hidden = []
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        for outer in ast.walk(ast.parse(path.read_text())):
+            if isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                hidden += [(path.name, outer.name, node.name) for node in ast.walk(outer)
+                           if node is not outer and isinstance(node, ast.FunctionDef) and node.name.startswith("test")]
+    assert hidden == []

@@ -9,10 +9,11 @@ from mutants import HUNG, MUTANTS, ROOT, pytest_run
 
 
 def names_in(path) -> set[str]:
-    """A test file's functions, and its classes' methods as pytest names them ("Class::method")."""
+    """A test file's functions, and its classes' methods as pytest names them ("Class::method"): at the top
+    level only, as pytest collects them (a test indented into another function by mistake is never run)."""
     tree = ast.parse(path.read_text())
-    functions = {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
-    return functions | {f"{cls.name}::{node.name}" for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef)
+    functions = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+    return functions | {f"{cls.name}::{node.name}" for cls in tree.body if isinstance(cls, ast.ClassDef)
                         for node in cls.body if isinstance(node, ast.FunctionDef)}
 
 

@@ -711,6 +711,31 @@ class TestWithTheTinyPair:
         trees.screenshot(path=str(SCREENSHOTS / "trees.png"))
 
 
+    @pytest.mark.parametrize("width", [1400, 390])
+    def test_the_examples_read_apart_and_fill_the_question(self, page, width):
+        """The examples' headers side by side, each whole; every example's pictures inside their own cell,
+        clear of the prompt's (three pictures wrap on a phone); a click fills the question."""
+        page.set_viewport_size({"width": width, "height": 900})
+        examples = page.locator("#examples")
+        examples.scroll_into_view_if_needed()
+        headers = [examples.locator("th").nth(i).bounding_box() for i in range(2)]
+        assert headers[0]["x"] + headers[0]["width"] <= headers[1]["x"] + 1, headers  # apart, not over each other
+        assert examples.locator("th").evaluate_all("cells => cells.every(c => c.scrollWidth <= c.clientWidth)")
+        rows = examples.locator("tbody tr")
+        for row in range(rows.count()):
+            cell = rows.nth(row).locator("td").first.bounding_box()
+            for picture in rows.nth(row).locator("td").first.locator("img").all():
+                box = picture.bounding_box()
+                assert box["x"] >= cell["x"] - 1 and box["x"] + box["width"] <= cell["x"] + cell["width"] + 1, row
+        example = page.locator('#examples [data-testid="dataset-cell-0-1"]')
+        box = example.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= width, box
+        example.click()
+        expect(page.locator("#prompt textarea")).to_have_value(re.compile(r"\w+ \w+"))
+        expect(page.locator("#image img").first).to_be_visible()
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+
+
 def test_the_kept_paths_words_in_the_trees_chart_read_apart(browser):
     """On a page of its own, plotly's own drawing of the trees chart: four blocks whose kept paths are words as
     long as a real answer's, each with branches the target rejected, in a chart as wide as the answer's column
@@ -753,30 +778,6 @@ def _labels_apart(chart) -> None:
         for other, o_left, o_top, o_right, o_bottom in boxes[index + 1:]:
             apart = right <= o_left + 1 or o_right <= left + 1 or bottom <= o_top + 1 or o_bottom <= top + 1
             assert apart, (word, other, (left, top, right, bottom), (o_left, o_top, o_right, o_bottom))
-
-    @pytest.mark.parametrize("width", [1400, 390])
-    def test_the_examples_read_apart_and_fill_the_question(self, page, width):
-        """The examples' headers side by side, each whole; every example's pictures inside their own cell,
-        clear of the prompt's (three pictures wrap on a phone); a click fills the question."""
-        page.set_viewport_size({"width": width, "height": 900})
-        examples = page.locator("#examples")
-        examples.scroll_into_view_if_needed()
-        headers = [examples.locator("th").nth(i).bounding_box() for i in range(2)]
-        assert headers[0]["x"] + headers[0]["width"] <= headers[1]["x"] + 1, headers  # apart, not over each other
-        assert examples.locator("th").evaluate_all("cells => cells.every(c => c.scrollWidth <= c.clientWidth)")
-        rows = examples.locator("tbody tr")
-        for row in range(rows.count()):
-            cell = rows.nth(row).locator("td").first.bounding_box()
-            for picture in rows.nth(row).locator("td").first.locator("img").all():
-                box = picture.bounding_box()
-                assert box["x"] >= cell["x"] - 1 and box["x"] + box["width"] <= cell["x"] + cell["width"] + 1, row
-        example = page.locator('#examples [data-testid="dataset-cell-0-1"]')
-        box = example.bounding_box()
-        assert box["x"] >= 0 and box["x"] + box["width"] <= width, box
-        example.click()
-        expect(page.locator("#prompt textarea")).to_have_value(re.compile(r"\w+ \w+"))
-        expect(page.locator("#image img").first).to_be_visible()
-        assert page.evaluate("document.documentElement.scrollWidth") <= width
 
 
 def _as_it_was(page, rows: int) -> None:
