@@ -70,7 +70,7 @@ def _gpu_seconds(follow_up: bool, request: Request, *_args, **_kwargs) -> int:
         repeat = request.flag("repeat")
     except InputError:  # refused by the run itself, which then uses no GPU time
         repeat = 1
-    runs = 2 * repeat + (len(request.methods) if alone else 0)
+    runs = (2 * repeat if request.compare_ar is not False else 1) + (len(request.methods) if alone else 0)
     tokens = request.max_new_tokens if isinstance(request.max_new_tokens, (int, float)) else PAGE.max_new_tokens
     return int(min(300, 30 + 0.25 * runs * float(tokens)))
 

@@ -90,6 +90,7 @@ class RunFacts:
     notes: tuple[str, ...] = ()
     spread: Repeats | None = None  # the speedups of the request's runs, when it ran each side several times
     differing: tuple[int, ...] = ()  # runs (1-based) whose greedy answer differs from the first's
+    cut: tuple[int, int] | None = None  # (runs that finished, runs asked) when Stop ended the repeats
 
 
 def done_html(facts: RunFacts) -> str:
@@ -131,6 +132,10 @@ def reasons(facts: RunFacts) -> list[Reason]:
         why.append(unasked_reason(list(facts.unasked)))
     if facts.differing:
         why.append(differing_reason(facts.differing))
+    if facts.cut is not None:
+        done, asked = facts.cut
+        why.insert(0, Reason("\u25a0 Stopped", text(f"after {counted(done, 'run')} of {asked}: the figures are "
+                                                     f"{'its' if done == 1 else 'theirs'}.")))
     return why + [exact_reason(facts.exact, facts.label, facts.half_precision)] + notes
 
 

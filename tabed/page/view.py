@@ -91,6 +91,7 @@ class RunView:
     repeats: list[dict[str, GenerationResult]] = field(default_factory=list)  # runs 1, 2…: their results by phase
     spread: Repeats | None = None  # the speedups of every run that finished both sides (`settle`), when several
     differing: tuple[int, ...] = ()  # runs (1-based) whose greedy answer differs from the first's: a bug
+    timed_runs: int = 1  # the runs that finished both sides (`settle`)
 
     def starved(self) -> float | None:
         """The smallest CPU share of the run's sides that the engine found busy (`Metrics.busy`: they
@@ -125,19 +126,23 @@ class RunView:
             self.results[item.phase] = event.result
 
     def settle(self) -> None:
-        """The run is over: of the runs that finished both sides, the one with the median speedup becomes the
-        run whose timings the page shows (its metrics, reasons and race; the tokens are the first run's), its
-        range kept in `spread`; runs a busy machine starved count only when every run was. A greedy answer that
-        differs between runs is a bug, kept in `differing`."""
-        if not self.repeats or not self.compared():
+        """The run is over: of the runs that finished both sides (`timed_runs`: fewer than asked when Stop ended
+        the repeats), the one with the median speedup becomes the run whose timings the page shows (its metrics,
+        block table, weights, reasons, race and download; the tokens streamed are the first run's), its range kept
+        in `spread`; runs a busy machine starved count only when every run was. A greedy answer that differs
+        between runs is a bug, kept in `differing`."""
+        if self.runs < 2 or not self.compared():
             return
         runs = [self.results, *(run for run in self.repeats if self._finished(run))]
+        self.timed_runs = len(runs)
         spread = Repeats.of([(run[SPECULATIVE].metrics, run[AUTOREGRESSIVE].metrics) for run in runs])
         if not self.settings.config.temperature:
             self.differing = tuple(index + 2 for index, run in enumerate(self.repeats) if self._finished(run)
                                    and any(run[p].token_ids != self.results[p].token_ids for p in run))
-        if spread is not None and len(spread.speedups) > 1:
-            self.spread, self.results = spread, runs[spread.median_run]
+        if spread is not None:  # one quiet run among starved ones is still a figure
+            self.results = runs[spread.median_run]
+            self.blocks = list(self.results[SPECULATIVE].blocks)
+            self.spread = spread if len(spread.speedups) > 1 else None
 
     @staticmethod
     def _finished(run: dict[str, GenerationResult]) -> bool:
@@ -286,7 +291,8 @@ class RunView:
                        shared=self.shared, pictures=self.pictures, word=Words(self.pair.tokenizer, markup=True),
                        alone=self.alone_speedups(), lesson=self.lesson,
                        unasked=tuple(self.unasked()) if lesson_said else (), half_precision=self.half_precision,
-                       spread=self.spread, differing=self.differing)
+                       spread=self.spread, differing=self.differing,
+                       cut=(self.timed_runs, self.runs) if self.timed_runs < self.runs else None)
 
     def exactness(self) -> status.Exactness:
         """How TABED's answer compares with plain decoding's, both finished: identical, a sample, or where they
@@ -332,7 +338,7 @@ class RunView:
         return "<i>Plain decoding did not run: the run was stopped first.</i>"
 
 
-def export_run(conversation: Conversation, view: RunView, request: dict) -> list[str]:
+def export_run(conversation: Conversation, view: RunView, request: dict, answers: tuple[str, str]) -> list[str]:
     """The run as JSON (events and metrics) and its report (`downloads.Report`: what the page shows of it, the
     charts included) as one page that opens offline, for download, in place of the session's previous ones."""
     record = {"request": request, "pair": view.pair.name, "device": str(view.pair.device),
@@ -340,21 +346,27 @@ def export_run(conversation: Conversation, view: RunView, request: dict) -> list
               | {f"alone:{method}": r.to_dict() for method, r in view.alone.items()}}  # the download's keys
     if (speedup := view.speedup()) is not None:  # never from a side that was stopped
         record["speedup"] = speedup
+    if view.runs > 1:  # the results are the median run's (runs numbered from 1)
+        spread = view.spread
+        record["repeats"] = {"asked": view.runs, "finished": view.timed_runs,
+                             "speedups": list(spread.speedups) if spread else [],
+                             "runs": [run + 1 for run in spread.runs] if spread else []}
     conversation.runs = view.run
-    return write_downloads(conversation, record, report(view, request), texts.CSS, time.time())
+    return write_downloads(conversation, record, report(view, request, answers), texts.CSS, time.time())
 
 
-def report(view: RunView, request: dict) -> Report:
-    """What the run's report shows: the status as the page ends with it, both answers as coloured, the metrics,
-    the charts, the request and where it ran."""
+def report(view: RunView, request: dict, answers: tuple[str, str]) -> Report:
+    """What the run's report shows: the status as the page ends with it, both answers (`answers`: TABED's and
+    plain decoding's, as the page shows them, a stop marked), the metrics, the charts, the request and where it
+    ran."""
     figures = [view.figure()] + ([view.trees()] if any(block.tree for block in view.blocks) else [])
     pair = view.pair
     machine = machine_line(describe_machine(pair.device, pair.linears, pair.compiled_roles))
     settings = {"prompt": request["prompt"], "turn": request["turn"], "pictures": request["images"],
                 "drafting": request["spec"], **request["config"], "repeat": view.runs}
     return Report(view.status(True), render.legend_html(),
-                  [("tabed-answer", f"Answer ({view.label})", render.answer_html(view.tabed)),
-                   ("plain-answer", "Plain decoding", view.plain_column())],
+                  [("tabed-answer", f"Answer ({view.label})", answers[0]),
+                   ("plain-answer", "Plain decoding", answers[1])],
                   view.metric_rows(), view.metric_headers(), figures, settings, f"{view.where}; {machine}")
 
 
@@ -428,7 +440,7 @@ def final_frames(view: RunView, conversation: Conversation, request: dict) -> It
                  "them." if view.racing else "")
     conversation.last = LastRun(view.results[SPECULATIVE].blocks, view.shared, view.settings.spec.mode, view.label,
                                 view.unlearned(), view.pair.tokenizer, frames, race_note)
-    files = export_run(conversation, view, request)
+    files = export_run(conversation, view, request, (tabed_html, plain_html))
     yield Frame(status=view.status(True), tabed=tabed_html, plain=plain_html, metrics=view.metrics(),
                 weights=view.figure(), blocks=view.block_table(), chat=chat_history(conversation), state=conversation,
                 downloads=files, trees=view.trees())

@@ -547,6 +547,12 @@ def test_the_race_replays_at_a_half_or_a_quarter_of_the_measured_pace_and_says_s
     assert now[0] == pytest.approx(end / pace, abs=view.RACE_FRAME_S)  # slowed by the pace
     clock = float(re.search(r"race clock ([\d.]+) s", frames[-1])[1])
     assert clock == pytest.approx(end, abs=view.RACE_FRAME_S)
+    long = {side: [(t * 100 / end, text) for t, text in frames] for side, frames in state.last.frames.items()}
+    state.last = replace(state.last, frames=long)  # a 100 s race: past 20 s, sped up to 20 s, then paced
+    now[0] = 0.0
+    frames = list(view.race_frames(state, stop, pace))
+    assert now[0] == pytest.approx(20 / pace, abs=view.RACE_FRAME_S)
+    assert f"(×{5 * pace:.1f} faster than measured)" in frames[-1]
 
 
 def _with_stand_in_spaces(tmp_path, script: str, extra_env: dict | None = None) -> str:
@@ -633,6 +639,8 @@ def test_each_run_replaces_the_last_runs_downloads_named_and_titled_for_it(tiny_
     assert 'class="tabed-verdict" data-run="3"' in body and body.count('class="tk ') >= 2
     assert '<div id="tabed-answer">' in body and '<div id="plain-answer">' in body and "<td>tokens</td>" in body
     assert "<li>drafting: tabed-MT</li>" in body and "<li>prompt: w4 &lt;b&gt;</li>" in body
+    assert "<li>max_new_tokens: 3</li>" in body and "<li>repeat: 1</li>" in body and "<th>TABED</th>" in body
+    assert re.search(r"tiny on cpu \(float32\); .+, \d+ cores?, \d+ torch threads?, BLAS", body)  # the machine
     assert last_run(state)["title"].endswith("“w4 <b>”")
 
 

@@ -385,6 +385,12 @@ class TestWithTheTinyPair:
             page.locator("#step-next").click()
         expect(view).to_contain_text(f"Block 2 of blocks 0–{last}")
         expect(index).to_have_value("2")
+        for _ in range(3):  # back, and past block 0: previous stops there, with nothing to put right
+            page.locator("#step-previous").click()
+        expect(view).to_contain_text(f"Block 0 of blocks 0–{last}")
+        page.wait_for_timeout(1500)
+        expect(index).to_have_value("0")
+        expect(view).not_to_contain_text("is not one of")
 
     @pytest.mark.parametrize("width", [1400, 390])
     def test_a_repeated_run_headlines_its_median_and_its_race_slows_to_a_quarter(self, browser, tiny_server,

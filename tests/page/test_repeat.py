@@ -38,7 +38,7 @@ def timed(monkeypatch):
     result kept in `runs[side]`; `change(side, run, how)` alters that run's result before the page sees it."""
     times = {SPECULATIVE: [], AUTOREGRESSIVE: []}
     runs = {SPECULATIVE: [], AUTOREGRESSIVE: []}
-    changes = {}
+    changes = {}  # (side, run) -> how its result changes; ("stop", side, run): Stop pressed as it ends
 
     def shown_twice_more() -> None:
         seen, waited = FRAMES[0], time.monotonic()
@@ -56,12 +56,15 @@ def timed(monkeypatch):
                     metrics.decode_s, metrics.busy = times[side][run % len(times[side])], False
                     changes.get((side, run), lambda result: None)(event.result)
                     runs[side].append(event.result)
+                    if ("stop", side, run) in changes:
+                        kwargs["cancel"].set()
                 yield event
         return wrapped
 
     monkeypatch.setattr(worker, "speculative_generate", timing(SPECULATIVE, worker.speculative_generate))
     monkeypatch.setattr(worker, "autoregressive_generate", timing(AUTOREGRESSIVE, worker.autoregressive_generate))
-    yield times, runs, lambda side, run, how: changes.__setitem__((side, run), how)
+    yield times, runs, lambda side, run, how: changes.__setitem__((side, run) if how != "stop" else (how, side, run),
+                                                                  how)
 
 
 def ask(tiny_app, image_path=None, **changes) -> list[Frame]:
@@ -92,6 +95,7 @@ def test_three_runs_headline_the_median_run_and_the_range(tiny_app, timed):
     assert verdict.startswith("\u2713 TABED ran 1.50× as fast as plain decoding (the median of 3 runs, 0.75–3.00×); "
                               "its answer is identical")
     table = rows(out)
+    assert out.metrics.value["data"][1][0] == "speedup over 3 runs of each side (the median run's above)"
     assert table["speedup (decode time)"][0] == "1.50×" and table["decode time (s)"] == ["1.000", "1.500"]
     assert table["speedup over 3 runs of each side (the median run's above)"][0] == "0.75× to 3.00×"
     assert "It is the median of 3 runs of each side, taken in turn (3.00×, 1.50×, 0.75×)" in out.status
@@ -107,6 +111,43 @@ def test_three_runs_headline_the_median_run_and_the_range(tiny_app, timed):
     record = json.loads(next(Path(state.export_dir).glob("*.json")).read_text())
     assert record["speedup"] == pytest.approx(1.5)
     assert record["results"][SPECULATIVE]["metrics"]["decode_s"] == 1.0
+    assert record["repeats"] == {"asked": 3, "finished": 3, "speedups": pytest.approx([3.0, 1.5, 0.75]),
+                                 "runs": [1, 2, 3]}
+    drafted = [round(block.draft_s * 1e3, 1) for block in median.blocks]  # the block table's: the median run's
+    assert [row[-2] for row in out.blocks.value["data"]] == drafted
+    assert drafted != [round(block.draft_s * 1e3, 1) for block in runs[SPECULATIVE][0].blocks]
+
+
+def test_a_stop_during_the_repeats_keeps_the_runs_that_finished_and_says_so(tiny_app, timed):
+    times, runs, change = timed
+    times[SPECULATIVE][:], times[AUTOREGRESSIVE][:] = [0.5, 1.0, 2.0], [1.5]
+    change(AUTOREGRESSIVE, 1, "stop")  # as run 2's plain decoding ends: run 3 never starts
+    out = ask(tiny_app, repeat=3)[-1]
+    assert len(runs[SPECULATIVE]) == 2
+    lines = out.status.splitlines()
+    assert "(the median of 2 runs, 1.50–3.00×)" in lines[0]
+    assert lines[1] == "- \u25a0 Stopped: after 2 runs of 3: the figures are theirs."
+    change(SPECULATIVE, 2, "stop")  # as the next request's run 1 ends: plain decoding never starts
+    out = ask(tiny_app, repeat=3)[-1]
+    assert out.status.startswith("\u25a0 Stopped before plain decoding began")
+
+
+def test_one_quiet_run_among_starved_ones_is_the_figure(tiny_app, timed):
+    times, runs, change = timed
+    times[SPECULATIVE][:], times[AUTOREGRESSIVE][:] = [0.5, 1.0, 2.0], [1.5]
+    for run in (0, 1):
+        change(SPECULATIVE, run, lambda result: setattr(result.metrics, "busy", True))
+    out = ask(tiny_app, repeat=3)[-1]
+    assert out.status.startswith("\u2713 TABED ran slower than plain decoding (0.75×); ")  # run 3's, no range
+
+
+def test_methods_alone_after_the_repeats_are_not_said_to_be_a_run_of_them(tiny_app, timed):
+    times, runs, _ = timed
+    times[SPECULATIVE][:], times[AUTOREGRESSIVE][:] = [0.5], [1.5]
+    said = [frame.status for frame in ask(tiny_app, repeat=2, methods_alone=True)]
+    alone = [s for s in said if "alone, for comparison" in s]
+    assert alone and not any("run 1 of" in s or "timing run" in s for s in alone)
+    assert len(runs[SPECULATIVE]) == 2 + 2  # two runs of TABED, then M and T alone
 
 
 def test_one_run_says_no_range_and_a_repeat_needs_plain_decoding(tiny_app, timed):
@@ -117,9 +158,9 @@ def test_one_run_says_no_range_and_a_repeat_needs_plain_decoding(tiny_app, timed
     out = ask(tiny_app, repeat=1)[-1]
     assert out.status.splitlines()[0].startswith("\u2713 TABED ran 3.00× as fast as plain decoding; ")
     assert "runs" not in out.status.splitlines()[0] and not any("over" in key for key in rows(out))
-    out = ask(tiny_app, repeat=5, compare_ar=False)[-1]
+    said = [frame.status for frame in ask(tiny_app, repeat=5, compare_ar=False)]
     assert len(runs[SPECULATIVE]) == 2 and len(runs[AUTOREGRESSIVE]) == 1
-    assert "runs" not in out.status
+    assert not any("run 1 of" in s for s in said if isinstance(s, str))  # no run of five is said
 
 
 def test_nine_runs_the_most(tiny_app, timed):
@@ -166,7 +207,9 @@ def test_a_run_the_machine_starved_is_left_out_of_the_median(tiny_app, timed):
 
 
 def test_the_zerogpu_budget_counts_every_repeat():
+    """Both sides each repeat, each method alone once; without plain decoding, one run whatever the repeat."""
     assert app._gpu_seconds(False, Request(methods=["M", "T"], max_new_tokens=100, repeat=3)) == 30 + 0.25 * 6 * 100
     assert app._gpu_seconds(False, Request(methods=["M", "T"], max_new_tokens=100, repeat=3,
                                            methods_alone=True)) == 30 + 0.25 * 8 * 100
     assert app._gpu_seconds(False, Request(max_new_tokens=100, repeat=99)) == 30 + 0.25 * 2 * 100  # refused: once
+    assert app._gpu_seconds(False, Request(max_new_tokens=100, repeat=3, compare_ar=False)) == 30 + 0.25 * 1 * 100
