@@ -146,3 +146,9 @@ class Repeats:
     @property
     def high(self) -> float:
         return max(self.speedups)
+
+
+def differing_runs(answers: list[tuple[list[int], ...]]) -> list[int]:
+    """The runs (numbered from 1) whose answers, side by side (ours, plain decoding's), are not run 1's: decoding
+    one request greedily gives the same tokens every time, so each one named is a bug."""
+    return [run for run, sides in enumerate(answers, start=1) if sides != answers[0]]

@@ -17,7 +17,7 @@ from ..bench.machine import describe_machine, machine_line
 from ..engine.events import BlockEvent, Finished, GenerationResult, Started, TokenEvent
 from ..engine.settings import Settings, hedges_first
 from ..engine.spec import METHOD_NAMES
-from ..engine.speed import Repeats, SpeedModel, answer_speed, decode_speedup
+from ..engine.speed import Repeats, SpeedModel, answer_speed, decode_speedup, differing_runs
 from ..models.pair import ModelPair
 from . import reasons, render, status, stepper, texts
 from .conversation import Conversation, LastRun, chat_history
@@ -137,8 +137,8 @@ class RunView:
         self.timed_runs = len(runs)
         spread = Repeats.of([(run[SPECULATIVE].metrics, run[AUTOREGRESSIVE].metrics) for run in runs])
         if not self.settings.config.temperature:
-            self.differing = tuple(index + 2 for index, run in enumerate(self.repeats) if self._finished(run)
-                                   and any(run[p].token_ids != self.results[p].token_ids for p in run))
+            self.differing = tuple(differing_runs([tuple(run[p].token_ids for p in (SPECULATIVE, AUTOREGRESSIVE))
+                                                   for run in runs]))
         if spread is not None:  # one quiet run among starved ones is still a figure
             self.results = runs[spread.median_run]
             self.blocks = list(self.results[SPECULATIVE].blocks)
