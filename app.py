@@ -43,7 +43,6 @@ from tabed.page.worker import ComparisonWorker
 ROOT = Path(__file__).resolve().parent
 EXAMPLES = ROOT / "assets" / "examples"
 BUNDLED = Examples(EXAMPLES)  # what each was built to show is said of the teaching pairs only
-CPU_THREADS = 1  # torch threads of a run's worker on a CPU: why in tabed/page/worker.py
 PAGE = Request()  # the page's defaults
 ZERO_GPU = os.environ.get("SPACES_ZERO_GPU", "").strip().lower() in ("1", "t", "true")
 PAIRS = PairCache(zero_gpu=ZERO_GPU)  # one loaded pair at a time
@@ -121,8 +120,8 @@ def _respond(follow_up: bool, request: Request, conversation: Conversation, stop
                    racing=compare, notes=notes, run=conversation.runs + 1, pictures=bool(conversation.images),
                    lesson=lesson, question=prompt if teaching else None, runs=repeat if compare else 1)
     alone = settings.spec.model_methods if alone and len(settings.spec.methods) > 1 else ()
-    worker = ComparisonWorker(pair, turns, settings, compare_ar=compare, alone=alone, cancel=stop,
-                              threads=CPU_THREADS if pair.device.type == "cpu" else None, repeat=repeat).start()
+    worker = ComparisonWorker(pair, turns, settings, compare_ar=compare, alone=alone, cancel=stop, repeat=repeat,
+                              quiet=PAIRS.quiet).start()
     try:
         yield from stream_frames(view, worker, conversation)
     finally:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import statistics
+import time
 
 import torch
+from PIL import Image
 
 from ..engine.drafter import BatchedDrafter, build_rows
 from ..engine.session import Clock, TargetSession
+from ..engine.speed import StepCosts
 from ..engine.tree import NODE_BUDGET, ROOT, DraftTree
 from ..models.chat import Turn, encode
 from ..models.lean import LeanDecoder
@@ -91,6 +94,25 @@ def target_step_seconds(pair: ModelPair, turns: list[Turn], count: int, steps: i
         times.append(clock.now() - start)
         session.rollback(count)
     return statistics.median(times[2:])
+
+
+QUIET_TOKENS = 6  # the quiet verify's tokens: a block of five drafts and the last token
+QUIET_SHARE = 0.95  # on a CPU, a probe that got less of its threads' cores than this shared the machine
+
+
+def quiet_costs(pair: ModelPair, steps: int = 16) -> StepCosts | None:
+    """The target's cost of a plain step and of a verify on this machine now (about 0.35 s for the teaching pair
+    on 2 cores), for a run's costs to be held against (`speed.RunCosts`); None when, on a CPU, the probe itself
+    got under `QUIET_SHARE` of the cores its torch threads ask (the machine is busy: no quiet costs to be had).
+    Measured in the thread, and with the torch threads, the runs use."""
+    turns = [Turn("Describe the picture.", [Image.new("RGB", (64, 64), (128, 128, 128))])]
+    wall, cpu = time.perf_counter(), time.process_time()
+    step_s = target_step_seconds(pair, turns, 1, steps)
+    verify_s = target_step_seconds(pair, turns, QUIET_TOKENS, steps)
+    share = (time.process_time() - cpu) / (time.perf_counter() - wall) / torch.get_num_threads()
+    if pair.device.type == "cpu" and share < QUIET_SHARE:
+        return None
+    return StepCosts(step_s, verify_s, QUIET_TOKENS)
 
 
 def step_costs(pair: ModelPair, turns: list[Turn], gamma: int = 5, steps: int = 16) -> dict[str, float]:

@@ -15,14 +15,20 @@ prediction misses it says how much of the time went elsewhere. The page and the 
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
-from .events import Metrics
+from .events import GenerationResult, Metrics
 
 REPEATS = (1, 9)  # how many times a request may run each side, alternately, for the median of its speedups
 
 TOLERANCE = 0.15  # a prediction within this share of the measured speedup explains it
 TIMED_TOKENS = 8  # answers shorter than this are too short for a speedup to mean anything
+# A run whose plain steps or checks cost more than this times the same forwards on this machine quiet (each at its
+# median) measured the machine's other work: through the page's API on a 2-core Xeon, one torch thread, the
+# teaching pair's chart example, quiet runs came within 1.12× of the quiet costs measured before them (their
+# means 1.27–1.37×: the page's streaming), runs beside two busy processes at 2.2× and more (means 2.8–3.4×).
+FAR = 1.5
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,58 @@ def answer_speed(ours: Metrics, plain: Metrics) -> SpeedModel | None:
 
 
 @dataclass(frozen=True)
+class StepCosts:
+    """What the target's forwards cost on this machine when it is quiet (seconds): one token's, a plain decoding
+    step, and `tokens`', a verify; measured before a run (`bench/overhead.quiet_costs`)."""
+
+    step_s: float
+    verify_s: float
+    tokens: int
+
+    def forward_s(self, count: float) -> float:
+        """A forward of `count` tokens, on the line through the two measured (a forward's cost grows about
+        linearly with its tokens on a CPU, and little on a GPU)."""
+        return self.step_s + (count - 1) * (self.verify_s - self.step_s) / (self.tokens - 1)
+
+
+@dataclass(frozen=True)
+class RunCosts:
+    """What one run's target forwards cost against the same forwards on this machine quiet, each kind at its
+    median: the speedup is plain decoding's steps against our checks, so that a machine that slowed either
+    measured itself, not the method. Medians, since the page's own work (streaming the tokens) stalls a forward
+    now and then, where a busy machine slows most of them."""
+
+    step_s: float  # plain decoding's median step
+    checks: float  # our median check (verify) over the same check's quiet cost
+    quiet: StepCosts
+
+    @property
+    def steps(self) -> float:
+        """Plain decoding's median step over the quiet one."""
+        return self.step_s / self.quiet.step_s
+
+    @property
+    def slower(self) -> float:
+        """How many times their quiet costs the slower of the two kinds of forward cost."""
+        return max(self.steps, self.checks)
+
+    @property
+    def far(self) -> bool:
+        """The machine was busy: a kind of forward cost more than `FAR` times its quiet cost."""
+        return self.slower > FAR
+
+
+def run_costs(ours: GenerationResult, plain: GenerationResult, quiet: StepCosts) -> RunCosts | None:
+    """`ours`' checks after the prompt's pass (a chain's drafts and the last token, a tree's nodes and the last
+    token) and plain decoding's steps after it, against `quiet`; None when either side has none."""
+    passes, steps = ours.blocks[1:], [token.step_s for token in plain.tokens[1:]]
+    if not passes or not steps:
+        return None
+    checks = [block.verify_s / quiet.forward_s((len(block.tree) or len(block.draft)) + 1) for block in passes]
+    return RunCosts(statistics.median(steps), statistics.median(checks), quiet)
+
+
+@dataclass(frozen=True)
 class Repeats:
     """One request's speedups over several runs of each side, alternately, in run order. One run's figure moves
     with whatever else the machine did meanwhile (0.84x to 1.74x was seen for one example on 2 cores), while its
@@ -119,11 +177,12 @@ class Repeats:
     runs: tuple[int, ...] = ()  # the run (0-based) each speedup is of, when some runs were left out (`of`)
 
     @classmethod
-    def of(cls, runs: list[tuple[Metrics, Metrics]]) -> Repeats | None:
+    def of(cls, runs: list[tuple[Metrics, Metrics]], disturbed: frozenset[int] = frozenset()) -> Repeats | None:
         """The speedups of `runs` (ours and plain decoding's metrics, a pair a run) that the machine did not
-        starve (`Metrics.busy`: they measure its other work), or of all when it starved every one; None when
-        none has a speedup."""
-        quiet = [index for index, sides in enumerate(runs) if not any(m.busy for m in sides)] or range(len(runs))
+        starve (`Metrics.busy`) or slow (`disturbed`: the runs, 0-based, whose `RunCosts` were far), which measure
+        its other work, or of all when it disturbed every one; None when none has a speedup."""
+        quiet = [index for index, sides in enumerate(runs)
+                 if index not in disturbed and not any(m.busy for m in sides)] or range(len(runs))
         timed = [(index, speedup) for index in quiet if (speedup := decode_speedup(*runs[index])) is not None]
         return cls(tuple(s for _, s in timed), tuple(i for i, _ in timed)) if timed else None
 

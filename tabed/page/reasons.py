@@ -262,10 +262,12 @@ ABOUT_EVEN = 0.1  # a speedup this close to 1.00× is about as fast as plain dec
 
 
 def fast_or_slow(tokens_per_pass: float, cost: float, measured: float, verify: float = 1.0,
-                 checked: float = 0.0) -> str:
+                 checked: float = 0.0, checking: float | None = None) -> str:
     """Why an answer was fast or slow, in one plain sentence: a target pass's tokens against what a whole pass
     cost (its verify, its drafting and the rest), in plain decoding's steps (`engine/speed.py`); and why a
-    verify can come out cheaper than the one step it replaces, or dearer (`checked`: drafts per pass)."""
+    verify can come out cheaper than the one step it replaces, or dearer (`checked`: drafts per pass). The
+    drafts are blamed for a slow answer only where its tokens per pass are under what its verify and drafting
+    cost (`checking`), not where the rest of a pass (the weights, bookkeeping, the machine) made it slow."""
     whole = f"a whole pass (verify, drafting and the rest) cost {cost:.2f} plain steps"
     if measured >= 1 + ABOUT_EVEN:
         text = (f"Fast because each target pass produced {tokens_per_pass:.2f} tokens where a plain step makes one, "
@@ -276,6 +278,10 @@ def fast_or_slow(tokens_per_pass: float, cost: float, measured: float, verify: f
                 f"; these predict {predicted:.2f}×, the clock gave {measured:.2f}×")
         text = (f"About as fast as plain decoding ({measured:.2f}×): each target pass produced {tokens_per_pass:.2f} "
                 f"tokens where a plain step makes one, but {whole}{took}.")
+    elif checking is not None and tokens_per_pass > checking:
+        text = (f"Slower than plain decoding, though each target pass produced {tokens_per_pass:.2f} tokens where "
+                f"its verify and drafting cost {checking:.2f} plain steps: the rest of a pass ({cost - checking:.2f} "
+                "more) made it slow, not the drafts.")
     else:
         text = (f"Slower than plain decoding: each target pass produced only {tokens_per_pass:.2f} tokens, and "
                 f"{whole}: the drafts missed too often to pay for themselves.")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from ..engine.session import BUSY_SHARE
 from ..engine.spec import METHOD_NAMES
-from ..engine.speed import TIMED_TOKENS, Repeats, SpeedModel
+from ..engine.speed import FAR, TIMED_TOKENS, Repeats, RunCosts, SpeedModel
 from .reasons import ABOUT_EVEN, fast_or_slow, guesses_matched, who_led
 from .words import Words, counted, one_row
 from .worker import ALONE, SPECULATIVE
@@ -75,8 +75,10 @@ class RunFacts:
     tokens_per_check: float | None = None  # tokens each target pass produced after the prompt's
     speedup: float | None = None  # plain decoding's decode time over this run's (None: nothing to compare)
     starved: float | None = None  # the smallest CPU share of a side the engine found starved
+    slowed: RunCosts | None = None  # the run's costs, when far from the machine's quiet ones
+    unmeasured: bool = False  # the machine was busy as the run began, and never found quiet
     too_short: bool = False  # plain decoding's answer too short to time
-    speed: SpeedModel | None = None  # what the speedup is made of (None: no figure, or a starved run)
+    speed: SpeedModel | None = None  # what the speedup is made of (None: no figure, or a disturbed run)
     checked: float = 0.0  # drafts a target pass checked, on average
     seen: tuple[str, ...] = ()  # the methods that read the pictures differently (what each method sees)
     blocks: list = field(default_factory=list)  # the answer's blocks: whose guesses the target kept
@@ -91,6 +93,11 @@ class RunFacts:
     spread: Repeats | None = None  # the speedups of the request's runs, when it ran each side several times
     differing: tuple[int, ...] = ()  # runs (1-based) whose greedy answer differs from the first's
     cut: tuple[int, int] | None = None  # (runs that finished, runs asked) when Stop ended the repeats
+
+    @property
+    def unreliable(self) -> bool:
+        """The machine was busy: the run's timings measured its other work, not the method."""
+        return self.starved is not None or self.slowed is not None or self.unmeasured
 
 
 def done_html(facts: RunFacts) -> str:
@@ -120,6 +127,10 @@ def reasons(facts: RunFacts) -> list[Reason]:
                                 facts.spread))
     if facts.starved is not None:
         why.append(busy_reason(facts.starved, BUSY_SHARE, facts.speedup))
+    elif facts.slowed is not None:
+        why.append(slowed_reason(facts.slowed, facts.speedup, facts.tokens_per_check))
+    elif facts.unmeasured:
+        why.append(unmeasured_reason(facts.speedup))
     if facts.pictures and len(facts.seen) > 1:
         why.append(sees_reason(list(facts.seen)))
     if led := who_led(facts.blocks, facts.shared, facts.pictures, facts.mode == "tabed", facts.word):
@@ -146,7 +157,7 @@ def verdict(facts: RunFacts) -> str:
     label, speedup, exact = facts.label, facts.speedup, facts.exact
     if facts.too_short:  # no figure whatever the machine did
         speed = f"{label}'s answer was too short to time (under {TIMED_TOKENS} tokens)"
-    elif facts.starved is not None and exact is not None:
+    elif facts.unreliable and exact is not None:
         speed = f"{label}'s timings are unreliable (the machine was busy): no speedup"
     elif speedup is None:
         speed = f"{label} is done"
@@ -173,7 +184,8 @@ def speed_reason(speed: SpeedModel, rest: str, checked: float, per_token: str = 
             else "Why slow")
     line = (f"each check produced {speed.tokens_per_pass:.2f} tokens in the time plain decoding makes "
             f"{speed.pass_cost:.2f}.")
-    said = fast_or_slow(speed.tokens_per_pass, speed.pass_cost, speed.measured, speed.verify, checked)
+    said = fast_or_slow(speed.tokens_per_pass, speed.pass_cost, speed.measured, speed.verify, checked,
+                        speed.verify + speed.drafting)
     compares = f"The speedup, {speed.measured:.2f}×, is plain decoding's decode time over this run's{per_token}" + (
         f" ({where})." if where else ".")
     if spread is not None:
@@ -186,11 +198,40 @@ def speed_reason(speed: SpeedModel, rest: str, checked: float, per_token: str = 
 
 def busy_reason(share: float, busy_share: float, speedup: float | None) -> Reason:
     """A run starved of CPU: its figure, if any, only here and marked."""
-    measured = "" if speedup is None else (f" Its clock read {speedup:.2f}×, a figure of the machine's load, not "
-                                           "the method's.")
+    measured = _clock_read(speedup)
     return Reason("\u26a0\ufe0f Timings unreliable", f"this run got {share:.0%} of one core: the machine was busy.",
                   f"The run got {share:.1%} of one core, under the {busy_share:.0%} an idle machine gives it, so its "
                   f"times measure the machine's other work, not the method; run again when it is idle.{measured}")
+
+
+def _clock_read(speedup: float | None) -> str:
+    """A disturbed run's figure, said only in its reason's detail, and marked."""
+    if speedup is None:
+        return ""
+    return f" Its clock read {speedup:.2f}×, a figure of the machine's load, not the method's."
+
+
+def slowed_reason(costs: RunCosts, speedup: float | None, tokens_per_check: float | None) -> Reason:
+    """A run whose target forwards cost far more than this machine's quiet ones: the machine's doing, said with
+    both costs side by side; the drafts' tokens per check are their own."""
+    kept = ("" if tokens_per_check is None else f" Each check still produced {tokens_per_check:.2f} tokens: that is "
+            "the drafts' doing, and the same on a quiet machine.")
+    return Reason("\u26a0\ufe0f Timings unreliable",
+                  f"this machine was slower this time: its steps cost {costs.slower:.1f}× what they cost quiet.",
+                  f"Plain decoding's steps took {costs.step_s * 1e3:.1f} ms (the median), where this machine takes "
+                  f"{costs.quiet.step_s * 1e3:.1f} ms when it is quiet (measured before a run found it idle), and this "
+                  f"run's checks took {costs.checks:.1f}× what the same checks take quiet. A run more than {FAR:.1f}× "
+                  "off the quiet costs measured the machine's other work, not the method: run again when it is idle."
+                  f"{kept}{_clock_read(speedup)}")
+
+
+def unmeasured_reason(speedup: float | None) -> Reason:
+    """A run on a machine busy since the pair was loaded: no quiet costs to hold its own against."""
+    return Reason("\u26a0\ufe0f Timings unreliable", "the machine was busy as this run began.",
+                  "Before a run the page measures what the big model's steps cost on this machine when it is quiet, "
+                  "to hold the run's own against; the measurement before this run got too little of the CPU, and "
+                  "none has found the machine idle since the pair was loaded, so nothing tells this run's figure "
+                  f"from the machine's load: run again when it is idle.{_clock_read(speedup)}")
 
 
 def differing_reason(runs: tuple[int, ...]) -> Reason:

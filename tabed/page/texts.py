@@ -264,8 +264,9 @@ TIMING_OF = """**How the speed is measured.** {Name} runs first, then (if ticked
 other on the same device — never at the same time. Each model did one warm-up forward when the pair was
 loaded. Speedup is the ratio of decode times: everything after the target's pass over the prompt, which both
 make ({name}'s also checks its first drafts, as transformers' assisted generation does); walltime includes it.
-On a CPU the same run's speedup can differ by a tenth or more from one try to the next (other work, caches,
-clock speed): the figures of one run explain each other, and two tries tell how much to trust them.
+On a CPU the same run's speedup can differ by a tenth or more from one try to the next: *repeat* runs both
+sides several times and shows the median. A run whose steps of the target cost over 1.5× what they cost on this
+machine quiet (measured before runs) timed the machine's load: it shows no speedup and no race.
 *Replay race* plays both answers back side by side at the measured pace. Hover, click or tap a token of an
 answer for why it was kept, rejected or never tested; the block table scrolls."""
 TIMING = TIMING_OF.format(Name="TABED", name="TABED")

@@ -7,7 +7,7 @@ import html
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
 import gradio as gr
 import plotly.graph_objects as go
@@ -17,12 +17,13 @@ from ..bench.machine import describe_machine, machine_line
 from ..engine.events import BlockEvent, Finished, GenerationResult, Started, TokenEvent
 from ..engine.settings import Settings, hedges_first
 from ..engine.spec import METHOD_NAMES
-from ..engine.speed import Repeats, SpeedModel, answer_speed, decode_speedup, differing_runs
+from ..engine.speed import Repeats, RunCosts, SpeedModel, answer_speed, decode_speedup, differing_runs, run_costs
 from ..models.pair import ModelPair
 from . import reasons, render, status, stepper, texts
 from .conversation import Conversation, LastRun, chat_history
 from .downloads import Report, write_downloads
 from .examples import LATER_TURN, OWN_QUESTION
+from .pairs import Probe
 from .render import too_short_to_time
 from .words import Words, one_row
 from .worker import ALONE, AUTOREGRESSIVE, SPECULATIVE, ComparisonWorker, Done, Failure, PhaseEvent
@@ -35,6 +36,7 @@ RACE_CLOCK_S = 0.5  # the replayed race's clock is resent at least this often wh
 RACE_FRAME_S = 0.2
 PLOT_EVERY_S = 0.75  # plotly figures and tables are resent whole: keep them rare (Stop stays responsive)
 NO_RACE = "Run a prompt with 'compare with plain decoding' ticked first."
+BUSY_RACE = "The last run's timings are unreliable (the machine was busy): run it again when it is idle to race it."
 RACE_PACES = {"×1": 1.0, "×½": 0.5, "×¼": 0.25}  # the replayed race's pace, of the measured one, by its words
 STOPPED_MARK = '<div class="tabed-stopped">\u25a0 stopped here</div>'
 STEPPABLE = '<span class="tabed-steppable" hidden></span>'  # its blocks are the stepper's: a tap steps
@@ -92,6 +94,7 @@ class RunView:
     spread: Repeats | None = None  # the speedups of every run that finished both sides (`settle`), when several
     differing: tuple[int, ...] = ()  # runs (1-based) whose greedy answer differs from the first's: a bug
     timed_runs: int = 1  # the runs that finished both sides (`settle`)
+    probe: Probe | None = None  # the pair's quiet costs, which the runs' are held against (None: not measured)
 
     def starved(self) -> float | None:
         """The smallest CPU share of the run's sides that the engine found busy (`Metrics.busy`: they
@@ -99,6 +102,25 @@ class RunView:
         shares = [result.metrics.cpu_share for result in [*self.results.values(), *self.alone.values()]
                   if result.metrics.busy]
         return min(shares) if shares else None
+
+    def costs(self, run: dict[str, GenerationResult]) -> RunCosts | None:
+        """What a run's target forwards cost against the quiet ones (`speed.RunCosts`), when both are known."""
+        if self.probe is None or self.probe.costs is None or not self._finished(run):
+            return None
+        return run_costs(run[SPECULATIVE], run[AUTOREGRESSIVE], self.probe.costs)
+
+    def slowed(self) -> RunCosts | None:
+        """The shown run's costs, when they were far from the quiet ones (the machine was busy)."""
+        costs = self.costs(self.results)
+        return costs if costs is not None and costs.far else None
+
+    def unmeasured(self) -> bool:
+        """The probe before the run found the machine busy, and it has never been found quiet."""
+        return self.probe is not None and self.probe.busy and self.probe.costs is None
+
+    def unreliable(self) -> bool:
+        """The machine was busy (`starved`, `slowed` or `unmeasured`): the run's timings measured its other work."""
+        return self.starved() is not None or self.slowed() is not None or self.unmeasured()
 
     def add(self, item: PhaseEvent) -> None:
         event = item.event
@@ -129,17 +151,18 @@ class RunView:
         """The run is over: of the runs that finished both sides (`timed_runs`: fewer than asked when Stop ended
         the repeats), the one with the median speedup becomes the run whose timings the page shows (its metrics,
         block table, weights, reasons, race and download; the tokens streamed are the first run's), its range kept
-        in `spread`; runs a busy machine starved count only when every run was. A greedy answer that differs
+        in `spread`; runs a busy machine starved or slowed count only when every run was. A greedy answer that differs
         between runs is a bug, kept in `differing`."""
         if self.runs < 2 or not self.compared():
             return
         runs = [self.results, *(run for run in self.repeats if self._finished(run))]
         self.timed_runs = len(runs)
-        spread = Repeats.of([(run[SPECULATIVE].metrics, run[AUTOREGRESSIVE].metrics) for run in runs])
+        slowed = frozenset(i for i, run in enumerate(runs) if (costs := self.costs(run)) is not None and costs.far)
+        spread = Repeats.of([(run[SPECULATIVE].metrics, run[AUTOREGRESSIVE].metrics) for run in runs], slowed)
         if not self.settings.config.temperature:
             self.differing = tuple(differing_runs([tuple(run[p].token_ids for p in (SPECULATIVE, AUTOREGRESSIVE))
                                                    for run in runs]))
-        if spread is not None:  # one quiet run among starved ones is still a figure
+        if spread is not None:  # one quiet run among disturbed ones is still a figure
             self.results = runs[spread.median_run]
             self.blocks = list(self.results[SPECULATIVE].blocks)
             self.spread = spread if len(spread.speedups) > 1 else None
@@ -162,7 +185,7 @@ class RunView:
         if speculative is not None and speculative.stopped or plain is not None and plain.stopped:
             plain, missing = None, "stopped"
         rows = render.metrics_rows(speculative.metrics if speculative else None, plain.metrics if plain else None,
-                                   unreliable=self.starved() is not None, missing=missing)
+                                   unreliable=self.unreliable(), missing=missing)
         if self.spread is not None and rows[0][0].startswith("speedup"):
             spread = self.spread
             rows.insert(1, [f"speedup over {len(spread.speedups)} runs of each side (the median run's above)",
@@ -216,7 +239,7 @@ class RunView:
 
     def speed(self) -> SpeedModel | None:
         """What the speedup is made of (`engine/speed.py`), when there is one and both answers are as long."""
-        if self.speedup() is None or self.starved() is not None:  # a starved run's timings explain nothing
+        if self.speedup() is None or self.unreliable():  # a disturbed run's timings explain nothing
             return None
         return answer_speed(self.results[SPECULATIVE].metrics, self.results[AUTOREGRESSIVE].metrics)
 
@@ -286,6 +309,7 @@ class RunView:
         checked = sum(len(block.tree) or len(block.draft) for block in self.blocks) / max(len(self.blocks), 1)
         lesson_said = self.lesson in (None, OWN_QUESTION, LATER_TURN)  # an example's answer is the expected one
         return replace(facts, exact=self.exactness(), speedup=self.speedup(), starved=self.starved(),
+                       slowed=self.slowed(), unmeasured=self.unmeasured(),
                        too_short=self.too_short(), speed=self.speed(), checked=checked,
                        seen=tuple(m for m in spec.methods if m in METHOD_NAMES), blocks=self.blocks,
                        shared=self.shared, pictures=self.pictures, word=Words(self.pair.tokenizer, markup=True),
@@ -346,6 +370,9 @@ def export_run(conversation: Conversation, view: RunView, request: dict, answers
               | {f"alone:{method}": r.to_dict() for method, r in view.alone.items()}}  # the download's keys
     if (speedup := view.speedup()) is not None:  # never from a side that was stopped
         record["speedup"] = speedup
+    if (costs := view.costs(view.results)) is not None:  # the machine's quiet costs, the run's beside them
+        record["costs"] = {"quiet": asdict(costs.quiet), "step_s": costs.step_s, "steps": costs.steps,
+                           "checks": costs.checks, "far": costs.far}
     if view.runs > 1:  # the results are the median run's (runs numbered from 1)
         spread = view.spread
         record["repeats"] = {"asked": view.runs, "finished": view.timed_runs,
@@ -382,6 +409,8 @@ def stream_frames(view: RunView, worker: ComparisonWorker, conversation: Convers
         for item in worker.drain(HTML_EVERY_S):
             if isinstance(item, PhaseEvent):
                 view.add(item)
+            elif isinstance(item, Probe):
+                view.probe = item
             elif isinstance(item, Failure):
                 view.error = item.message
             elif isinstance(item, Done):
@@ -433,11 +462,11 @@ def final_frames(view: RunView, conversation: Conversation, request: dict) -> It
     tabed_html = STEPPABLE + tabed_html
     if stopped != SPECULATIVE:
         conversation.turns.append((request["prompt"], view.results[SPECULATIVE].text))
-    compared = view.compared()
+    compared = view.compared() and not view.unreliable()  # a busy machine's pace is not the method's
     frames = ({phase: render.result_texts(view.pair.tokenizer, view.results[phase])
                for phase in (SPECULATIVE, AUTOREGRESSIVE)} if compared else {})
-    race_note = ("" if compared else "The last run was stopped before both sides finished: run it again to race "
-                 "them." if view.racing else "")
+    race_note = ("" if compared else BUSY_RACE if view.compared() else "The last run was stopped "
+                 "before both sides finished: run it again to race them." if view.racing else "")
     conversation.last = LastRun(view.results[SPECULATIVE].blocks, view.shared, view.settings.spec.mode, view.label,
                                 view.unlearned(), view.pair.tokenizer, frames, race_note)
     files = export_run(conversation, view, request, (tabed_html, plain_html))

@@ -1,18 +1,18 @@
 """One comparison in a background thread: TABED, then plain decoding (each again, alternately, for as many
-repeats as asked), then (if asked) each method drafting alone, never two at once.
+repeats as asked), then (if asked) each method drafting alone, never two at once; before them, with plain
+decoding, what the pair costs on this machine quiet (`pairs.QuietMeter`), measured as the runs run.
 
 The worker puts every engine event on a queue, tagged with its phase; a consumer (the app) drains
 the queue at its own pace and can stop the worker at any time: the engine checks the stop flag
 between blocks, so a stop takes effect within one block.
 
-`threads` sets torch's intra-op threads for the worker's own thread. On a CPU the app gives it one:
-torch's OpenMP keeps a team of threads per calling thread, and with the team the loading thread left
-behind there are more OpenMP threads than CPUs, where libgomp waits 100 spins instead of 300,000
-before it puts an idle thread to sleep (its GOMP_SPINCOUNT documentation). Every one of the
-drafter's thousands of small operations then waits for sleeping threads to wake: TABED decoded 2-3x
-slower in a worker thread than in the main thread, plain decoding 1.05x (measured on 2 cores). One
-thread has no team to wake, decodes as fast as the main thread's two, and leaves the other cores
-to the server and a browser.
+On a CPU the worker decodes with `CPU_THREADS`, one torch intra-op thread in its own thread. torch's
+OpenMP keeps a team of threads per calling thread, and with the team the loading thread left behind there
+are more OpenMP threads than CPUs, where libgomp waits 100 spins instead of 300,000 before it puts an idle
+thread to sleep (its GOMP_SPINCOUNT documentation). Every one of the drafter's thousands of small operations
+then waits for sleeping threads to wake: TABED decoded 2-3x slower in a worker thread than in the main
+thread, plain decoding 1.05x (measured on 2 cores). One thread has no team to wake, decodes as fast as the
+main thread's two, and leaves the other cores to the server and a browser.
 """
 
 from __future__ import annotations
@@ -33,10 +33,12 @@ from ..engine.spec import DraftingSpec
 from ..errors import TabedError
 from ..models.chat import Turn
 from ..models.pair import ModelPair
+from .pairs import Probe, QuietMeter
 
 SPECULATIVE, AUTOREGRESSIVE = "speculative", "autoregressive"
 ALONE = "alone"  # the phase of a method drafting alone, for comparison (`PhaseEvent.method` names it)
 WORKER_THREAD = "tabed-worker"  # the name of every worker thread
+CPU_THREADS = 1  # torch threads of a worker on a CPU: why above
 
 
 @dataclass
@@ -58,7 +60,7 @@ class Done:
     """The worker has finished (after its last event or failure)."""
 
 
-Item = PhaseEvent | Failure | Done
+Item = Probe | PhaseEvent | Failure | Done
 
 
 def user_message(error: BaseException) -> str:
@@ -82,11 +84,11 @@ class ComparisonWorker:
         compare_ar: bool = True,
         alone: tuple[str, ...] = (),
         cancel: threading.Event | None = None,
-        threads: int | None = None,
         repeat: int = 1,
+        quiet: QuietMeter | None = None,
     ) -> None:
-        self.pair, self.turns, self.settings, self.repeat = pair, turns, settings, repeat
-        self.compare_ar, self.alone, self.threads = compare_ar, alone, threads
+        self.pair, self.turns, self.settings, self.repeat, self.quiet = pair, turns, settings, repeat, quiet
+        self.compare_ar, self.alone = compare_ar, alone
         self.items: queue.Queue[Item] = queue.Queue()
         self.cancel = cancel or threading.Event()  # set from outside (a Stop button) or by stop()
         self.thread = threading.Thread(target=self._run, name=WORKER_THREAD, daemon=True)
@@ -112,8 +114,10 @@ class ComparisonWorker:
 
     def _run(self) -> None:
         try:
-            if self.threads is not None:
-                torch.set_num_threads(self.threads)  # this thread's (and threads started later; not the caller's)
+            if self.pair.device.type == "cpu":
+                torch.set_num_threads(CPU_THREADS)  # this thread's (and threads started later; not the caller's)
+            if self.quiet is not None and self.compare_ar:  # what the run's costs are held against, as it runs
+                self.items.put(self.quiet.measure(self.pair))
             for phase, method, repeat, start in self._phases():
                 if self.cancel.is_set():
                     break

@@ -4,11 +4,12 @@ from dataclasses import replace
 
 import pytest
 
+from conftest import hand_block
 from tabed.engine.config import GenerationConfig
-from tabed.engine.events import Metrics
+from tabed.engine.events import GenerationResult, Metrics, TokenEvent, TreeNode
 from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
 from tabed.engine.spec import parse_spec
-from tabed.engine.speed import Repeats, answer_speed, decode_speedup, speed_model
+from tabed.engine.speed import FAR, Repeats, StepCosts, answer_speed, decode_speedup, run_costs, speed_model
 from tabed.models.chat import Turn
 
 
@@ -74,3 +75,43 @@ def test_repeats_leave_out_the_runs_a_busy_machine_starved():
     everyone = Repeats.of([sides(0.5, busy=True), sides(0.25, busy=True)])
     assert everyone.runs == (0, 1) and everyone.median_run == 0
     assert Repeats.of([]) is None
+
+
+def _metrics(**values) -> Metrics:
+    return Metrics(**{"new_tokens": 11, "prefill_s": 0.1, "decode_s": 1.0, "walltime_s": 1.0, "tokens_per_s": 1.0,
+                      "target_forwards": 4, "block_efficiency": 2.0, **values})
+
+
+def test_a_runs_costs_are_held_against_the_same_forwards_on_the_quiet_machine():
+    """Quiet: a step 10 ms, a check of 6 tokens 20 ms (2 ms a token more, on the line through them). Each kind at
+    its median: plain decoding's steps after the prompt's pass 10, 14, 16 and 90 ms: 15 ms, 1.5× the quiet
+    one (one stall, the page's streaming, moves no median). Our checks after the prompt's pass, a chain of 2 drafts
+    (3 tokens, 14 ms quiet) at 21 ms and a tree of 4 nodes (5 tokens, 18 ms quiet) at 18 ms and 36 ms: 1.5×."""
+    quiet = StepCosts(0.010, 0.020, 6)
+    assert [quiet.forward_s(count) for count in (1, 4, 6, 11)] == pytest.approx([0.010, 0.016, 0.020, 0.030])
+    node = TreeNode(token=5, parent=-1, proposer="M", accepted=False, draft_prob=0.5, target_prob=0.5)
+    blocks = [replace(hand_block([1, 2, 3, 4, 5, 6, 7], 7, 8), verify_s=9.0),  # the prompt's pass: left out
+              replace(hand_block([1, 2], 1, 3), verify_s=0.021),
+              replace(hand_block([1], 1, 3, tree=[node] * 4), verify_s=0.018),
+              replace(hand_block([1], 1, 3, tree=[node] * 4), verify_s=0.054)]
+    ours = GenerationResult("speculative", "tabed-MT", [], "", _metrics(), blocks=blocks)
+    plain = GenerationResult("autoregressive", None, [], "", _metrics(), tokens=[
+        TokenEvent(index, 0, step_s, 0.0) for index, step_s in enumerate((9.0, 0.010, 0.014, 0.016, 0.090))])
+    costs = run_costs(ours, plain, quiet)
+    assert (costs.step_s, costs.steps, costs.checks) == pytest.approx((0.015, 1.5, 1.5))
+    assert costs.slower == pytest.approx(1.5) and FAR == 1.5 and not costs.far  # at the line: still quiet
+    slower_steps = replace(plain, tokens=[replace(token, step_s=0.0151) for token in plain.tokens])
+    assert run_costs(ours, slower_steps, quiet).far and run_costs(ours, slower_steps, quiet).steps == 1.51
+    slower_checks = replace(ours, blocks=blocks[:2] + [replace(blocks[2], verify_s=0.045), blocks[3]])
+    assert run_costs(slower_checks, plain, quiet).slower == pytest.approx(2.5) == run_costs(slower_checks, plain,
+                                                                                             quiet).checks
+    assert run_costs(replace(ours, blocks=blocks[:1]), plain, quiet) is None  # no check after the prompt's pass
+    assert run_costs(ours, replace(plain, tokens=plain.tokens[:1]), quiet) is None  # no plain step
+
+
+def test_repeats_leave_out_the_runs_far_off_the_quiet_costs():
+    ours = _metrics(decode_s=0.5)
+    runs = [(ours, _metrics()), (replace(ours, decode_s=0.25), _metrics()), (replace(ours, decode_s=1.0), _metrics())]
+    spread = Repeats.of(runs, disturbed=frozenset({1}))
+    assert spread.runs == (0, 2) and spread.speedups == pytest.approx((2.0, 1.0)) and spread.median_run == 2
+    assert Repeats.of(runs, disturbed=frozenset({0, 1, 2})).runs == (0, 1, 2)  # all disturbed: all count

@@ -156,6 +156,12 @@ def test_without_a_picture_the_rows_are_one_and_nothing_tells_them_apart():
 def test_fast_or_slow_in_one_sentence():
     assert fast_or_slow(3.2, 2.1, 1.52).startswith("Fast because each target pass produced 3.20 tokens")
     assert fast_or_slow(1.1, 1.6, 0.69).startswith("Slower than plain decoding: each target pass produced only 1.1")
+    # slow though the tokens a pass paid for its verify and drafting: the rest of the pass is to blame, not the drafts
+    assert fast_or_slow(2.79, 3.3, 0.85, checking=2.2) == (
+        "Slower than plain decoding, though each target pass produced 2.79 tokens where its verify and drafting cost "
+        "2.20 plain steps: the rest of a pass (1.10 more) made it slow, not the drafts.")
+    assert "the drafts missed too often" in fast_or_slow(1.1, 1.6, 0.69, checking=1.5)
+    assert "the drafts missed too often" in fast_or_slow(2.2, 3.3, 0.67, checking=2.2)  # at the line: the drafts
     assert fast_or_slow(1.9, 1.85, 1.03) == (  # neither fast nor slow (a trial saw "Fast because" at 1.03×)
         "About as fast as plain decoding (1.03×): each target pass produced 1.90 tokens where a plain step makes one, "
         "but a whole pass (verify, drafting and the rest) cost 1.85 plain steps: nearly all that it gained.")
@@ -210,3 +216,17 @@ def test_a_fact_said_in_several_places_is_worded_in_one(monkeypatch, pair):
             view.RunView(pair, page_settings(["M", "T"], MODES[0]), TokenStream(pair.tokenizer),
                          TokenStream(pair.tokenizer), shared=result.shared).unlearned()]
     assert all("ONE ROW OF M+T" in text and "read the same text" not in text for text in said), said
+
+
+def test_a_slow_answer_whose_drafts_paid_for_their_checks_blames_the_rest_of_the_pass():
+    """2.79 tokens a pass, its verify 1.6 and drafting 0.6 plain steps, 1.1 more elsewhere: 0.85×. The reason
+    says the rest of the pass made it slow; the drafts are blamed only where they did not pay for their checks."""
+    from tabed.engine.speed import SpeedModel
+    from tabed.page.status import speed_reason
+
+    speed = SpeedModel(tokens_per_pass=2.79, verify=1.6, drafting=0.6, draft_token=0.2, drafts_per_kept=1.2,
+                       other=1.1, measured=0.85)
+    detail = speed_reason(speed, "the weights and bookkeeping", 3.0).detail
+    assert "the rest of a pass (1.10 more) made it slow, not the drafts" in detail and "missed" not in detail
+    missed = speed_reason(replace(speed, tokens_per_pass=2.1, measured=0.64), "bookkeeping", 3.0).detail
+    assert "the drafts missed too often to pay for themselves" in missed

@@ -1,6 +1,7 @@
 """A request run several times (`repeat`): TABED and plain decoding in turn, the median run's figures shown with
-the range of all, a greedy answer that changes between runs said to be a bug. The runs' decode times are set
-by hand here (one list per side), so that every figure is known; the tokens are the tiny pair's own."""
+the range of all, a greedy answer that changes between runs said to be a bug; a run on a busy machine gives no
+figure. The runs' decode times are set by hand here (one list per side), and so are the machine's quiet costs,
+so that every figure is known; the tokens are the tiny pair's own."""
 
 import json
 import time
@@ -11,10 +12,12 @@ import pytest
 import app
 from conftest import serving, status_text
 from tabed.engine.events import Finished
+from tabed.engine.speed import StepCosts
 from tabed.page import render, worker
 from tabed.page.controls import MODES
+from tabed.page.pairs import QuietMeter
 from tabed.page.request import Request
-from tabed.page.view import Frame
+from tabed.page.view import BUSY_RACE, Frame
 from tabed.page.worker import AUTOREGRESSIVE, SPECULATIVE
 
 SETTINGS = dict(preset="teaching", methods=["M", "T"], mode=MODES[0], rule="w-grid", window=0, gamma=5,
@@ -213,3 +216,91 @@ def test_the_zerogpu_budget_counts_every_repeat():
                                            methods_alone=True)) == 30 + 0.25 * 8 * 100
     assert app._gpu_seconds(False, Request(max_new_tokens=100, repeat=99)) == 30 + 0.25 * 2 * 100  # refused: once
     assert app._gpu_seconds(False, Request(max_new_tokens=100, repeat=3, compare_ar=False)) == 30 + 0.25 * 1 * 100
+
+
+@pytest.fixture
+def quiet(tiny_app):
+    """The machine's quiet costs as the page's probe finds them, set by hand: `costs[0]` (None: the probe found
+    the machine busy); `probes` counts the probes taken."""
+    costs, probes = [None], []
+    tiny_app.PAIRS.quiet = QuietMeter(probe=lambda pair: probes.append(pair) or costs[0])
+    return costs, probes
+
+
+def steps_of(seconds: float):
+    """A change to a plain run: each of its steps took `seconds`."""
+    return lambda result: [setattr(token, "step_s", seconds) for token in result.tokens]
+
+
+def test_a_run_far_off_the_quiet_costs_gives_no_figure_and_names_the_machine(tiny_app, timed, quiet):
+    """Plain decoding's steps at 65.2 ms against a quiet step of 10 ms: the machine was 6.5× slower than when
+    quiet. No speedup in the verdict, the metrics mark theirs, the reason puts the two costs side by side and
+    blames neither the drafts nor anything but the machine, and the race is refused."""
+    times, runs, change = timed
+    times[SPECULATIVE][:], times[AUTOREGRESSIVE][:] = [0.5], [1.5]
+    change(AUTOREGRESSIVE, 0, steps_of(0.0652))
+    costs, probes = quiet
+    costs[0] = StepCosts(step_s=0.010, verify_s=100.0, tokens=6)  # the verifies' own costs are nowhere near
+    out = ask(tiny_app)[-1]
+    plain = runs[AUTOREGRESSIVE][0]
+    assert len(probes) == 1 and plain.metrics.new_tokens == 24
+    lines = out.status.splitlines()
+    assert lines[0].startswith("\u2713 TABED's timings are unreliable (the machine was busy): no speedup; its "
+                               "answer is identical")
+    assert lines[1] == ("- \u26a0\ufe0f Timings unreliable: this machine was slower this time: its steps cost 6.5× "
+                        "what they cost quiet.")
+    assert ("Plain decoding's steps took 65.2 ms (the median), where this machine takes 10.0 ms when it is quiet "
+            "(measured before a run found it idle), and this run's checks took 0.0× what the same checks take "
+            "quiet.") in out.status
+    assert "Its clock read 3.00×" in out.status
+    assert "Each check still produced" in out.status and "drafts missed" not in out.status
+    assert not any(line.startswith("- Why") for line in lines)  # nothing explains a busy machine's figure
+    assert rows(out)["speedup (decode time)"][0] == "3.00× (busy)"
+    assert out.state.last.frames == {} and out.state.last.race_note == BUSY_RACE
+    assert BUSY_RACE in "".join(tiny_app.replay_race(out.state))
+    record = json.loads(next(Path(out.state.export_dir).glob("*.json")).read_text())
+    assert record["costs"]["far"] and record["costs"]["steps"] == pytest.approx(6.52)
+    assert record["costs"]["quiet"] == {"step_s": 0.010, "verify_s": 100.0, "tokens": 6}
+
+
+def test_a_run_at_the_quiet_costs_is_the_figure(tiny_app, timed, quiet):
+    """The same run against quiet costs it keeps within 1.5× of (65.2 ms against 45 ms: 1.45×) is a result:
+    its speedup headlines and the race plays."""
+    times, runs, change = timed
+    times[SPECULATIVE][:], times[AUTOREGRESSIVE][:] = [0.5], [1.5]
+    change(AUTOREGRESSIVE, 0, steps_of(0.0652))
+    quiet[0][0] = StepCosts(step_s=0.045, verify_s=100.0, tokens=6)
+    out = ask(tiny_app)[-1]
+    assert out.status.startswith("\u2713 TABED ran 3.00× as fast as plain decoding; ")
+    assert "Timings unreliable" not in out.status and out.state.last.frames
+    assert json.loads(next(Path(out.state.export_dir).glob("*.json")).read_text())["costs"]["far"] is False
+
+
+def test_a_repeat_far_off_the_quiet_costs_is_left_out_of_the_median(tiny_app, timed, quiet):
+    """Run 1's checks took 100 s each (the quiet cost of one: 1 s): the median and range are runs 2 and 3's (their
+    steps and checks, the tiny pair's own, cost far less than the quiet ones)."""
+    times, runs, change = timed
+    times[SPECULATIVE][:], times[AUTOREGRESSIVE][:] = [0.5, 1.0, 2.0], [1.5]
+    quiet[0][0] = StepCosts(step_s=1.0, verify_s=1.0, tokens=6)
+    change(SPECULATIVE, 0, lambda result: [setattr(block, "verify_s", 100.0) for block in result.blocks])
+    out = ask(tiny_app, repeat=3)[-1]
+    assert "ran slower than plain decoding (0.75×; the median of 2 runs, 0.75–1.50×)" in out.status.splitlines()[0]
+    assert "Timings unreliable" not in out.status
+
+
+def test_a_machine_busy_since_the_pair_was_loaded_gives_no_figure(tiny_app, timed, quiet):
+    """The probe before the run found the machine busy and none has found it quiet: nothing to hold the run
+    against, so no figure; once a probe finds it quiet, the next run's figure stands."""
+    times, runs, _ = timed
+    times[SPECULATIVE][:], times[AUTOREGRESSIVE][:] = [0.5], [1.5]
+    costs, probes = quiet
+    out = ask(tiny_app)[-1]
+    assert out.status.startswith("\u2713 TABED's timings are unreliable (the machine was busy): no speedup")
+    assert "- \u26a0\ufe0f Timings unreliable: the machine was busy as this run began." in out.status
+    assert "Its clock read 3.00×" in out.status
+    costs[0] = StepCosts(step_s=0.045, verify_s=100.0, tokens=6)
+    assert ask(tiny_app)[-1].status.startswith("\u2713 TABED ran 3.00× as fast as plain decoding; ")
+    assert len(probes) == 2
+    costs[0] = None  # busy again, the costs fresh: no probe, the run held against them
+    assert ask(tiny_app)[-1].status.startswith("\u2713 TABED ran 3.00× as fast")
+    assert len(probes) == 2
