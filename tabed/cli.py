@@ -14,7 +14,7 @@ from .engine.draft_length import AUTO_CAP
 from .engine.loop import autoregressive_generate, collect, compare, speculative_generate, warm_up
 from .engine.settings import Settings
 from .engine.spec import DEFAULT_SPEC, RULES
-from .engine.speed import REPEATS, Repeats, answer_speed, differing_runs
+from .engine.speed import REPEATS, Repeats, answer_speed, differing_runs, repeats_record
 from .errors import TabedError
 from .models.caches import CACHES
 from .models.chat import Turn, load_image, validate
@@ -187,10 +187,7 @@ def generate(args: argparse.Namespace) -> dict:
     report = _report(result, pair, turns, ar)
     if args.repeat > 1:  # runs numbered from 1, as the summary says them
         differing = differing_runs([(ours.token_ids, plain.token_ids) for ours, plain in runs])
-        report["repeats"] = {"speedups": list(spread.speedups) if spread else [],
-                             "runs": [index + 1 for index in spread.runs] if spread else [],
-                             "median_run": spread.median_run + 1 if spread else None,
-                             "differing": differing if not config.temperature else []}
+        report["repeats"] = repeats_record(spread, args.repeat, len(runs), differing if not config.temperature else [])
     return report
 
 

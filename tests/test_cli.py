@@ -403,8 +403,8 @@ def test_repeat_reports_the_median_run_and_every_runs_speedup(capsys, pair_dirs,
     assert code == 0, err
     report = json.loads(out)
     assert order == ["plain", "tabed"] * 3
-    assert report["repeats"] == {"speedups": pytest.approx([3.0, 1.5, 0.75]), "runs": [1, 2, 3], "median_run": 2,
-                                 "differing": []}
+    assert report["repeats"] == {"asked": 3, "finished": 3, "speedups": pytest.approx([3.0, 1.5, 0.75]),
+                                 "runs": [1, 2, 3], "median_run": 2, "differing": []}
     assert report["metrics"]["speedup"] == pytest.approx(1.5) and report["metrics"]["decode_s"] == 1.0
     order.clear()
     code, _, err = run_cli(capsys, *args)

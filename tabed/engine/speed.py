@@ -207,6 +207,15 @@ class Repeats:
         return max(self.speedups)
 
 
+def repeats_record(spread: Repeats | None, asked: int, finished: int, differing: list[int]) -> dict:
+    """A request's repeats as a record (the page's JSON download and the command line's `--json` alike), runs
+    numbered from 1: how many were asked and finished both sides, the speedups of those the machine left alone
+    and their runs, the median run (whose figures the record's are), and the runs whose answers differed."""
+    return {"asked": asked, "finished": finished, "speedups": list(spread.speedups) if spread else [],
+            "runs": [run + 1 for run in spread.runs] if spread else [],
+            "median_run": spread.median_run + 1 if spread else None, "differing": list(differing)}
+
+
 def differing_runs(answers: list[tuple[list[int], ...]]) -> list[int]:
     """The runs (numbered from 1) whose answers, side by side (ours, plain decoding's), are not run 1's: decoding
     one request greedily gives the same tokens every time, so each one named is a bug."""

@@ -17,7 +17,16 @@ from ..bench.machine import describe_machine, machine_line
 from ..engine.events import BlockEvent, Finished, GenerationResult, Started, TokenEvent
 from ..engine.settings import Settings, hedges_first
 from ..engine.spec import METHOD_NAMES
-from ..engine.speed import Repeats, RunCosts, SpeedModel, answer_speed, decode_speedup, differing_runs, run_costs
+from ..engine.speed import (
+    Repeats,
+    RunCosts,
+    SpeedModel,
+    answer_speed,
+    decode_speedup,
+    differing_runs,
+    repeats_record,
+    run_costs,
+)
 from ..models.pair import ModelPair
 from . import reasons, render, status, stepper, texts
 from .conversation import Conversation, LastRun, chat_history
@@ -373,11 +382,8 @@ def export_run(conversation: Conversation, view: RunView, request: dict, answers
     if (costs := view.costs(view.results)) is not None:  # the machine's quiet costs, the run's beside them
         record["costs"] = {"quiet": asdict(costs.quiet), "step_s": costs.step_s, "steps": costs.steps,
                            "checks": costs.checks, "far": costs.far}
-    if view.runs > 1:  # the results are the median run's (runs numbered from 1)
-        spread = view.spread
-        record["repeats"] = {"asked": view.runs, "finished": view.timed_runs,
-                             "speedups": list(spread.speedups) if spread else [],
-                             "runs": [run + 1 for run in spread.runs] if spread else []}
+    if view.runs > 1:  # the results are the median run's
+        record["repeats"] = repeats_record(view.spread, view.runs, view.timed_runs, list(view.differing))
     conversation.runs = view.run
     return write_downloads(conversation, record, report(view, request, answers), texts.CSS, time.time())
 

@@ -115,7 +115,7 @@ def test_three_runs_headline_the_median_run_and_the_range(tiny_app, timed):
     assert record["speedup"] == pytest.approx(1.5)
     assert record["results"][SPECULATIVE]["metrics"]["decode_s"] == 1.0
     assert record["repeats"] == {"asked": 3, "finished": 3, "speedups": pytest.approx([3.0, 1.5, 0.75]),
-                                 "runs": [1, 2, 3]}
+                                 "runs": [1, 2, 3], "median_run": 2, "differing": []}
     drafted = [round(block.draft_s * 1e3, 1) for block in median.blocks]  # the block table's: the median run's
     assert [row[-2] for row in out.blocks.value["data"]] == drafted
     assert drafted != [round(block.draft_s * 1e3, 1) for block in runs[SPECULATIVE][0].blocks]
@@ -190,6 +190,7 @@ def test_a_greedy_answer_that_changes_between_runs_is_said_to_be_a_bug(tiny_app,
     change(AUTOREGRESSIVE, 2, lambda result: result.token_ids.append(result.token_ids[-1]))
     out = ask(tiny_app, repeat=3)[-1]
     assert "- \u26a0\ufe0f Runs differ: run 3 answered differently from run 1: a bug, please report it." in out.status
+    assert json.loads(next(Path(out.state.export_dir).glob("*.json")).read_text())["repeats"]["differing"] == [3]
     out = ask(tiny_app, repeat=3)[-1]
     assert "Runs differ" not in out.status
 
