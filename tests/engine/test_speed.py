@@ -29,6 +29,31 @@ def test_the_model_in_numbers_a_student_can_check():
     slow = speed_model(40, 10, 25, 20, draft_s=0.5, verify_s=1.5, decode_s=3.0, plain_decode_s=4.0)
     assert slow.error == pytest.approx(0.5) and slow.why_off().startswith("33% of the decode time went neither")
     assert speed_model(0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0) is None  # a one-token answer: nothing to time
+    assert slow.why_off() == ("33% of the decode time went neither to drafting nor to verifying (the weights, "
+                              "bookkeeping)")
+    over = speed_model(40, 10, 25, 20, draft_s=0.5, verify_s=1.5, decode_s=1.5, plain_decode_s=4.0)
+    assert over.other < 0 and over.why_off() == "the phases' timings add up to more than the decode time"
+
+
+def test_the_model_of_the_shortest_answers_and_where_there_is_nothing_to_model():
+    """One step, one pass, no draft kept or made: still a model; any side without time, none (never a division
+    by zero)."""
+    one = speed_model(1, 1, 0, 0, draft_s=0.1, verify_s=0.2, decode_s=0.4, plain_decode_s=0.5)
+    assert one.tokens_per_pass == 1 and one.draft_token == 0.0 and one.drafts_per_kept == float("inf")
+    assert one.measured == pytest.approx(1.25)
+    good = dict(steps=4, passes=2, drafted=3, accepted=2, draft_s=0.1, verify_s=0.2, decode_s=0.4, plain_decode_s=0.5)
+    for field, none in (("steps", 0), ("passes", 0), ("decode_s", 0.0), ("plain_decode_s", 0.0)):
+        assert speed_model(**{**good, field: none}) is None, field
+    assert speed_model(**{**good, "draft_s": 0.0, "verify_s": 0.0}) is None
+    assert speed_model(**{**good, "draft_s": 0.0}) is not None and speed_model(**{**good, "verify_s": 0.0})
+
+
+def test_a_two_token_answer_has_one_step_to_time():
+    ours = _metrics(new_tokens=2, decode_s=0.1)
+    assert decode_speedup(ours, _metrics(new_tokens=2, decode_s=0.2)) == pytest.approx(2.0)
+    assert decode_speedup(replace(ours, new_tokens=1), _metrics()) is None
+    assert decode_speedup(ours, _metrics(new_tokens=1)) is None
+    assert decode_speedup(replace(ours, decode_s=0.0), _metrics()) is None  # no time to divide by
 
 
 def test_on_a_real_run_the_parts_add_up_to_the_measured_speedup(pair, image):
