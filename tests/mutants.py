@@ -53,6 +53,7 @@ REPEAT = "tests/page/test_repeat.py"
 QUIET = "tests/page/test_quiet.py"
 RUN_COSTS = "tests/engine/test_speed.py::test_a_runs_costs_are_held_against_the_same_forwards_on_the_quiet_machine"
 FAR_OFF = f"{REPEAT}::test_a_run_far_off_the_quiet_costs_gives_no_figure_and_names_the_machine"
+CHECKS_SLOWER = f"{REPEAT}::test_when_the_checks_are_the_slower_kind_the_warning_and_the_record_say_so"
 REPORT = "tabed/bench/report.py"
 ACCEPTANCE_TABLE = f"{BENCH}::test_the_acceptance_table_gives_each_specs_own_counts_from_the_first_position"
 WIDEST_GAP = f"{BENCH}::test_the_mismatch_goal_names_the_widest_gap_whatever_its_sign"
@@ -794,6 +795,28 @@ MUTANTS = (
     Mutant("a-slow-answer-never-blames-the-drafts", "tabed/page/reasons.py",
            "elif checking is not None and tokens_per_pass > checking:", "elif checking is not None:",
            ("tests/page/test_reasons.py::test_fast_or_slow_in_one_sentence",)),
+    Mutant("a-gpu-probe-finds-the-machine-busy", "tabed/bench/overhead.py",
+           'if pair.device.type == "cpu" and share < QUIET_SHARE:', "if share < QUIET_SHARE:", (QUIET,)),
+    Mutant("the-probe-swaps-its-costs", "tabed/bench/overhead.py", "StepCosts(step_s, verify_s, QUIET_TOKENS)",
+           "StepCosts(verify_s, step_s, QUIET_TOKENS)", (QUIET,)),
+    Mutant("the-repeats-record-swaps-asked-and-finished", "tabed/page/view.py",
+           "repeats_record(view.spread, view.runs, view.timed_runs,",
+           "repeats_record(view.spread, view.timed_runs, view.runs,",
+           (f"{REPEAT}::test_a_stop_during_the_repeats_keeps_the_runs_that_finished_and_says_so",)),
+    Mutant("a-busy-probe-after-quiet-ones-judges-nothing", "tabed/page/view.py",
+           "self.probe is not None and self.probe.busy and self.probe.costs is None",
+           "self.probe is not None and self.probe.busy",
+           (f"{REPEAT}::test_a_busy_probe_after_quiet_ones_still_judges_the_run_by_the_costs_it_kept",)),
+    Mutant("a-stopped-run-judged", "tabed/page/view.py",
+           "if self.probe is None or self.probe.costs is None or not self._finished(run):",
+           "if self.probe is None or self.probe.costs is None:",
+           (f"{REPEAT}::test_a_stop_as_tabed_ends_is_no_run_to_judge",)),
+    Mutant("the-warning-names-the-plain-steps-factor", "tabed/page/status.py", "the big model took {costs.slower:.1f}×",
+           "the big model took {costs.steps:.1f}×", (CHECKS_SLOWER,)),
+    Mutant("the-costs-record-the-slower-as-the-steps", "tabed/page/view.py", '"steps": costs.steps,',
+           '"steps": costs.slower,', (CHECKS_SLOWER,)),
+    Mutant("the-costs-record-the-quiet-step", "tabed/page/view.py", '"step_s": costs.step_s,',
+           '"step_s": costs.quiet.step_s,', (CHECKS_SLOWER,)),
 )
 
 

@@ -217,7 +217,7 @@ def slowed_reason(costs: RunCosts, speedup: float | None, tokens_per_check: floa
     kept = ("" if tokens_per_check is None else f" Each check still produced {tokens_per_check:.2f} tokens: that is "
             "the drafts' doing, and the same on a quiet machine.")
     return Reason("\u26a0\ufe0f Timings unreliable",
-                  f"this machine was slower this time: its steps cost {costs.slower:.1f}× what they cost quiet.",
+                  f"this machine was slower this time: the big model took {costs.slower:.1f}× as long as quiet.",
                   f"Plain decoding's steps took {costs.step_s * 1e3:.1f} ms (the median), where this machine takes "
                   f"{costs.quiet.step_s * 1e3:.1f} ms when it is quiet (measured before a run found it idle), and this "
                   f"run's checks took {costs.checks:.1f}× what the same checks take quiet. A run more than {FAR:.1f}× "

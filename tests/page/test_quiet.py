@@ -107,3 +107,15 @@ def test_a_probe_that_got_too_little_of_the_cpu_finds_no_quiet_costs(pair, monke
     assert (costs is not None) == quiet
     if quiet:
         assert costs.tokens == overhead.QUIET_TOKENS == 6 and costs.step_s > 0 and costs.verify_s > 0
+
+
+def test_the_probe_gives_the_step_then_the_check_and_on_a_gpu_never_finds_the_machine_busy(monkeypatch):
+    """The costs in their order (a plain step, a 6-token check); on a GPU the CPU share says nothing of the
+    machine (its threads wait on the device), so a probe there always keeps its costs."""
+    import torch
+
+    monkeypatch.setattr(overhead, "target_step_seconds", lambda pair, turns, count, steps: 0.01 * count)
+    _fake_cpu(monkeypatch, 0.05)
+    cpu, gpu = (type("Pair", (), {"device": torch.device(kind)})() for kind in ("cpu", "cuda"))
+    assert overhead.quiet_costs(cpu) is None
+    assert overhead.quiet_costs(gpu) == StepCosts(0.01, 0.06, 6)

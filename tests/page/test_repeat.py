@@ -130,6 +130,8 @@ def test_a_stop_during_the_repeats_keeps_the_runs_that_finished_and_says_so(tiny
     lines = out.status.splitlines()
     assert "(the median of 2 runs, 1.50–3.00×)" in lines[0]
     assert lines[1] == "- \u25a0 Stopped: after 2 runs of 3: the figures are theirs."
+    record = json.loads(next(Path(out.state.export_dir).glob("*.json")).read_text())["repeats"]
+    assert (record["asked"], record["finished"]) == (3, 2)
     change(SPECULATIVE, 2, "stop")  # as the next request's run 1 ends: plain decoding never starts
     out = ask(tiny_app, repeat=3)[-1]
     assert out.status.startswith("\u25a0 Stopped before plain decoding began")
@@ -248,8 +250,8 @@ def test_a_run_far_off_the_quiet_costs_gives_no_figure_and_names_the_machine(tin
     lines = out.status.splitlines()
     assert lines[0].startswith("\u2713 TABED's timings are unreliable (the machine was busy): no speedup; its "
                                "answer is identical")
-    assert lines[1] == ("- \u26a0\ufe0f Timings unreliable: this machine was slower this time: its steps cost 6.5× "
-                        "what they cost quiet.")
+    assert lines[1] == ("- \u26a0\ufe0f Timings unreliable: this machine was slower this time: the big model took "
+                        "6.5× as long as quiet.")
     assert ("Plain decoding's steps took 65.2 ms (the median), where this machine takes 10.0 ms when it is quiet "
             "(measured before a run found it idle), and this run's checks took 0.0× what the same checks take "
             "quiet.") in out.status
@@ -305,3 +307,52 @@ def test_a_machine_busy_since_the_pair_was_loaded_gives_no_figure(tiny_app, time
     costs[0] = None  # busy again, the costs fresh: no probe, the run held against them
     assert ask(tiny_app)[-1].status.startswith("\u2713 TABED ran 3.00× as fast")
     assert len(probes) == 2
+
+
+def test_when_the_checks_are_the_slower_kind_the_warning_and_the_record_say_so(tiny_app, timed, quiet):
+    """Plain steps 12 ms against 10 ms quiet (1.2×), checks of 5 s against 1 s for 6 tokens and less: the checks
+    are the slower kind, and the warning's factor is theirs; the record keeps each kind's own."""
+    times, runs, change = timed
+    times[SPECULATIVE][:], times[AUTOREGRESSIVE][:] = [0.5], [1.5]
+    change(AUTOREGRESSIVE, 0, steps_of(0.012))
+    change(SPECULATIVE, 0, lambda result: [setattr(block, "verify_s", 5.0) for block in result.blocks])
+    quiet[0][0] = StepCosts(step_s=0.010, verify_s=1.0, tokens=6)
+    out = ask(tiny_app)[-1]
+    checks = [5.0 / (0.010 + len(block.tree or block.draft) * (1.0 - 0.010) / 5)
+              for block in runs[SPECULATIVE][0].blocks[1:]]
+    factor = sorted(checks)[len(checks) // 2] if len(checks) % 2 else sum(sorted(checks)[len(checks) // 2 - 1:
+                                                                                   len(checks) // 2 + 1]) / 2
+    assert f"the big model took {factor:.1f}× as long as quiet." in out.status.splitlines()[1]
+    costs = json.loads(next(Path(out.state.export_dir).glob("*.json")).read_text())["costs"]
+    assert costs["step_s"] == pytest.approx(0.012) and costs["steps"] == pytest.approx(1.2)
+    assert costs["checks"] == pytest.approx(factor) and costs["far"]
+
+
+def test_a_busy_probe_after_quiet_ones_still_judges_the_run_by_the_costs_it_kept(tiny_app, timed, quiet):
+    """The costs were measured quiet; a minute later the probe finds the machine busy: the run is held against
+    the costs kept, and within 1.5× of them it is a result."""
+    from tabed.page.pairs import REFRESH_S
+
+    times, runs, change = timed
+    times[SPECULATIVE][:], times[AUTOREGRESSIVE][:] = [0.5], [1.5]
+    change(AUTOREGRESSIVE, 1, steps_of(0.0652))
+    costs, probes = quiet
+    clock = [0.0]
+    tiny_app.PAIRS.quiet.clock = lambda: clock[0]
+    costs[0] = StepCosts(step_s=0.045, verify_s=100.0, tokens=6)
+    ask(tiny_app)
+    clock[0], costs[0] = REFRESH_S + 1, None
+    out = ask(tiny_app)[-1]
+    assert len(probes) == 2 and out.status.startswith("\u2713 TABED ran 3.00× as fast as plain decoding; ")
+
+
+def test_a_stop_as_tabed_ends_is_no_run_to_judge(tiny_app, timed, quiet):
+    """With quiet costs known, Stop pressed as TABED's answer ends: plain decoding never ran, so there are no
+    costs to hold against it (and nothing fails for it)."""
+    times, runs, change = timed
+    times[SPECULATIVE][:], times[AUTOREGRESSIVE][:] = [0.5], [1.5]
+    quiet[0][0] = StepCosts(step_s=0.010, verify_s=1.0, tokens=6)
+    change(SPECULATIVE, 0, "stop")
+    out = ask(tiny_app)[-1]
+    assert out.status.startswith("\u25a0 Stopped before plain decoding began")
+    assert "costs" not in json.loads(next(Path(out.state.export_dir).glob("*.json")).read_text())
