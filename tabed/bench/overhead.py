@@ -6,13 +6,12 @@ import statistics
 import time
 
 import torch
-from PIL import Image
 
 from ..engine.drafter import BatchedDrafter, build_rows
 from ..engine.session import Clock, TargetSession
 from ..engine.speed import StepCosts
 from ..engine.tree import NODE_BUDGET, ROOT, DraftTree
-from ..models.chat import Turn, encode
+from ..models.chat import Turn, blank_question, encode
 from ..models.lean import LeanDecoder
 from ..models.pair import ModelPair
 
@@ -105,7 +104,7 @@ def quiet_costs(pair: ModelPair, steps: int = 16) -> StepCosts | None:
     on 2 cores), for a run's costs to be held against (`speed.RunCosts`); None when, on a CPU, the probe itself
     got under `QUIET_SHARE` of the cores its torch threads ask (the machine is busy: no quiet costs to be had).
     Measured in the thread, and with the torch threads, the runs use."""
-    turns = [Turn("Describe the picture.", [Image.new("RGB", (64, 64), (128, 128, 128))])]
+    turns = blank_question()
     wall, cpu = time.perf_counter(), time.process_time()
     step_s = target_step_seconds(pair, turns, 1, steps)
     verify_s = target_step_seconds(pair, turns, QUIET_TOKENS, steps)

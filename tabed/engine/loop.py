@@ -482,10 +482,8 @@ def warm_up(pair: ModelPair, gamma: int = AUTO_CAP, rows: tuple[int, ...] = (1, 
     """Before anything is timed: both models through their cache backends (`models.warmup`: the first
     kernels of each kind, and the CUDA graphs of the usual shapes), then one short generation each way on
     a blank picture."""
-    from PIL import Image
-
     warm_backends(pair, gamma, rows)
-    turns = [chat.Turn("Describe the picture.", [Image.new("RGB", (64, 64), (128, 128, 128))])]
+    turns = chat.blank_question()
     config = GenerationConfig(max_new_tokens=2 * gamma + 2, gamma=gamma)
     collect(speculative_generate(pair, turns, DraftingSpec(("M", "T"), tabed=True), config))
     collect(autoregressive_generate(pair, turns, config))  # its backend call records why graphs are off, if they are

@@ -30,6 +30,12 @@ class Turn:
     answer: str | None = None
 
 
+def blank_question() -> list[Turn]:
+    """A question about a plain grey picture: what a pair warms up on and has its quiet costs measured on (a new
+    list each time, since a conversation's turns take their answers)."""
+    return [Turn("Describe the picture.", [Image.new("RGB", (64, 64), (128, 128, 128))])]
+
+
 def to_rgb(image: Image.Image) -> Image.Image:
     """Any PIL image (RGBA, palette, grayscale, 16-bit) as 8-bit RGB; transparency goes on white."""
     if image.mode in ("I;16", "I;16B", "I;16L", "I"):
