@@ -100,7 +100,7 @@ QUIET_SHARE = 0.95  # on a CPU, a probe that got less of its threads' cores than
 
 
 def quiet_costs(pair: ModelPair, steps: int = 16) -> StepCosts | None:
-    """The target's cost of a plain step and of a verify on this machine now (about 0.35 s for the teaching pair
+    """The target's cost of a plain step and of a verify on this machine now (about 0.39 s for the teaching pair
     on 2 cores), for a run's costs to be held against (`speed.RunCosts`); None when, on a CPU, the probe itself
     got under `QUIET_SHARE` of the cores its torch threads ask (the machine is busy: no quiet costs to be had).
     Measured in the thread, and with the torch threads, the runs use."""

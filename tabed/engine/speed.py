@@ -16,6 +16,7 @@ prediction misses it says how much of the time went elsewhere. The page and the 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .events import GenerationResult, Metrics
@@ -207,7 +208,7 @@ class Repeats:
         return max(self.speedups)
 
 
-def repeats_record(spread: Repeats | None, asked: int, finished: int, differing: list[int]) -> dict:
+def repeats_record(spread: Repeats | None, asked: int, finished: int, differing: Sequence[int]) -> dict:
     """A request's repeats as a record (the page's JSON download and the command line's `--json` alike), runs
     numbered from 1: how many were asked and finished both sides, the speedups of those the machine left alone
     and their runs, the median run (whose figures the record's are), and the runs whose answers differed."""

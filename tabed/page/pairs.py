@@ -41,6 +41,10 @@ class QuietMeter:
         self.costs: StepCosts | None = None
         self.at: float | None = None  # when `costs` were measured (`clock`)
 
+    def forget(self) -> None:
+        """Another pair is loaded: its costs are its own."""
+        self.costs = self.at = None
+
     def measure(self, pair: ModelPair) -> Probe:
         if self.at is not None and self.clock() - self.at < REFRESH_S:
             return Probe(self.costs, busy=False)
@@ -64,7 +68,7 @@ class PairCache:
 
     def _load(self, name: str) -> ModelPair:
         if self.quiet is not None:
-            self.quiet = QuietMeter(self.quiet.probe, self.quiet.clock)
+            self.quiet.forget()
         if not self.zero_gpu:
             return load_preset(name)
         pair = load_preset(name, cache="dynamic", widen_on="cpu")  # eager: graphs cannot outlive a request

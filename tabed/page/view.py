@@ -383,7 +383,7 @@ def export_run(conversation: Conversation, view: RunView, request: dict, answers
         record["costs"] = {"quiet": asdict(costs.quiet), "step_s": costs.step_s, "steps": costs.steps,
                            "checks": costs.checks, "far": costs.far}
     if view.runs > 1:  # the results are the median run's
-        record["repeats"] = repeats_record(view.spread, view.runs, view.timed_runs, list(view.differing))
+        record["repeats"] = repeats_record(view.spread, view.runs, view.timed_runs, view.differing)
     conversation.runs = view.run
     return write_downloads(conversation, record, report(view, request, answers), texts.CSS, time.time())
 
@@ -468,11 +468,12 @@ def final_frames(view: RunView, conversation: Conversation, request: dict) -> It
     tabed_html = STEPPABLE + tabed_html
     if stopped != SPECULATIVE:
         conversation.turns.append((request["prompt"], view.results[SPECULATIVE].text))
-    compared = view.compared() and not view.unreliable()  # a busy machine's pace is not the method's
+    compared = view.compared()
+    raceable = compared and not view.unreliable()  # a busy machine's pace is not the method's
     frames = ({phase: render.result_texts(view.pair.tokenizer, view.results[phase])
-               for phase in (SPECULATIVE, AUTOREGRESSIVE)} if compared else {})
-    race_note = ("" if compared else BUSY_RACE if view.compared() else "The last run was stopped "
-                 "before both sides finished: run it again to race them." if view.racing else "")
+               for phase in (SPECULATIVE, AUTOREGRESSIVE)} if raceable else {})
+    race_note = ("" if raceable else BUSY_RACE if compared else "The last run was stopped before both sides "
+                 "finished: run it again to race them." if view.racing else "")
     conversation.last = LastRun(view.results[SPECULATIVE].blocks, view.shared, view.settings.spec.mode, view.label,
                                 view.unlearned(), view.pair.tokenizer, frames, race_note)
     files = export_run(conversation, view, request, (tabed_html, plain_html))
