@@ -223,6 +223,12 @@ def pair(target, processor):
 
 
 @pytest.fixture(scope="session")
+def loose_pair(target, processor):
+    """A drafter further from the target than `pair`'s: its second choices are often the right ones."""
+    return make_pair(target, perturbed(target, noise=0.02), processor)
+
+
+@pytest.fixture(scope="session")
 def twin_pair(target, processor):
     """The drafter IS a copy of the target: with the image (M), every draft is accepted."""
     return make_pair(target, copy.deepcopy(target), processor)

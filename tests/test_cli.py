@@ -250,10 +250,13 @@ def test_overhead_reports_per_step_costs(capsys, pair_dirs):
     assert report["cache"] == "dynamic" and report["1"] == 1.0
     assert {"cpu", "cores", "torch_threads", "blas", "torch"} <= set(report["machine"])
     for key in ("target_ms", "target_library_ms", "verify_ms", "verify_tree_ms", "draft_k1_ms", "draft_k2_ms",
-                "draft_k4_ms", "draft_tree2_ms", "draft_tree3_ms"):
+                "draft_k4_ms", "draft_tree2_ms", "draft_tree3_ms", "verify_members_ms"):
         assert report[key] > 0
     assert report["speedup_bound_per_tau"] == pytest.approx(
         report["target_ms"] / (report["verify_ms"] + 5 * report["draft_k2_ms"]))
+    assert report["draft_members_ms"] == pytest.approx(report["draft_k2_ms"] + 4 * report["draft_tree3_ms"])
+    assert report["members_bound_per_tau"] == pytest.approx(
+        report["target_ms"] / (report["verify_members_ms"] + report["draft_members_ms"]))
     assert set(report["row_ms"]) == {"T", "M", "T,T", "M,T", "T unfused", "M,T unfused", "T library", "M,T library",
                                      "M,T whole", "T fed 2", "M,T fed 2"}
     assert all(ms > 0 for ms in report["row_ms"].values())

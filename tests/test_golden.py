@@ -129,6 +129,9 @@ ENGINE_RUNS = {  # name: (spec, conversation kind, settings)
     "sampling-chain": ("tabed-MT", "image-first-turn", {"temperature": 1.0, "seed": 3}),
     "greedy-tree": ("tabed-MT", "image-first-turn", {"tree_width": 2}),
     "sampling-tree": ("tabed-MT", "image-first-turn", {"tree_width": 2, "temperature": 1.0, "seed": 3}),
+    "greedy-members": ("tabed-MT", "image-first-turn", {"tree_width": 2, "tree_policy": "members"}),
+    "sampling-members": ("tabed-MT", "image-first-turn", {"tree_width": 2, "tree_policy": "members",
+                                                          "temperature": 1.0, "seed": 3}),
     "m-alone": ("M", "image-first-turn", {}),
     "t-alone": ("T", "image-first-turn", {}),
     "static-mt": ("MT", "image-first-turn", {"adaptive": False, "gamma": 4}),
@@ -209,11 +212,12 @@ def test_a_seeded_bench_reports_counts(pair, image, tmp_path, ticking_clock, sna
              {"id": "two", "scenario": "followup", "images": ["red.png"],
               "turns": [{"prompt": "w3", "answer": "w4 w5"}, {"prompt": "w6 w7"}]}]
     (tmp_path / "suite.jsonl").write_text("\n".join(json.dumps(case) for case in cases) + "\n")
-    settings = BenchSettings(tmp_path / "suite.jsonl", ["M", "T", "tabed-MT"], GenerationConfig(max_new_tokens=12),
+    settings = BenchSettings(tmp_path / "suite.jsonl", ["M", "T", "tabed-MT", "tabed-MT+tree2:members"],
+                             GenerationConfig(max_new_tokens=12),
                              tmp_path / "out", overhead=False)
     report = run_bench(pair, settings)
     counted = ("block_efficiency", "acceptance_rate", "mismatches", "cases", "failed", "new_tokens", "mean_accepted",
-               "accepted_histogram", "target_forwards")
+               "accepted_histogram", "target_forwards", "nodes_per_block")
     record = {name: {spec: {key: row[key] for key in counted if key in row} for spec, row in scenario["specs"].items()}
               for name, scenario in report["scenarios"].items()}
     table = (tmp_path / "out" / "report.md").read_text().split("## Block efficiency")[1].split("## Speed")[0]

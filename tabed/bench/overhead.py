@@ -73,6 +73,21 @@ def bushy_tree(depth: int, width: int) -> DraftTree:
     return tree
 
 
+MEMBER_CHAINS = 3  # the default spec's "members" tree: the ensemble's chain, M's and T's
+
+
+def member_chains(depth: int, chains: int = MEMBER_CHAINS) -> DraftTree:
+    """`chains` chains of `depth` nodes under the root, apart from their first node on: the largest tree the
+    "members" policy drafts (no chain agreeing with another), for timing its forward."""
+    tree = DraftTree()
+    for _ in range(chains):
+        for level in range(depth):
+            tree.tokens.append(5)
+            tree.parents.append(ROOT if level == 0 else len(tree.tokens) - 2)
+            tree.depths.append(level + 1)
+    return tree
+
+
 def target_step_seconds(pair: ModelPair, turns: list[Turn], count: int, steps: int = 16,
                         tree: DraftTree | None = None, path: str = "lean") -> float:
     """Median time of one target forward of `count` tokens (1: a plain decoding step; γ + 1: a verify),
@@ -119,7 +134,10 @@ def step_costs(pair: ModelPair, turns: list[Turn], gamma: int = 5, steps: int = 
     τ plain steps cost τ·t1; a block costs γ draft steps and one verify. `verify_tree_ms`: the verify of
     the largest tree a block of γ may draft (NODE_BUDGET nodes a depth), what a tree adds at most;
     `draft_treeD_ms`: a draft step over a tree's frontier of D nodes; `target_library_ms`: a plain step through
-    transformers' language model instead of `LeanDecoder`."""
+    transformers' language model instead of `LeanDecoder`. The default spec's "members" tree at its largest
+    (three chains of γ apart): `verify_members_ms` its verify, `draft_members_ms` its drafting (a step over
+    what the drafter has not seen, then γ − 1 over the three chains' tips) and `members_bound_per_tau` the
+    speedup they allow, times τ."""
     costs = {"target_ms": target_step_seconds(pair, turns, 1, steps) * 1e3,
              "target_library_ms": target_step_seconds(pair, turns, 1, steps, path="library") * 1e3,
              "verify_ms": target_step_seconds(pair, turns, gamma + 1, steps) * 1e3,
@@ -130,6 +148,9 @@ def step_costs(pair: ModelPair, turns: list[Turn], gamma: int = 5, steps: int = 
         costs[f"draft_tree{width}_ms"] = draft_step_seconds(pair, turns, ROW_SETS[2], steps, width) * 1e3
     block = costs["verify_ms"] + gamma * costs["draft_k2_ms"]
     costs["speedup_bound_per_tau"] = costs["target_ms"] / block  # times τ: the K = 2 speedup bound
+    costs["verify_members_ms"] = target_step_seconds(pair, turns, 0, steps, member_chains(gamma)) * 1e3
+    costs["draft_members_ms"] = costs["draft_k2_ms"] + (gamma - 1) * costs[f"draft_tree{MEMBER_CHAINS}_ms"]
+    costs["members_bound_per_tau"] = costs["target_ms"] / (costs["verify_members_ms"] + costs["draft_members_ms"])
     return costs
 
 

@@ -71,6 +71,7 @@ def summarize(runs: list[Run]) -> dict:
                 "acceptance_rate": pooled((r.accepted for r in mine), (r.drafted for r in mine)),
                 "speedup_vs_ar": pooled((r.ar_decode_s for r in mine), (r.decode_s for r in mine)),
                 "walltime_speedup_vs_ar": pooled((r.ar_walltime_s for r in mine), (r.walltime_s for r in mine)),
+                "nodes_per_block": pooled((r.nodes for r in mine), (r.blocks for r in mine)),
                 "mismatches": sum(r.mismatch for r in mine),
                 "busy": sum(r.busy for r in mine),
                 **_acceptance(mine),
@@ -286,9 +287,9 @@ def _acceptance_lines(scenarios: dict) -> list[str]:
     """Per scenario and spec: the mean drafts kept a block, the blocks by drafts kept, and each draft
     position's share kept (of the blocks that drafted that far, in brackets)."""
     lines = ["", "## Acceptance (per block; a draft is kept only with every draft before it)", "",
-             "| scenario | spec | drafts kept a block | blocks by drafts kept (0, 1, 2, …) | "
-             f"kept at draft position 1, 2, … {ACCEPTANCE_POSITIONS} (blocks that drafted that far) |",
-             "|---|---|---|---|---|"]
+             "| scenario | spec | drafted a block (a tree's nodes) | drafts kept a block | blocks by drafts kept "
+             f"(0, 1, 2, …) | kept at draft position 1, 2, … {ACCEPTANCE_POSITIONS} (blocks that drafted that far) |",
+             "|---|---|---|---|---|---|"]
     for name, scenario in scenarios.items():
         for spec, row in scenario["specs"].items():
             if not row.get("accepted_histogram"):
@@ -296,7 +297,8 @@ def _acceptance_lines(scenarios: dict) -> list[str]:
             positions = " · ".join(f"{cell['rate']:.0%} ({cell['blocks']})"
                                    for cell in row["acceptance_by_position"][:ACCEPTANCE_POSITIONS])
             histogram = ", ".join(str(count) for count in row["accepted_histogram"])
-            lines.append(f"| {name} | {spec} | {row['mean_accepted']:.2f} | {histogram} | {positions} |")
+            lines.append(f"| {name} | {spec} | {row['nodes_per_block']:.2f} | {row['mean_accepted']:.2f} | {histogram} "
+                         f"| {positions} |")
     return lines if len(lines) > 5 else []
 
 

@@ -44,7 +44,8 @@ def _sd_run(pair: ModelPair, case: Case, turns: list[Turn], spec: str, config: G
                m.accepted, m.drafted, m.walltime_s, m.draft_s, m.verify_s, m.weights_s, m.decode_s,
                ar.metrics.walltime_s, ar.metrics.decode_s, busy=m.busy or ar.metrics.busy,
                accepted_histogram=counts.histogram, position_drafted=[c.drafted for c in counts.positions],
-               position_kept=[c.kept for c in counts.positions],
+               position_kept=[c.kept for c in counts.positions], blocks=len(result.blocks),
+               nodes=sum(len(block.tree) or len(block.draft) for block in result.blocks),
                **_checked(pair, turns, config, ar.token_ids, result.token_ids))
 
 

@@ -113,3 +113,5 @@ class Run:
     accepted_histogram: list[int] = field(default_factory=list)  # blocks by the drafts they kept
     position_drafted: list[int] = field(default_factory=list)  # per draft position: blocks that drafted it
     position_kept: list[int] = field(default_factory=list)  # per draft position: blocks that kept it
+    blocks: int = 0
+    nodes: int = 0  # what the blocks drafted for the target to check: a chain's drafts, a tree's nodes

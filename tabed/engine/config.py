@@ -13,7 +13,7 @@ from ..models.pair import MAX_GAMMA
 from .draft_length import AUTO_CAP
 from .spec import RULES
 
-TREE_POLICIES = ("ensemble", "methods", "unsure")  # how a tree node's children are chosen (see tree.py)
+TREE_POLICIES = ("ensemble", "methods", "unsure", "members")  # how a tree node's children are chosen (see tree.py)
 TREE_BLOCKS = ("all", "first")  # trees in every block, or in the first only (drafted before any weight is learned)
 LIMITS = {  # inclusive bounds of the numeric settings
     "max_new_tokens": (1, 1024),

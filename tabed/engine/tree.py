@@ -17,7 +17,14 @@ empty to the likeliest nodes an earlier depth did not expand). Their children:
 - "unsure" policy: up to `width` for each node, its top tokens as "ensemble" chooses them, or draws,
   but only where the ensemble's top token has less than `UNSURE` of its probability, so more likely
   wrong than right; elsewhere one child (one draw), as in a chain. It is meant to be cheap (the hedged
-  first block is one), so its children are not pooled across the depth.
+  first block is one), so its children are not pooled across the depth;
+- "members" policy: no pick by chance at all. The tree is the ensemble's own chain and each drafting (not
+  resting) method's own greedy chain, the one it would draft alone from the same start (its row is fed
+  its own tokens: tree nodes), merged where they agree: at most one node per chain a depth, whatever the
+  width. The target keeps the longest of them it agrees with, so a block keeps at least what each member
+  alone, and the mix, would have kept from the same start. Sampling: the ensemble's draw first, then
+  each method's top token as a draw of its own from a distribution that is all on it (accepted with the
+  target's probability left for it, which leaves the residual exact).
 Adaptive drafting deepens the tree while the newest depth's chances add up to the chain's minimum.
 The target scores the whole tree in one forward, each node seeing only its ancestors, and keeps the
 longest path it agrees with: greedy, by following its own argmax; sampling, by recursive rejection
@@ -160,10 +167,11 @@ def draft_tree(drafting: DraftContext, gamma: int, width: int, policy: str = "en
     else:
         drafting.start_length()
         frontier, logits = [ROOT], drafting.opening_logits()[:, None]
-    growth = _TreeGrowth(drafting, tree, gamma, width, policy)
+    growth = _MemberChains(drafting, tree, gamma) if policy == "members" else _TreeGrowth(
+        drafting, tree, gamma, width, policy)
     for depth in range(len(tree.tokens) + 1, gamma + 1):
         born = growth.depth(frontier, logits)
-        if drafting.adaptive and not drafting.length.keep_growing(sum(tree.scores[n] for n in born)) and depth < gamma:
+        if growth.unsure(born) and depth < gamma:
             tree.stop = StopReason.UNSURE
             break
         if len(tree.tokens) >= growth.budget and depth < gamma:
@@ -210,6 +218,12 @@ class _TreeGrowth:
                 born += [node] if new else []
         return born
 
+    def unsure(self, born: list[int]) -> bool:
+        """Adaptive drafting: whether the target is unlikely to accept any of the newest depth's nodes (at
+        most one of them can be: their paths' chances add up)."""
+        length = self.drafting.length
+        return self.drafting.adaptive and not length.keep_growing(sum(self.tree.scores[n] for n in born))
+
     def frontier(self, born: list[int]) -> list[int]:
         """The next depth's frontier: the likeliest new nodes that are not end tokens, and for greedy "ensemble"
         trees the slots they leave empty filled from nodes earlier depths left unexpanded (`_spare`)."""
@@ -219,6 +233,86 @@ class _TreeGrowth:
             floor = self.drafting.length.threshold if self.drafting.adaptive else 0.0
             frontier += _likeliest(_spare(tree, frontier, self.gamma, ends, floor), tree, self.width - len(frontier))
         return frontier
+
+
+ENSEMBLE = -1  # a "members" tree's chain of the ensemble's tokens (a method's chain is named by its row)
+
+
+class _MemberChains:
+    """How `draft_tree` grows a "members" tree: each chain (the ensemble's, every drafting method's) gains
+    a node a depth under its own tip, the same node where chains agree. A chain ends at an end token, and
+    with adaptive drafting where it would stop alone: once its own chance of being accepted whole (each of
+    its tokens' probability under its own member, calibrated as the ensemble's are) falls below the block's
+    minimum. The tree stops growing when its last chain does."""
+
+    def __init__(self, drafting: DraftContext, tree: DraftTree, gamma: int) -> None:
+        self.drafting, self.tree = drafting, tree
+        self.distributions = drafting.distributions()
+        resting = set(drafting.drafter.resting_rows)
+        members = [k for k in range(drafting.method_count) if k not in resting]
+        self.tips = dict.fromkeys([ENSEMBLE, *members], ROOT)  # each growing chain's last node
+        self.survival = dict.fromkeys(self.tips, 1.0)  # each chain's chance of being accepted whole
+        self.budget = len(self.tips) * gamma  # never the limit: a depth adds a node per chain at most
+        self.greedy = is_greedy(drafting.config.temperature)
+
+    def depth(self, frontier: list[int], logits: torch.Tensor) -> list[int]:
+        """Every growing chain's next node, under its tip (a frontier node), drafted from the rows' logits
+        there. A child is tried once for all the chains that chose it, but for a sampled ensemble's draw,
+        which a method's choice of the same token tries again: the target may have some of it left after
+        the draw was rejected (a draw all on a token leaves none)."""
+        tree, length, born = self.tree, self.drafting.length, []
+        contexts = _contexts(self.distributions, logits, tree, frontier, 0)
+        picks, probs, own = self._picks(contexts)
+        for column, (parent, context) in enumerate(zip(frontier, contexts, strict=True)):
+            tree.contexts[parent] = context
+            tried = set()
+            for member in [member for member, tip in self.tips.items() if tip == parent]:
+                token, prob = picks[column][1 + member], probs[column][1 + member]  # ENSEMBLE is column 0
+                node, new = tree.add(parent, token, prob, _chance(length, prob))
+                self.tips[member] = node
+                self.survival[member] *= _chance(length, own[column][1 + member])
+                born += [node] if new else []
+                sampled = not self.greedy and member == ENSEMBLE
+                if sampled or node not in tried:
+                    tried |= set() if sampled else {node}
+                    context.draws.append((node, self._proposal(context, token, sampled)))
+        return born
+
+    def unsure(self, born: list[int]) -> bool:
+        """Adaptive drafting: whether every chain would stop here alone (the block reports the best one's
+        chance); those that would are grown no more."""
+        if not self.drafting.adaptive:
+            return False
+        length = self.drafting.length
+        self.tips = {member: tip for member, tip in self.tips.items() if self.survival[member] >= length.threshold}
+        return not length.keep_growing(max(self.survival.values()))
+
+    def frontier(self, born: list[int]) -> list[int]:
+        """The growing chains' new tips but end tokens, each once (the ensemble's first)."""
+        ends = self.drafting.ends
+        self.tips = {member: tip for member, tip in self.tips.items() if self.tree.tokens[tip] not in ends}
+        return list(dict.fromkeys(self.tips.values()))
+
+    def _picks(self, contexts: list[Context]) -> tuple[list[list[int]], list[list[float]], list[list[float]]]:
+        """At each frontier node, the ensemble's token (its top one, or its draw) and then each method's top
+        token, with their ensemble probabilities and their own member's: (F, 1 + K) each, read back once a
+        depth."""
+        mixed = torch.stack([context.mixed for context in contexts])  # (F, V)
+        tops = torch.stack([context.row_probs for context in contexts]).max(-1)  # (F, K)
+        ensemble_picks = mixed.argmax(-1) if self.greedy else torch.cat(
+            [torch.multinomial(q, 1, generator=self.drafting.generator) for q in mixed])
+        picks = torch.cat([ensemble_picks[:, None], tops.indices], dim=1)
+        mixed_probs = mixed.gather(1, picks)
+        own = torch.cat([mixed_probs[:, :1], tops.values], dim=1)
+        return picks.tolist(), mixed_probs.tolist(), own.tolist()
+
+    def _proposal(self, context: Context, token: int, sampled: bool) -> torch.Tensor | None:
+        """What a draw was drawn from: nothing when greedy, the ensemble for its draw, else all on `token`."""
+        if self.greedy:
+            return None
+        if sampled:
+            return context.mixed
+        return torch.zeros_like(context.mixed).index_fill_(0, torch.tensor([token], device=context.mixed.device), 1.0)
 
 
 def _likeliest(nodes: list[int], tree: DraftTree, count: int) -> list[int]:

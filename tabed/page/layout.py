@@ -47,8 +47,9 @@ def settings_accordion(default: str, page: Request) -> dict[str, gr.components.C
                                    elem_id="settings-tree-width",
                                    info="1 drafts a chain; more draws a token tree this many nodes wide per depth")
             tree_policy = gr.Radio(list(TREE_POLICIES), **shown("tree_policy"), elem_id="settings-tree-policy",
-                                   info="the ensemble's top tokens, each method's own top-1, or the top "
-                                        "tokens only where the ensemble is unsure (top under 1/2)")
+                                   info="the ensemble's top tokens, each method's own top-1, the top tokens "
+                                        "only where the ensemble is unsure (top under 1/2), or the ensemble's "
+                                        "chain and each method's own")
             tree_blocks = gr.Radio([("every block", "all"), ("the first block", "first")], **shown("tree_blocks"),
                                    elem_id="settings-tree-blocks",
                                    info="the first block is drafted before any weight is learned")

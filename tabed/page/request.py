@@ -47,9 +47,10 @@ class Request:
     tree_width: object = _input(DEFAULTS.tree_width, "1 drafts a chain per block; 2-4 draft a token tree "
                                                      "expanding this many nodes per depth")
     tree_policy: object = _input(DEFAULTS.tree_policy, 'a tree node\'s children: "ensemble" (its top tokens), '
-                                                       '"methods" (each method\'s top-1) or "unsure" (its top '
+                                                       '"methods" (each method\'s top-1), "unsure" (its top '
                                                        "tokens only where the top one has under half the "
-                                                       "ensemble's probability)")
+                                                       'ensemble\'s probability) or "members" (the ensemble\'s '
+                                                       "own chain and each method's own)")
     tree_blocks: object = _input(DEFAULTS.tree_blocks, 'which blocks draft trees: "all", or "first" (drafted '
                                                        "before any weight is learned)")
     hedge_first: object = _input(DEFAULTS.hedge_first, "with a tree width of 1, TABED's first block forks where "

@@ -488,12 +488,13 @@ def test_bench_refuses_a_limit_under_one_case(tmp_path, capsys):
 
 
 def test_the_acceptance_table_gives_each_specs_own_counts_from_the_first_position():
-    """The mean drafts kept a block (not the acceptance rate), the blocks by drafts kept, and each draft position's
-    share kept from position 1; one scenario's single row is a table too."""
+    """What was drafted a block (a tree's nodes), the mean drafts kept a block (not the acceptance rate), the
+    blocks by drafts kept, and each draft position's share kept from position 1; one scenario's single row is
+    a table too."""
     runs = [replace(run("a", "image", "M", 10, 4, 1.0, 2.0, accepted=5, drafted=8), accepted_histogram=[1, 1, 2],
-                    position_drafted=[4, 3, 1], position_kept=[3, 2, 0])]
+                    position_drafted=[4, 3, 1], position_kept=[3, 2, 0], blocks=4, nodes=14)]
     lines = reports._acceptance_lines(reports.summarize(runs)["scenarios"])
-    assert lines[-1] == "| image | M | 1.25 | 1, 1, 2 | 75% (4) · 67% (3) · 0% (1) |"
+    assert lines[-1] == "| image | M | 3.50 | 1.25 | 1, 1, 2 | 75% (4) · 67% (3) · 0% (1) |"
     assert len(lines) == 6
 
 

@@ -153,13 +153,15 @@ def sampling_world(tokenizer, processor, image):
 @pytest.mark.parametrize("gamma, new_tokens, spec, tree", [
     ("2", 4, "tabed-MT", (1, "ensemble", "all", False)), ("auto:2", 4, "tabed-MT", (1, "ensemble")),
     ("auto:2", 4, "tabed-MTN", (1, "ensemble")), ("auto:2", 4, "tabed-MT", (2, "ensemble")),
-    ("2", 4, "tabed-MT", (3, "methods")), ("auto:2", 4, "tabed-MT", (2, "unsure", "first", False))],
-    ids=["fixed-chains", "adaptive-hedged", "N-hedged", "tree2", "tree3-methods", "tree2-unsure-first"])
+    ("2", 4, "tabed-MT", (3, "methods")), ("auto:2", 4, "tabed-MT", (2, "unsure", "first", False)),
+    ("auto:2", 4, "tabed-MTN", (2, "members"))],
+    ids=["fixed-chains", "adaptive-hedged", "N-hedged", "tree2", "tree3-methods", "tree2-unsure-first", "members-N"])
 @pytest.mark.slow
 def test_speculative_sampling_is_lossless_end_to_end(sampling_world, gamma, new_tokens, spec, tree):
     """SD with a drafter unlike the target samples answer tokens with the target's exact marginals; with
     adaptive drafting too, whose draft length depends on the tokens drawn; with token trees too, whose
-    nodes have several draws each (from the ensemble, or from each method's own distribution), in every block,
+    nodes have several draws each (from the ensemble, from each method's own distribution, or all on each
+    method's top token), in every block,
     or in the first only with chains after it (an "unsure" tree there: its nodes' draw counts depend on the
     ensemble's distribution, never on the draws), as in the default's hedged first block; `tree`: width,
     policy, blocks and whether the first block hedges (default: it does)."""

@@ -56,7 +56,7 @@ REFUSED = [
     ("gamma", "many", "γ (draft tokens per block) must be a whole number from 1 to 20; got 'many'"),
     ("gamma", True, "γ (draft tokens per block) must be a whole number"),
     ("rule", "median", "TABED weight rule must be one of w-grid, kld, tvd, hedge; got 'median'"),
-    ("tree_policy", "widest", "tree branches must be one of ensemble, methods, unsure"),
+    ("tree_policy", "widest", "tree branches must be one of ensemble, methods, unsure, members"),
     ("tree_blocks", "last", "trees in must be one of all, first"),
     ("adaptive", "yes", "adaptive draft length must be true or false; got 'yes'"),
 ]
