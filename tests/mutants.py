@@ -41,6 +41,7 @@ class Mutant:
 
 LOSSLESS = "tests/engine/test_lossless.py"
 WALK = "tests/engine/test_tree_walk.py"
+MEMBERS = "tests/engine/test_members_tree.py"
 INSPECT = "tests/engine/test_inspection.py"
 CACHE = "tests/engine/test_drafter_cache.py"
 LOOP = "tests/engine/test_loop.py"
@@ -144,6 +145,28 @@ MUTANTS = (
     Mutant("tree-children-allotted-per-node", "tabed/engine/tree.py", 'self.pooled = greedy and policy == "ensemble"',
            "self.pooled = False",
            ("tests/engine/test_tree.py::test_a_width_2_tree_keeps_a_third_choice_where_the_depth_has_room",)),
+    # the members tree: every member's own chain, each grown and stopped as it would be alone
+    Mutant("members-tree-holds-the-ensembles-chain-only", "tabed/engine/tree.py",
+           "self.tips = dict.fromkeys([ENSEMBLE, *members], ROOT)", "self.tips = dict.fromkeys([ENSEMBLE], ROOT)",
+           (f"{MEMBERS}::test_every_block_keeps_at_least_what_each_member_and_the_mix_keep_alone",)),
+    Mutant("members-methods-take-the-ensembles-token", "tabed/engine/tree.py",
+           "picks = torch.cat([ensemble_picks[:, None], tops.indices], dim=1)",
+           "picks = torch.cat([ensemble_picks[:, None], ensemble_picks[:, None].expand_as(tops.indices)], dim=1)",
+           (f"{MEMBERS}::test_each_chain_grows_under_its_own_tip_and_agreeing_chains_share_a_node",)),
+    Mutant("members-chains-stop-by-the-ensembles-confidence", "tabed/engine/tree.py",
+           "return picks.tolist(), mixed_probs.tolist(), own.tolist()",
+           "return picks.tolist(), mixed_probs.tolist(), mixed_probs.tolist()",
+           (f"{MEMBERS}::test_adaptive_chains_stop_where_each_would_alone_and_the_tree_with_the_last",)),
+    Mutant("members-resting-method-drafts", "tabed/engine/tree.py",
+           "members = [k for k in range(drafting.method_count) if k not in resting]",
+           "members = list(range(drafting.method_count))",
+           (f"{MEMBERS}::test_a_resting_method_drafts_no_chain_and_an_end_token_ends_one",)),
+    Mutant("members-chain-grows-past-an-end-token", "tabed/engine/tree.py",
+           "if self.tree.tokens[tip] not in ends}", "if True}",
+           (f"{MEMBERS}::test_a_resting_method_drafts_no_chain_and_an_end_token_ends_one",)),
+    Mutant("members-methods-token-tried-as-the-ensembles-draw", "tabed/engine/tree.py",
+           "        if sampled:\n            return context.mixed\n", "        return context.mixed\n",
+           (f"{MEMBERS}::test_sampled_chains_try_the_ensembles_draw_then_each_methods_token_all_on_it",)),
     Mutant("spare-nodes-past-gamma", "tabed/engine/tree.py", "and tree.depths[node] < gamma and", "and",
            ("tests/engine/test_tree.py::test_spare_nodes_are_unexpanded_ones_that_could_still_grow",)),
     Mutant("frontier-never-takes-spare-nodes", "tabed/engine/tree.py",
