@@ -117,14 +117,17 @@ def test_the_block_table_says_which_methods_rested(tiny_app, image_path, monkeyp
     assert rested and render.RESTED in {trace.name for trace in figure.data}  # the legend says what an open dot is
 
 
-def test_trees_from_the_page_are_drawn_block_by_block(tiny_app, image_path):
-    outputs = list(tiny_app.run(image_path, "w1 w2 w3", None, **settings(tree_width=3, max_new_tokens=40)))
+@pytest.mark.parametrize("width, policy", [(3, "ensemble"), (2, "members")])
+def test_trees_from_the_page_are_drawn_block_by_block(tiny_app, image_path, width, policy):
+    outputs = list(tiny_app.run(image_path, "w1 w2 w3", None,
+                                **settings(tree_width=width, tree_policy=policy, max_new_tokens=40)))
     out = final(outputs)
     status, blocks, state, files, trees = out.status, out.blocks, out.state, out.downloads, out.trees
     assert status.startswith("\u2713 ")
     result = last_run(state)["results"]["speculative"]
     assert result["token_ids"] == last_run(state)["results"]["autoregressive"]["token_ids"]
-    assert last_run(state)["request"]["config"]["tree_width"] == 3
+    config = last_run(state)["request"]["config"]
+    assert (config["tree_width"], config["tree_policy"]) == (width, policy)
     nodes = [node for block in result["blocks"] for node in block["tree"]]
     assert nodes and {"token", "parent", "proposer", "accepted"} <= set(nodes[0])
     drafted = [row[blocks.value["headers"].index("drafted (why it stopped)")] for row in blocks.value["data"]]
