@@ -63,9 +63,10 @@ def _add_shared_arguments(p) -> None:
                    help="1 (default): a chain of drafts per block; 2-4: a token tree that expands this many "
                         "nodes per depth, verified in one target forward")
     p.add_argument("--tree-policy", default=DEFAULTS.tree_policy, choices=TREE_POLICIES,
-                   help="a tree node's children: the ensemble's top tokens (default), each method's own top-1, "
-                        "the top tokens only where the top one has under half the ensemble's probability, or "
-                        "'members': the ensemble's own chain and each method's own, whatever the width")
+                   help="with a tree width above 1, a tree node's children: the ensemble's top tokens (default), "
+                        "each method's own top-1, the top tokens only where the top one has under half the "
+                        "ensemble's probability, or 'members': the ensemble's own chain and each method's own, "
+                        "whatever the width")
     p.add_argument("--tree-blocks", default=DEFAULTS.tree_blocks, choices=TREE_BLOCKS,
                    help="which blocks draft trees: every block (default) or the first only, which is drafted "
                         "before any weight is learned")
