@@ -279,13 +279,14 @@ class _MemberChains:
         return born
 
     def unsure(self, born: list[int]) -> bool:
-        """Adaptive drafting: whether every chain would stop here alone (the block reports the best one's
-        chance); those that would are grown no more."""
+        """Adaptive drafting: whether every chain grown at this depth would stop here alone (the block reports
+        the best one's chance); those that would are grown no more."""
         if not self.drafting.adaptive:
             return False
         length = self.drafting.length
+        best = max(self.survival[member] for member in self.tips)  # not the chains that ended before
         self.tips = {member: tip for member, tip in self.tips.items() if self.survival[member] >= length.threshold}
-        return not length.keep_growing(max(self.survival.values()))
+        return not length.keep_growing(best)
 
     def frontier(self, born: list[int]) -> list[int]:
         """The growing chains' new tips but end tokens, each once (the ensemble's first)."""

@@ -495,6 +495,9 @@ def test_the_acceptance_table_gives_each_specs_own_counts_from_the_first_positio
                     position_drafted=[4, 3, 1], position_kept=[3, 2, 0], blocks=4, nodes=14)]
     lines = reports._acceptance_lines(reports.summarize(runs)["scenarios"])
     assert lines[-1] == "| image | M | 3.50 | 1.25 | 1, 1, 2 | 75% (4) · 67% (3) · 0% (1) |"
+    header, rule = lines[-3], lines[-2]
+    assert header.count("|") == rule.count("|") == lines[-1].count("|") == 7
+    assert header.split(" | ")[2] == "drafted a block (a tree's nodes)"
     assert len(lines) == 6
 
 
@@ -550,3 +553,10 @@ def test_a_spec_that_failed_a_case_has_no_overall_speed_against_the_peers():
     assert summary["overall"]["tabed-MT"]["failed"] == 1
     assert "speedup_vs_peer" not in summary["overall"]["tabed-MT"]
     assert "speedup_vs_peer" in reports.summarize([r for r in runs if r is not failed])["overall"]["tabed-MT"]
+
+
+def test_nodes_a_block_are_pooled_over_the_runs():
+    """What a row drafted a block is every run's nodes over every run's blocks, not a mean of each run's ratio."""
+    runs = [replace(run(case, "image", "M", 10, 4, 1.0, 2.0), blocks=blocks, nodes=nodes)
+            for case, blocks, nodes in (("a", 2, 10), ("b", 8, 8))]
+    assert reports.summarize(runs)["scenarios"]["image"]["specs"]["M"]["nodes_per_block"] == pytest.approx(18 / 10)

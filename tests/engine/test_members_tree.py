@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from conftest import conversations
+from tabed.bench import overhead
 from tabed.bench.overhead import member_chains
 from tabed.engine.config import GenerationConfig
 from tabed.engine.draft_length import DraftLength
@@ -50,6 +51,8 @@ def test_each_chain_grows_under_its_own_tip_and_agreeing_chains_share_a_node():
     born = grow.depth([ROOT], logits((3, 4.0), (5, 4.0)))
     tree = grow.tree
     assert tree.tokens == [3, 5] and tree.parents == [ROOT, ROOT] and born == [0, 1]
+    mixed = tree.contexts[ROOT].mixed  # each node's probability and chance are the ensemble's, T's too
+    assert tree.probs == pytest.approx([float(mixed[3]), float(mixed[5])]) and tree.scores == tree.probs
     assert tree.contexts[ROOT].draws == [(0, None), (1, None)]
     assert grow.tips == {ENSEMBLE: 0, 0: 0, 1: 1}
     frontier = grow.frontier(born)
@@ -179,3 +182,36 @@ def test_the_overheads_members_tree_is_three_chains_apart_from_the_root():
     assert tree.parents == [ROOT, 0, 1, ROOT, 3, 4, ROOT, 6, 7] and tree.depths == [1, 2, 3] * 3
     layout = tree.layout(list(range(9)), list(range(9)), shift=0)
     assert layout.visible[5].tolist() == [False] * 3 + [True] * 3 + [False] * 3
+
+
+def test_a_sampled_ensemble_chain_stops_on_its_draws_own_chance_as_a_chain_would():
+    """Sampling, adaptive: the ensemble's chain goes on by the ensemble's probability of the token it drew (as a
+    chain drafting alone does), not of its top token; calibrated by the answer's verifications so far."""
+    for seed in range(20):
+        grow = growth([0.5, 0.5], temperature=1.0, adaptive=True)
+        grow.drafting.generator.manual_seed(seed)
+        grow.drafting.length.learn([0.55, 0.55], 0)  # a confidence of 0.55 was rejected: its chance is lower now
+        grow.depth([ROOT], logits((3, 0.6), (4, 0.6)))
+        drawn = grow.tree.tokens[grow.tree.contexts[ROOT].draws[0][0]]
+        chance = grow.drafting.length.acceptance(float(grow.tree.contexts[ROOT].mixed[drawn]))
+        assert grow.survival[ENSEMBLE] == pytest.approx(chance)
+        if drawn not in (3, 4):
+            break
+    assert drawn not in (3, 4)  # a draw that was neither method's top token was checked
+
+
+def test_the_overhead_times_the_members_tree_of_its_gamma(monkeypatch):
+    """`step_costs` times the verify of the members tree of the γ it is given (three chains of γ), no other shape."""
+    timed = []
+
+    def target_step(pair, turns, count, steps=16, tree=None, path="lean"):
+        timed.append(tree)
+        return 0.01
+
+    monkeypatch.setattr(overhead, "target_step_seconds", target_step)
+    monkeypatch.setattr(overhead, "draft_step_seconds", lambda *args, **kwargs: 0.001)
+    costs = overhead.step_costs(None, [], gamma=4)
+    expected = member_chains(4)
+    assert [(tree.parents, tree.depths) for tree in timed if tree is not None and len(tree.tokens) == 12] == [
+        (expected.parents, expected.depths)]
+    assert costs["verify_members_ms"] == pytest.approx(10.0)
