@@ -25,7 +25,8 @@ empty to the likeliest nodes an earlier depth did not expand). Their children:
   alone, and the mix, would have kept from the same start. Sampling: the ensemble's draw first, then
   each method's top token as a draw of its own from a distribution that is all on it (accepted with the
   target's probability left for it, which leaves the residual exact).
-Adaptive drafting deepens the tree while the newest depth's chances add up to the chain's minimum.
+Adaptive drafting deepens the tree while the newest depth's chances add up to the chain's minimum (a
+"members" tree: while any of its chains would go on alone).
 The target scores the whole tree in one forward, each node seeing only its ancestors, and keeps the
 longest path it agrees with: greedy, by following its own argmax; sampling, by recursive rejection
 over each node's draws in draw order (SpecInfer's multi-draft rule: accept a draw with probability
@@ -274,8 +275,9 @@ class _MemberChains:
                 born += [node] if new else []
                 sampled = not self.greedy and member == ENSEMBLE
                 if sampled or node not in tried:
-                    tried |= set() if sampled else {node}
                     context.draws.append((node, self._proposal(context, token, sampled)))
+                if not sampled:
+                    tried.add(node)
         return born
 
     def unsure(self, born: list[int]) -> bool:

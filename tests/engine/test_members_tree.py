@@ -14,7 +14,7 @@ from tabed.engine.config import GenerationConfig
 from tabed.engine.draft_length import DraftLength
 from tabed.engine.drafter import BatchedDrafter, build_rows, image_token_id
 from tabed.engine.drafts import AfterToken, DraftContext, DraftDistributions
-from tabed.engine.loop import collect, speculative_generate
+from tabed.engine.loop import _leading_matches, collect, speculative_generate
 from tabed.engine.spec import parse_spec
 from tabed.engine.tree import ENSEMBLE, ROOT, DraftTree, _MemberChains
 from tabed.models.caches import DynamicBackend
@@ -128,13 +128,6 @@ def chain_alone(drafter, opening: torch.Tensor, weights: torch.Tensor, count: in
     return tokens
 
 
-def leading_matches(chain: list[int], truth: list[int]) -> int:
-    count = 0
-    while count < min(len(chain), len(truth)) and chain[count] == truth[count]:
-        count += 1
-    return count
-
-
 def kept_alone(pair, turns, spec: str, result, config: GenerationConfig) -> dict[str, list[int]]:
     """For each block of `result`, what each drafting method's own chain and the ensemble's, drafted alone
     from the block's start (with its weights), would have kept of the answer (the target's own tokens)."""
@@ -149,7 +142,7 @@ def kept_alone(pair, turns, spec: str, result, config: GenerationConfig) -> dict
             weights = (torch.tensor([block.weights[m] for m in methods]) if name == "mix" else torch.ones(1))
             chain = chain_alone(drafter, opening, weights, count, banned if start == 0 else None, ends)
             usable = name == "mix" or name not in block.resting
-            kept[name].append(leading_matches(chain, answer[start:]) if usable else 0)
+            kept[name].append(_leading_matches(chain, answer[start:]) if usable else 0)
         for name, (drafter, _) in members.items():  # each member's drafter takes in the block's tokens
             members[name] = drafter, drafter.step(block.emitted)
         start += len(block.emitted)
