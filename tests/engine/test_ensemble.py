@@ -1,5 +1,7 @@
 """Ensemble weight rules on hand-computed histories."""
 
+import math
+
 import pytest
 import torch
 
@@ -8,8 +10,11 @@ from tabed.engine.ensemble import (
     ensemble,
     grid_choice,
     grid_stats_dense,
+    hedge_rate,
+    kl_divergence,
     position_stats,
     simplex_grid,
+    tv_distance,
     weights_from,
 )
 from tabed.engine.weights_graph import GraphedStats, worth_a_graph
@@ -45,6 +50,30 @@ def test_kld_rule():
     expected = (1 / 0.026812) / (1 / 0.026812 + 1 / 1.167546)
     assert w[0].item() == pytest.approx(expected, abs=1e-4)
     assert w.sum().item() == pytest.approx(1.0)
+
+
+def test_the_distances_on_hand_computed_distributions():
+    """KL from the probabilities alone (no log-softmax given) and TV, each of its own value, not only up to the
+    scale the inverse-distance rules would forgive."""
+    p, q = torch.tensor(P_A), torch.tensor(Q_A)
+    assert kl_divergence(p, q).tolist() == pytest.approx([0.026812, 1.167546], abs=1e-5)
+    assert tv_distance(p, q).tolist() == pytest.approx([0.1, 0.6], abs=1e-6)
+    assert tv_distance(torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])).item() == 1.0  # disjoint: the most
+
+
+@pytest.mark.parametrize("rule", ["kld", "tvd"])
+def test_a_method_that_is_the_target_takes_all_the_inverse_distance_weight(rule):
+    """A distance of exactly 0 (the method drafted the target's own distribution) is no division by zero and no
+    negative weight: that method gets all but a millionth of the weight."""
+    w = history(rule, [(P_A, [P_A, Q_A[1]])]).weights()
+    assert (w >= 0).all() and w.sum().item() == pytest.approx(1.0)
+    assert w[0].item() > 0.999
+
+
+def test_hedges_rate_over_its_horizon_of_at_least_one_position():
+    assert hedge_rate(2, 1) == pytest.approx((8 * math.log(2)) ** 0.5)
+    assert hedge_rate(2, 0) == hedge_rate(2, 1)
+    assert hedge_rate(4, 128) == pytest.approx((8 * math.log(4) / 128) ** 0.5)
 
 
 def test_kld_uses_the_log_softmax_where_probabilities_underflow():
@@ -220,6 +249,7 @@ def test_padded_block_statistics_give_the_eager_history(rule, methods):
         total = total + position_stats(rule, p, q, log_q, eager.grid).sum(0)
         assert len(padded) == len(eager)
         assert torch.allclose(summed.total, total, rtol=1e-5, atol=1e-5)
+        assert padded.total() is summed.total  # what the reasons read is the graph's sum
         assert torch.isfinite(summed.total).all()
         assert torch.allclose(padded.weights(), eager.weights(), atol=1e-6)
 
