@@ -9,6 +9,7 @@ from tabed.engine.ensemble import (
     WeightHistory,
     ensemble,
     grid_choice,
+    grid_stats_chunked,
     grid_stats_dense,
     hedge_rate,
     kl_divergence,
@@ -221,6 +222,18 @@ def test_w_grid_on_a_large_vocabulary_chooses_the_official_weights(seed, sharpne
     h.add(p[:5], q[:5])
     h.add(p[5:], q[5:])  # in two blocks, as the loop adds them
     assert torch.equal(h.weights(), _official_choice(grid, p, q))
+
+
+def test_w_grids_statistics_in_chunks_of_every_size_are_the_dense_ones():
+    """Seven positions over a vocabulary of three (more positions than tokens), a chunk at a time of every size
+    from one to past all: every position counted once, in order."""
+    generator = torch.Generator().manual_seed(0)
+    p = torch.softmax(torch.randn(7, 3, generator=generator), -1)
+    q = torch.softmax(torch.randn(7, 2, 3, generator=generator), -1)
+    grid = simplex_grid(2)
+    dense = grid_stats_dense(grid, p, q)
+    for positions in range(1, 9):
+        assert torch.allclose(grid_stats_chunked(grid, p, q, positions), dense), positions
 
 
 @pytest.mark.parametrize("rule, methods", [("w-grid", 2), ("w-grid", 3), ("kld", 2), ("tvd", 3), ("hedge", 2)])
