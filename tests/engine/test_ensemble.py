@@ -93,6 +93,21 @@ def test_kld_uses_the_log_softmax_where_probabilities_underflow():
     assert clamped.weights()[0].item() > 2 * expected[0].item()  # what the clamp got wrong
 
 
+def test_a_graphed_history_measures_with_the_log_softmax_it_is_given():
+    """The graph's statistics too use the log-softmax where a probability underflowed, not the clamped log (kld:
+    Hedge clips both losses alike)."""
+    rule = "kld"
+    p = torch.tensor([[0.5, 0.5, 0.0]])
+    log_q = torch.log_softmax(torch.tensor([[[0.0, -80.0, -80.0], [0.0, 0.0, -0.6931472]]]), dim=-1)
+    graphed = WeightHistory(2, rule, summed=GraphedStats(rule, 2, 3, 4, torch.device("cpu")))
+    eager, clamped = WeightHistory(2, rule), WeightHistory(2, rule)
+    for h in (graphed, eager):
+        h.add(p, log_q.exp(), log_q)
+    clamped.add(p, log_q.exp())
+    assert graphed.weights().tolist() == pytest.approx(eager.weights().tolist(), abs=1e-6)
+    assert graphed.weights().tolist() != pytest.approx(clamped.weights().tolist(), abs=1e-3)
+
+
 def test_hedge_weights_are_exponential_in_the_summed_log_loss():
     """Hedge: w_k ∝ exp(-η Σ loss_k), with the loss the cross-entropy against p in [0, 10] nats / 10 and
     η = sqrt(8 ln K / horizon)."""
