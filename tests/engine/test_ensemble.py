@@ -184,6 +184,9 @@ def test_blocks_added_at_once_sum_as_blocks_added_one_by_one(rule, window):
         in_turn.add(*block)
     assert len(at_once) == len(in_turn) == (5 if window else 10)
     assert torch.equal(at_once.total(), in_turn.total())
+    p, q, log_q = (torch.cat([block[i] for block in blocks])[-len(in_turn):] if blocks[0][i] is not None else None
+                   for i in range(3))  # the positions the window holds: the last five, or all
+    assert torch.allclose(in_turn.total(), position_stats(rule, p, q, log_q, in_turn.grid).sum(0), atol=1e-5)
     assert torch.equal(at_once.weights(), in_turn.weights())
 
 
