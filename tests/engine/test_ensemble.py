@@ -169,14 +169,16 @@ def test_window_keeps_only_recent_positions():
 @pytest.mark.parametrize("window", [0, 5])
 @pytest.mark.parametrize("rule", ["w-grid", "kld", "tvd", "hedge"])
 def test_blocks_added_at_once_sum_as_blocks_added_one_by_one(rule, window):
-    """A catch-up adds the blocks it owed in one pass: the very sums (and weights) of adding them in turn,
-    an empty block included."""
+    """A catch-up adds the blocks it owed in one pass: the very sums (and weights) of adding them in turn, an
+    empty block included, each block's log-softmax kept."""
     generator = torch.Generator().manual_seed(3)
     blocks = []
     for count in (3, 0, 1, 4, 2):
         p = torch.softmax(3 * torch.randn(count, 9, generator=generator), dim=-1)
-        q = torch.softmax(3 * torch.randn(count, 2, 9, generator=generator), dim=-1)
-        blocks.append((p, q, q.log() if rule in ("kld", "hedge") else None))
+        logits = 3 * torch.randn(count, 2, 9, generator=generator)
+        logits[:, 0, 0] = -80.0  # an underflowing probability: the log-softmax, not the clamped log, must reach kld
+        q = torch.softmax(logits, dim=-1)
+        blocks.append((p, q, torch.log_softmax(logits, dim=-1) if rule in ("kld", "hedge") else None))
     at_once, in_turn = WeightHistory(2, rule, window), WeightHistory(2, rule, window)
     at_once.add(*blocks[0])
     at_once.add_blocks(blocks[1:])
