@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from tabed.engine import ensemble as ensemble_module
 from tabed.engine.ensemble import (
     WeightHistory,
     ensemble,
@@ -254,6 +255,22 @@ def test_w_grids_statistics_in_chunks_of_every_size_are_the_dense_ones():
     dense = grid_stats_dense(grid, p, q)
     for positions in range(1, 9):
         assert torch.allclose(grid_stats_chunked(grid, p, q, positions), dense), positions
+
+
+@pytest.mark.parametrize("chunk", [1, 3])
+def test_w_grids_mixtures_at_once_stay_under_the_devices_limit(monkeypatch, chunk):
+    """Candidates x tokens x positions at once stay under `DENSE_LIMITS` (a CPU's memory is spared), one
+    position at a time at the least, and the chunks hold as many positions as fit."""
+    vocab, grid = 50, simplex_grid(2)
+    monkeypatch.setitem(ensemble_module.DENSE_LIMITS, "cpu", chunk * grid.shape[0] * vocab + 1)
+    sizes = []
+    dense = ensemble_module.grid_stats_dense
+    monkeypatch.setattr(ensemble_module, "grid_stats_dense", lambda g, p, q: sizes.append(p.shape[0]) or dense(g, p, q))
+    generator = torch.Generator().manual_seed(1)
+    p = torch.softmax(torch.randn(7, vocab, generator=generator), -1)
+    q = torch.softmax(torch.randn(7, 2, vocab, generator=generator), -1)
+    position_stats("w-grid", p, q, grid=grid)
+    assert sizes == [chunk] * (7 // chunk) + [7 % chunk] * (7 % chunk > 0)
 
 
 @pytest.mark.parametrize("rule, methods", [("w-grid", 2), ("w-grid", 3), ("kld", 2), ("tvd", 3), ("hedge", 2)])
