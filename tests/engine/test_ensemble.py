@@ -257,11 +257,12 @@ def test_w_grids_statistics_in_chunks_of_every_size_are_the_dense_ones():
         assert torch.allclose(grid_stats_chunked(grid, p, q, positions), dense), positions
 
 
-@pytest.mark.parametrize("chunk", [1, 3])
-def test_w_grids_mixtures_at_once_stay_under_the_devices_limit(monkeypatch, chunk):
+@pytest.mark.parametrize("vocab, chunk", [(50, 1), (50, 3), (3, 5)])
+def test_w_grids_mixtures_at_once_stay_under_the_devices_limit(monkeypatch, vocab, chunk):
     """Candidates x tokens x positions at once stay under `DENSE_LIMITS` (a CPU's memory is spared), one
-    position at a time at the least, and the chunks hold as many positions as fit."""
-    vocab, grid = 50, simplex_grid(2)
+    position at a time at the least, and the chunks hold as many positions as fit, also where a chunk holds more
+    positions than there are tokens."""
+    grid = simplex_grid(2)
     monkeypatch.setitem(ensemble_module.DENSE_LIMITS, "cpu", chunk * grid.shape[0] * vocab + 1)
     sizes = []
     dense = ensemble_module.grid_stats_dense
