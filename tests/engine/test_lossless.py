@@ -239,6 +239,16 @@ def test_a_draft_after_a_rejected_one_is_never_counted_and_the_token_comes_from_
     assert tokens == {1, 2}  # both halves of the residual come up
 
 
+def test_a_draw_of_exactly_zero_never_accepts_a_draft_the_target_cannot_emit(monkeypatch):
+    """`torch.rand` draws from [0, 1): a draw of exactly 0 happens (about once in 2^24). A draft the target gives
+    probability 0 must be rejected all the same: accepted when u < p/q, never when u <= p/q."""
+    monkeypatch.setattr(torch, "rand", lambda n, generator=None, device=None: torch.zeros(n, device=device))
+    q = torch.tensor([[0.5, 0.5, 0.0]])
+    p = torch.tensor([[0.0, 0.5, 0.5], [0.0, 0.0, 1.0]])
+    assert verify_sampling(torch.tensor([0]), q, p, torch.Generator().manual_seed(0)) == (0, 2)
+    assert verify_sampling(torch.tensor([1]), q, p, torch.Generator().manual_seed(0)) == (1, 2)
+
+
 class _FixedTarget:
     """A target session stand-in whose forward gives fixed logits (one row per token fed)."""
 

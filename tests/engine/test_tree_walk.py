@@ -134,6 +134,14 @@ def test_the_random_choices_accept_with_chance_min_1_p_over_q():
         assert rate == pytest.approx(min(1.0, p_x / q_x), abs=0.015)  # ~4 standard errors at 20k trials
 
 
+def test_a_draw_of_exactly_zero_never_accepts_a_token_the_target_cannot_emit(monkeypatch):
+    """`torch.rand` draws from [0, 1), 0 included: u·q < p, never u·q <= p, keeps a token of p = 0 out."""
+    monkeypatch.setattr(torch, "rand", lambda size, generator=None, device=None: torch.zeros(size, device=device))
+    choices = RandomChoices(torch.Generator().manual_seed(0))
+    assert not choices.accepts(torch.tensor(0.0), torch.tensor(0.5))
+    assert choices.accepts(torch.tensor(0.1), torch.tensor(0.5))
+
+
 def test_the_greedy_walk_follows_the_targets_choices_down_a_second_branch_several_deep():
     """The first branch is wrong at once; the second is right for three positions: the walk keeps all
     three, and the target's token after them."""
