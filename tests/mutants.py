@@ -113,6 +113,16 @@ MUTANTS = (
     Mutant("a-zero-draw-keeps-a-tree-token-the-target-cannot-emit", "tabed/engine/tree.py",
            "kept = bool(u * q_x < p_x)", "kept = bool(u * q_x <= p_x)",
            ("tests/engine/test_tree_walk.py::test_a_draw_of_exactly_zero_never_accepts_a_token_the_target_cannot_emit",)),
+    Mutant("a-catch-up-forgets-the-temperature", "tabed/engine/resting.py",
+           "probs = logits_to_probs(logits, config.temperature, config.top_p)",
+           "probs = logits_to_probs(logits, 1.0, config.top_p)",
+           ("tests/engine/test_resting.py::test_a_catch_up_owes_the_history_the_resting_rows_distributions_at_the_runs_"
+            "temperature_and_top_p",)),
+    Mutant("a-catch-up-owes-no-log-softmax", "tabed/engine/resting.py",
+           "log_probs = logits_to_log_probs(logits, config.temperature) if self.history.needs_log_q else None",
+           "log_probs = None",
+           ("tests/engine/test_resting.py::test_a_catch_up_owes_the_history_the_resting_rows_distributions_at_the_runs_"
+            "temperature_and_top_p",)),
     Mutant("greedy-counts-matches-after-a-miss", "tabed/engine/sampling.py",
            "accepted = int(agree.cumprod(dim=0).sum()) if gamma else 0", "accepted = int(agree.sum()) if gamma else 0",
            (f"{LOSSLESS}::test_greedy_verification_by_hand",)),

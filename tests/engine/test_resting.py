@@ -9,8 +9,10 @@ from tabed.bench.suite import case_turns, default_suite, limit_cases, load_suite
 from tabed.engine import resting
 from tabed.engine.config import GenerationConfig
 from tabed.engine.drafter import BatchedDrafter, build_rows
+from tabed.engine.ensemble import WeightHistory
 from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
-from tabed.engine.spec import parse_spec
+from tabed.engine.sampling import logits_to_log_probs, logits_to_probs
+from tabed.engine.spec import RULES, parse_spec
 from tabed.models.caches import DynamicBackend
 from tabed.models.chat import Turn, encode
 
@@ -217,3 +219,46 @@ def test_the_wait_between_catch_ups_doubles_while_a_row_earns_nothing_and_starts
     assert _catch_up_blocks([0.0] * 100) == [4, 10, 22, 46, 70, 94]  # it rested after block 1
     # M earns at blocks 46-49: the catch-up at 46 wakes it; at 0 again from 50, it rests after 51
     assert _catch_up_blocks([0.0] * 46 + [0.5] * 4 + [0.0] * 50) == [4, 10, 22, 46, 54, 60, 72, 96]
+
+
+class _CaughtUp(_Drafter):
+    """T's row rests; its catch-up gives fixed logits after each of the answer's first tokens."""
+
+    def __init__(self, logits: torch.Tensor) -> None:
+        super().__init__()
+        self.logits = logits
+        self.rest([1])
+
+    def catch_up(self, tokens):
+        assert len(tokens) == self.logits.shape[1]
+        return self.logits
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_a_catch_up_owes_the_history_the_resting_rows_distributions_at_the_runs_temperature_and_top_p(rule):
+    """The catch-up's logits, read at the run's temperature and top-p (and as a log-softmax for the log-loss
+    rules) at each waiting position, give the history exactly what rows that never rested would have."""
+    config, vocab = GenerationConfig(temperature=0.7, top_p=0.8), 7
+    generator = torch.Generator().manual_seed(0)
+    logits = 2 * torch.randn(1, 5, vocab, generator=generator)  # T's, after the answer's first 1, 2, ... 5 tokens
+    rested, awake = WeightHistory(2, rule), WeightHistory(2, rule)
+    schedule, drafter = resting.RestSchedule(rested, models=2), _CaughtUp(logits)
+    schedule.probe_every = 2  # from the answer's start, T's row rested for the two blocks below
+    for position, n in ((1, 2), (3, 3)):  # each block's first answer position and its verified positions
+        p = torch.softmax(torch.randn(n, vocab, generator=generator), dim=-1)
+        m_logits = torch.randn(n, vocab, generator=generator)
+        t_logits = logits[0, position - 1:position - 1 + n]
+        rows = torch.stack([logits_to_probs(m_logits, 0.7, 0.8), logits_to_probs(t_logits, 0.7, 0.8)], dim=1)
+        log_rows = torch.stack([logits_to_log_probs(m_logits, 0.7), logits_to_log_probs(t_logits, 0.7)], dim=1)
+        awake.add(p, rows, log_rows if awake.needs_log_q else None)
+        waiting = rows.clone()
+        waiting[:, 1] = 0  # what the resting row left
+        waiting_log = log_rows.clone() if rested.needs_log_q else None
+        if waiting_log is not None:
+            waiting_log[:, 1] = 0
+        schedule.record(drafter, position, p, waiting, waiting_log)
+    assert len(rested) == 0 and schedule.waiting_positions() == 5
+    schedule.before_block(drafter, [3, 1, 4, 1, 5, 9], 5, config)
+    assert schedule.waiting == [] and schedule.seen == 5 and len(rested) == 5
+    torch.testing.assert_close(rested.total(), awake.total())
+    torch.testing.assert_close(rested.weights(), awake.weights())
