@@ -123,6 +123,8 @@ MUTANTS = (
            "log_probs = None",
            ("tests/engine/test_resting.py::test_a_catch_up_owes_the_history_the_resting_rows_distributions_at_the_runs_"
             "temperature_and_top_p",)),
+    Mutant("every-drafter-row-may-rest", "tabed/engine/resting.py", "if tired and len(tired) < self.models:",
+           "if tired and len(tired) <= self.models:", ("tests/engine/test_resting.py::test_the_rows_never_all_rest",)),
     Mutant("greedy-counts-matches-after-a-miss", "tabed/engine/sampling.py",
            "accepted = int(agree.cumprod(dim=0).sum()) if gamma else 0", "accepted = int(agree.sum()) if gamma else 0",
            (f"{LOSSLESS}::test_greedy_verification_by_hand",)),

@@ -262,3 +262,30 @@ def test_a_catch_up_owes_the_history_the_resting_rows_distributions_at_the_runs_
     assert schedule.waiting == [] and schedule.seen == 5 and len(rested) == 5
     torch.testing.assert_close(rested.total(), awake.total())
     torch.testing.assert_close(rested.weights(), awake.weights())
+
+
+def test_the_rows_never_all_rest():
+    """Where every drafter row is at weight 0 (N, which has no row, takes it all), none rests: a batch of no rows
+    drafts nothing. Where one of them earns, the other rests after REST_AFTER blocks."""
+    for weights, rests in (([0.0, 0.0, 1.0], None), ([0.0, 0.5, 0.5], [0])):
+        drafter, schedule = _Drafter(), resting.RestSchedule(_History(), models=2)
+        for seen in range(resting.REST_AFTER):
+            assert drafter.rest_backend is None
+            schedule.choose(drafter, torch.tensor(weights), seen)
+        assert (drafter.resting_rows or None) == rests
+
+
+def test_a_block_while_no_row_rests_enters_the_history_with_its_log_softmax():
+    """At once, and with the log-softmax it was given: under top-p a method's q is 0 where its log-softmax is
+    not, and kld measures the log-softmax (the log of q would read the cut tokens at the floor)."""
+    generator = torch.Generator().manual_seed(0)
+    p = torch.softmax(torch.randn(3, 6, generator=generator), dim=-1)
+    logits = torch.randn(3, 2, 6, generator=generator)
+    q, log_q = logits_to_probs(logits, 1.0, 0.5), logits_to_log_probs(logits, 1.0)
+    history, expected = WeightHistory(2, "kld"), WeightHistory(2, "kld")
+    resting.RestSchedule(history, models=2).record(_Drafter(), 4, p, q, log_q)
+    expected.add(p, q, log_q)
+    torch.testing.assert_close(history.total(), expected.total())
+    without_log = WeightHistory(2, "kld")
+    without_log.add(p, q)
+    assert not torch.allclose(without_log.total(), history.total())  # the test tells the two apart
