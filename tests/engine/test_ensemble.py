@@ -216,6 +216,11 @@ def test_bad_rule_and_window():
         WeightHistory(2, "kld", window=-1)
 
 
+def test_a_history_made_with_no_rule_is_the_papers_w_grid_keeping_every_position():
+    history = WeightHistory(3)
+    assert (history.rule, history.window, history.grid.shape) == ("w-grid", 0, (66, 3))
+
+
 def _official_choice(grid, p, q):
     """Brute force, as the official code: every candidate's mixture on the full vocabulary, the most
     top-1 matches, ties broken by the smallest summed KL (the first of equal minima)."""
