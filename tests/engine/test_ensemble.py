@@ -209,6 +209,13 @@ def test_ensemble_is_the_weighted_average():
     assert ensemble(q, torch.tensor([0.25, 0.75])).tolist() == pytest.approx([0.225, 0.225, 0.55])
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_the_ensemble_is_in_the_dtype_of_the_distributions_whatever_the_weights(dtype):
+    """The weights (float32, from the history) follow q's dtype, as a model's own distributions may have."""
+    mixed = ensemble(torch.tensor(Q_A, dtype=dtype), torch.tensor([0.25, 0.75]))
+    assert mixed.dtype == dtype and mixed.float().tolist() == pytest.approx([0.225, 0.225, 0.55], abs=1e-2)
+
+
 def test_bad_rule_and_window():
     """Each error says what was wrong and what is allowed, whole."""
     with pytest.raises(InputError) as error:
