@@ -125,6 +125,8 @@ MUTANTS = (
             "temperature_and_top_p",)),
     Mutant("every-drafter-row-may-rest", "tabed/engine/resting.py", "if tired and len(tired) < self.models:",
            "if tired and len(tired) <= self.models:", ("tests/engine/test_resting.py::test_the_rows_never_all_rest",)),
+    Mutant("top-p-of-one-still-cuts", "tabed/engine/sampling.py", "if top_p < 1.0:", "if top_p <= 1.0:",
+           (f"{LOSSLESS}::test_top_p_keeps_the_smallest_set_of_tokens_whose_mass_reaches_it",)),
     Mutant("greedy-counts-matches-after-a-miss", "tabed/engine/sampling.py",
            "accepted = int(agree.cumprod(dim=0).sum()) if gamma else 0", "accepted = int(agree.sum()) if gamma else 0",
            (f"{LOSSLESS}::test_greedy_verification_by_hand",)),

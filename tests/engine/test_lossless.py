@@ -221,6 +221,10 @@ def test_top_p_keeps_the_smallest_set_of_tokens_whose_mass_reaches_it():
     for top_p, kept in ((0.25, 1), (0.5, 2), (0.75, 3), (1.0, 4)):
         probs = logits_to_probs(even, 1.0, top_p)
         assert sorted(probs.tolist(), reverse=True) == pytest.approx([1 / kept] * kept + [0.0] * (4 - kept)), top_p
+    # top-p 1 cuts nothing, even where the float sum reaches 1 before the last token: 0.99999999... is 1 in float32
+    sure = torch.tensor([30.0, 0.0, 0.0])
+    assert float(torch.softmax(sure, dim=-1)[0]) == 1.0
+    torch.testing.assert_close(logits_to_probs(sure, 1.0, 1.0), torch.softmax(sure, dim=-1), rtol=0, atol=0)
 
 
 def test_a_draft_after_a_rejected_one_is_never_counted_and_the_token_comes_from_the_residual():
