@@ -221,6 +221,9 @@ def test_top_p_keeps_the_smallest_set_of_tokens_whose_mass_reaches_it():
     for top_p, kept in ((0.25, 1), (0.5, 2), (0.75, 3), (1.0, 4)):
         probs = logits_to_probs(even, 1.0, top_p)
         assert sorted(probs.tolist(), reverse=True) == pytest.approx([1 / kept] * kept + [0.0] * (4 - kept)), top_p
+    # each row on its own, as the target's rows are verified: the first keeps two tokens, the second one
+    rows = torch.tensor([[0.5, 0.3, 0.2], [0.1, 0.8, 0.1]]).log()
+    torch.testing.assert_close(logits_to_probs(rows, 1.0, 0.7), torch.tensor([[0.625, 0.375, 0.0], [0.0, 1.0, 0.0]]))
     # top-p 1 cuts nothing, even where the float sum reaches 1 before the last token: 0.99999999... is 1 in float32
     sure = torch.tensor([30.0, 0.0, 0.0])
     assert float(torch.softmax(sure, dim=-1)[0]) == 1.0
