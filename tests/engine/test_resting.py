@@ -251,12 +251,9 @@ def test_a_catch_up_owes_the_history_the_resting_rows_distributions_at_the_runs_
         rows = torch.stack([logits_to_probs(m_logits, 0.7, 0.8), logits_to_probs(t_logits, 0.7, 0.8)], dim=1)
         log_rows = torch.stack([logits_to_log_probs(m_logits, 0.7), logits_to_log_probs(t_logits, 0.7)], dim=1)
         awake.add(p, rows, log_rows if awake.needs_log_q else None)
-        waiting = rows.clone()
-        waiting[:, 1] = 0  # what the resting row left
-        waiting_log = log_rows.clone() if rested.needs_log_q else None
-        if waiting_log is not None:
-            waiting_log[:, 1] = 0
-        schedule.record(drafter, position, p, waiting, waiting_log)
+        left, left_log = rows.clone(), log_rows.clone()
+        left[:, 1] = left_log[:, 1] = 0  # what the resting row left
+        schedule.record(drafter, position, p, left, left_log if rested.needs_log_q else None)
     assert len(rested) == 0 and schedule.waiting_positions() == 5
     schedule.before_block(drafter, [3, 1, 4, 1, 5, 9], 5, config)
     assert schedule.waiting == [] and schedule.seen == 5 and len(rested) == 5
@@ -267,12 +264,12 @@ def test_a_catch_up_owes_the_history_the_resting_rows_distributions_at_the_runs_
 def test_the_rows_never_all_rest():
     """Where every drafter row is at weight 0 (N, which has no row, takes it all), none rests: a batch of no rows
     drafts nothing. Where one of them earns, the other rests after REST_AFTER blocks."""
-    for weights, rests in (([0.0, 0.0, 1.0], None), ([0.0, 0.5, 0.5], [0])):
+    for weights, rests in (([0.0, 0.0, 1.0], []), ([0.0, 0.5, 0.5], [0])):
         drafter, schedule = _Drafter(), resting.RestSchedule(_History(), models=2)
         for seen in range(resting.REST_AFTER):
             assert drafter.rest_backend is None
             schedule.choose(drafter, torch.tensor(weights), seen)
-        assert (drafter.resting_rows or None) == rests
+        assert drafter.resting_rows == rests
 
 
 def test_a_block_while_no_row_rests_enters_the_history_with_its_log_softmax():
