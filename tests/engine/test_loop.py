@@ -379,13 +379,15 @@ def test_the_weight_history_learns_the_targets_own_distributions_at_the_verified
     assert len({b.weights["M"] for b in result.blocks}) > 1  # the weights moved: the check has power
 
 
-SETTINGS_BY_STOP = [{}, {"gamma": 3, "adaptive": False}, {"tree_width": 2}, {"max_new_tokens": 1},
+SETTINGS_BY_STOP = [{}, {"gamma": 3, "adaptive": False}, {"gamma": 2}, {"tree_width": 2}, {"max_new_tokens": 1},
                     {"tree_width": 3, "tree_policy": "methods", "gamma": 2}, {"temperature": 1.0},
                     {"tree_width": 4, "gamma": 3, "adaptive": False}]
 
 
 def test_every_block_says_why_its_drafting_stopped_with_a_stop_reason(pair, twin_pair, image):
-    """A `StopReason`, never a bare string or the chain's internal FORK, whatever stopped the drafting."""
+    """A `StopReason`, never a bare string or the chain's internal FORK, whatever stopped the drafting, and
+    the one of its kind of drafting: adaptive drafting never says it drafted a fixed length, nor fixed drafting
+    that it reached a cap."""
     seen = set()
     for settings in SETTINGS_BY_STOP:
         for chosen in (pair, twin_pair):
@@ -393,6 +395,9 @@ def test_every_block_says_why_its_drafting_stopped_with_a_stop_reason(pair, twin
                 config = GenerationConfig(**{"max_new_tokens": 24} | settings)
                 for block in collect(speculative_generate(chosen, turns, parse_spec("tabed-MT"), config)).blocks:
                     assert type(block.stop) is StopReason and block.stop != StopReason.FORK
+                    # a cap and doubt are adaptive drafting's; a fixed length, a fixed draft's
+                    assert block.stop not in ({StopReason.FIXED} if config.adaptive else
+                                              {StopReason.CAP, StopReason.UNSURE})
                     seen.add(block.stop)
     for block in ending_on_a_draft(twin_pair, image, "M").blocks:
         assert type(block.stop) is StopReason

@@ -327,6 +327,49 @@ def test_an_unsure_tree_grown_on_from_its_chain_is_the_tree_drafted_whole(reques
         assert isinstance(grown, DraftTree) and len(grown.tokens) > max(grown.depths)  # it forked, and branched
 
 
+class _SureRows:
+    """A drafter of two rows, each sure of its own token at every step (`steps`: the pair of tokens of each
+    step): with even weights the ensemble's top token has 1 where they agree and exactly 0.5 where not."""
+
+    batch_rows = None
+
+    def __init__(self, steps: list[tuple[int, int]]) -> None:
+        self.steps = iter(steps)
+
+    def step(self, tokens) -> torch.Tensor:
+        logits = torch.full((2, 4), float("-inf"))
+        for row, token in enumerate(next(self.steps)):
+            logits[row, token] = 0.0
+        return logits
+
+    def rollback(self, count: int) -> None:
+        pass
+
+
+def _sure_chain(steps: list[tuple[int, int]], fork_below: float | None, adaptive: bool = True):
+    drafting = DraftContext(_SureRows(steps), [], torch.tensor([0.5, 0.5]), 2,
+                            GenerationConfig(tree_width=2, tree_policy="unsure"), torch.Generator(), AfterToken(0),
+                            DraftLength(len(steps), adaptive=adaptive), ends=frozenset({3}))
+    chain = draft_block(drafting, len(steps), fork_below=fork_below)
+    return chain.stop, chain.tokens
+
+
+@pytest.mark.parametrize("fork_below, forks", [(UNSURE, False), (UNSURE + 1e-6, True)])
+def test_an_unsure_chain_forks_only_below_its_threshold(fork_below, forks):
+    """The chain of an "unsure" tree stops where the ensemble's top token has less than `fork_below`: two
+    methods split evenly give exactly one half, which forks only under a threshold above it."""
+    stop, tokens = _sure_chain([(1, 1), (1, 2), (1, 1)], fork_below)
+    assert (stop, tokens) == (("fork", [1]) if forks else ("cap", [1, 1, 1]))
+
+
+def test_an_unsure_chain_ends_at_a_drafted_end_token_before_its_last_position_and_only_there():
+    """An end token drafted before the last position ends the chain (a fixed length's too: nothing forks
+    after it); drafted at the last position, the chain reached its length, as any chain does."""
+    assert _sure_chain([(3, 3), (1, 2)], UNSURE + 1e-6, adaptive=False) == ("eos", [3])
+    assert _sure_chain([(1, 1), (3, 3)], UNSURE, adaptive=True) == ("cap", [1, 3])
+    assert _sure_chain([(1, 1), (3, 3)], None, adaptive=True) == ("cap", [1, 3])
+
+
 @pytest.fixture(scope="module")
 def sure_pair(tokenizer, processor):
     """A sharper target with itself as the drafter: the ensemble is sure of its text answer's start."""
