@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from tabed.engine.config import GenerationConfig
-from tabed.engine.drafts import DraftChain, Verdict
-from tabed.engine.inspection import block_positions
+from tabed.engine.drafts import ROOT, DraftChain, Verdict
+from tabed.engine.events import TreeNode, Tried
+from tabed.engine.inspection import _tried_by_depth, block_positions
 from tabed.engine.loop import collect, speculative_generate
 from tabed.engine.spec import parse_spec
 from tabed.models.chat import Turn
@@ -23,6 +24,7 @@ SCENARIOS = {
     "sampling-tree": ("tabed-MT", {"tree_width": 2, "temperature": 1.0, "seed": 2}),
     "fixed-gamma-kld": ("tabed-MT", {"gamma": 4, "adaptive": False, "rule": "kld"}),
     "hedge-rule": ("tabed-MTN", {"rule": "hedge", "may_rest": False}),
+    "tvd-rule": ("tabed-MT", {"rule": "tvd", "temperature": 1.0, "seed": 1}),
 }
 
 
@@ -122,6 +124,17 @@ def test_each_chain_position_records_its_own_uniform_draw():
     positions = block_positions(("M", "T"), [], draft, verdict, greedy=False)
     assert [position.test.u for position in positions] == [0.11, 0.22, 0.93]
     assert [position.test.kept for position in positions] == [True, True, False]
+
+
+def test_a_trees_children_are_listed_in_the_order_tried_each_with_its_last_test():
+    """A members tree tries the ensemble's draw (node 0), a method's other token (node 1), then another
+    method's pick of node 0's token again, which is kept: node 0 is listed after node 1, with its last test."""
+    nodes = [TreeNode(7, ROOT, "T", True, 0.5, 0.2), TreeNode(9, ROOT, "M", False, 0.3, 0.1)]
+    tried = [{"node": 0, "order": 0, "u": 0.9, "p": 0.2, "q": 0.5, "kept": False},
+             {"node": 1, "order": 1, "u": 0.8, "p": 0.1, "q": 0.3, "kept": False},
+             {"node": 0, "order": 2, "u": 0.1, "p": 0.2, "q": 0.9, "kept": True}]
+    verdict = Verdict(1, 3, torch.full((2, 10), 0.1), nodes=nodes, tried=tried)
+    assert _tried_by_depth(verdict, 1) == [[Tried(1, 9, False, 0.8, 0.1, 0.3), Tried(0, 7, True, 0.1, 0.2, 0.9)]]
 
 
 @pytest.mark.parametrize("scenario", ["greedy-chain", "fixed-gamma-kld", "greedy-tree"])
