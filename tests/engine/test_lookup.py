@@ -48,7 +48,8 @@ def test_with_n_the_answer_is_the_targets_own(pair, image, spec):
 def test_where_n_has_no_match_the_ensemble_is_the_renormalised_model_mixture_and_sums_to_1():
     """N without a match takes the model methods' mixture with their weights renormalised to sum to 1; the
     ensemble is then that mixture (N neither helps nor hurts) and a proper distribution, which exact
-    sampling needs: for hand-made weights, and for random ones."""
+    sampling needs: for hand-made weights, where N has them all (the models then count evenly), and for
+    random ones."""
     logits = torch.tensor([[2.0, 0.0, -1.0, 0.5], [-1.0, 1.0, 0.0, 0.0]])  # the rows of M and T
     no_match = NgramLookup([0, 1, 2], [])  # the last token never occurred before
     for temperature in (0.0, 1.0):
@@ -60,6 +61,8 @@ def test_where_n_has_no_match_the_ensemble_is_the_renormalised_model_mixture_and
         torch.testing.assert_close(q_rows[2], mixture)
         torch.testing.assert_close(q, mixture)
         assert float(q.sum()) == pytest.approx(1.0)
+        _, q, _ = DraftDistributions(3, torch.tensor([0.0, 0.0, 1.0]), config, False, no_match)(logits, [])
+        torch.testing.assert_close(q, q_models.mean(dim=0))  # N has all the weight: the models count evenly
         generator = torch.Generator().manual_seed(0)
         for _ in range(10):
             weights = torch.rand(3, generator=generator)

@@ -10,6 +10,7 @@ import torch
 from conftest import SIZE, conversations, ending_on_a_draft, make_pair
 from tabed.engine.config import GenerationConfig
 from tabed.engine.drafter import BatchedDrafter
+from tabed.engine.drafts import DraftChain
 from tabed.engine.ensemble import WeightHistory
 from tabed.engine.events import BlockEvent, Finished, Started, StopReason, TokenEvent
 from tabed.engine.loop import autoregressive_generate, collect, compare, speculative_generate
@@ -417,6 +418,17 @@ def test_a_run_that_got_too_little_of_the_cpu_says_its_timings_are_unreliable(pa
         metrics = collect(events).metrics
         assert (metrics.cpu_share, metrics.busy) == (share, busy)
     assert not Clock(torch.device("meta")).busy(0.1)
+
+
+def test_a_cut_chain_keeps_its_first_drafts_in_every_list_the_log_softmax_too():
+    """A chain cut at an end token or an image placeholder keeps, for its kept drafts, what each was drafted
+    from: the kld and hedge rules learn from their log-softmax."""
+    lists = [[torch.full((2, 3), float(j)) for j in range(3)] for _ in range(3)]
+    chain = DraftChain([5, 6, 7], *lists, stop=StopReason.CAP)
+    chain.truncate(2, StopReason.EOS)
+    assert (chain.tokens, chain.stop) == ([5, 6], StopReason.EOS)
+    for kept, drafted in zip((chain.row_probs, chain.mixed_probs, chain.row_log_probs), lists, strict=True):
+        assert kept == drafted[:2]
 
 
 def test_a_fixed_chain_whose_last_draft_is_the_end_token_stopped_at_its_length_not_at_the_end_token(twin_pair,

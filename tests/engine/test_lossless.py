@@ -10,7 +10,7 @@ from conftest import SIZE, SPECS, conversations, make_pair, perturbed, random_ll
 from tabed.engine.chain import ChainVerifier
 from tabed.engine.config import GenerationConfig
 from tabed.engine.draft_length import parse_gamma
-from tabed.engine.drafts import AfterToken, DraftChain
+from tabed.engine.drafts import AfterToken, DraftChain, DraftDistributions
 from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
 from tabed.engine.sampling import (
     choose_token,
@@ -300,6 +300,19 @@ def test_a_chain_is_verified_against_the_targets_distribution_at_the_runs_temper
     verdict = ChainVerifier(AfterToken(4)).verify(target, draft, config, torch.Generator().manual_seed(0))
     torch.testing.assert_close(verdict.target_probs, logits_to_probs(target.logits, temperature, top_p))
     assert verdict.draws == []  # not inspecting
+
+
+@pytest.mark.parametrize("temperature, top_p", [(0.0, 0.5), (0.5, 1.0), (2.0, 0.6), (1.0, 0.7)])
+def test_the_drafts_are_drawn_from_each_methods_distribution_at_the_runs_temperature_and_top_p(temperature, top_p):
+    """The methods' distributions, and so the ensemble the drafts are drawn from and the verification's q, are
+    at the run's own settings (softmax at 1 when greedy), as the target's are."""
+    logits = torch.tensor([[2.0, 0.5, -1.0, 0.0], [0.3, 1.2, -2.0, 0.1]])
+    weights = torch.tensor([0.25, 0.75])
+    config = GenerationConfig(temperature=temperature, top_p=top_p)
+    q_rows, q, _ = DraftDistributions(2, weights, config, False, None)(logits, [])
+    expected = logits_to_probs(logits, temperature, top_p)
+    torch.testing.assert_close(q_rows, expected)
+    torch.testing.assert_close(q, weights @ expected)
 
 
 @pytest.mark.parametrize("temperature", [0.5, 1.0, 2.0])
