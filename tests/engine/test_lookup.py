@@ -71,6 +71,17 @@ def test_where_n_has_no_match_the_ensemble_is_the_renormalised_model_mixture_and
             assert float(q.sum()) == pytest.approx(1.0) and float(q.min()) >= 0.0
 
 
+def test_ns_log_distribution_is_the_log_of_its_distribution_for_the_log_loss_rules():
+    """kld and hedge weigh N by the log of what it drafts from: its guess's point mass, smoothed, or the
+    models' mixture where it has none (clamped above 0 where that has none)."""
+    logits = torch.tensor([[2.0, 0.0, -1.0, 0.5], [-1.0, 1.0, 0.0, 0.0]])
+    for lookup in (NgramLookup([0, 1, 2, 0], []), NgramLookup([0, 1, 2], [])):  # a guess (1), none
+        q_rows, _, log_q = DraftDistributions(3, torch.tensor([0.3, 0.2, 0.5]), GenerationConfig(), True,
+                                              lookup)(logits, [])
+        torch.testing.assert_close(log_q[2], q_rows[2].clamp_min(1e-12).log())
+        torch.testing.assert_close(log_q[:2], torch.log_softmax(logits, dim=-1))
+
+
 def test_a_suffix_is_found_wherever_it_occurred_the_contexts_first_token_included():
     assert ngram_continuation([1, 2, 9, 1, 2]) == 9  # "1 2" occurred only at the very start
     assert ngram_continuation([7, 8, 5, 7]) == 8  # one token, at the start
