@@ -141,7 +141,7 @@ MUTANTS = (
            (f"{INSPECT}::test_a_trees_children_are_listed_in_the_order_tried_each_with_its_last_test",)),
     Mutant("an-inspected-tvd-run-read-as-hedge", "tabed/engine/inspection.py",
            'elif history.rule in ("kld", "tvd"):', 'elif history.rule == "kld":',
-           (f"{INSPECT}::test_each_blocks_weights_are_the_rules_choice_from_the_recorded_statistics[tvd-rule]",)),
+           (f"{INSPECT}::test_each_blocks_weights_are_the_rules_choice_from_the_recorded_statistics",)),
     Mutant("a-cut-chain-forgets-its-log-softmax", "tabed/engine/drafts.py",
            "self.row_log_probs = self.row_log_probs[:count]", "self.row_log_probs = []",
            (f"{LOOP}::test_a_cut_chain_keeps_its_first_drafts_in_every_list_the_log_softmax_too",)),
