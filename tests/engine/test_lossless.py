@@ -288,25 +288,29 @@ def test_a_chain_is_verified_against_the_mixture_that_drafted_it_not_one_methods
         assert not all(kept)  # this method's own distribution would have rejected one
 
 
-@pytest.mark.parametrize("temperature, top_p", [(0.0, 0.5), (0.5, 1.0), (2.0, 0.6), (1.0, 0.7)])
+# (temperature, top-p): greedy (its top-p unused), a temperature alone, both, a top-p alone
+RUN_SETTINGS = [(0.0, 0.5), (0.5, 1.0), (2.0, 0.6), (1.0, 0.7)]
+LOGITS = torch.tensor([[2.0, 0.5, -1.0, 0.0], [0.3, 1.2, -2.0, 0.1], [1.0, 1.0, 0.0, -3.0]])
+
+
+@pytest.mark.parametrize("temperature, top_p", RUN_SETTINGS)
 def test_a_chain_is_verified_against_the_targets_distribution_at_the_runs_temperature_and_top_p(temperature, top_p):
     """What the drafts are accepted against, and the target's token drawn from, is the target at the run's
     own settings (softmax at 1 when greedy: the ensemble's history reads it), not at temperature 1. Its
     draws are read back (a device sync) only for the stepper."""
-    logits = torch.tensor([[2.0, 0.5, -1.0, 0.0], [0.3, 1.2, -2.0, 0.1], [1.0, 1.0, 0.0, -3.0]])
     draft = DraftChain([0, 1], [torch.full((2, 4), 0.25)] * 2, [torch.full((4,), 0.25)] * 2)
     config = GenerationConfig(temperature=temperature, top_p=top_p)
-    target = _FixedTarget(torch.softmax(logits, -1))
+    target = _FixedTarget(torch.softmax(LOGITS, -1))
     verdict = ChainVerifier(AfterToken(4)).verify(target, draft, config, torch.Generator().manual_seed(0))
     torch.testing.assert_close(verdict.target_probs, logits_to_probs(target.logits, temperature, top_p))
     assert verdict.draws == []  # not inspecting
 
 
-@pytest.mark.parametrize("temperature, top_p", [(0.0, 0.5), (0.5, 1.0), (2.0, 0.6), (1.0, 0.7)])
+@pytest.mark.parametrize("temperature, top_p", RUN_SETTINGS)
 def test_the_drafts_are_drawn_from_each_methods_distribution_at_the_runs_temperature_and_top_p(temperature, top_p):
     """The methods' distributions, and so the ensemble the drafts are drawn from and the verification's q, are
     at the run's own settings (softmax at 1 when greedy), as the target's are."""
-    logits = torch.tensor([[2.0, 0.5, -1.0, 0.0], [0.3, 1.2, -2.0, 0.1]])
+    logits = LOGITS[:2]  # the rows of M and T
     weights = torch.tensor([0.25, 0.75])
     config = GenerationConfig(temperature=temperature, top_p=top_p)
     q_rows, q, _ = DraftDistributions(2, weights, config, False, None)(logits, [])
