@@ -916,6 +916,24 @@ MUTANTS = (
            '"steps": costs.slower,', (CHECKS_SLOWER,)),
     Mutant("the-costs-record-the-quiet-step", "tabed/page/view.py", '"step_s": costs.step_s,',
            '"step_s": costs.quiet.step_s,', (CHECKS_SLOWER,)),
+    Mutant("a-cut-block-counts-a-position-it-never-verified", "tabed/page/reasons.py",
+           "([] if block.target_token is None else [block.target_token])", "[block.target_token]",
+           ("tests/page/test_reasons.py::test_a_block_cut_before_its_target_token_verified_only_its_kept_drafts",)),
+    Mutant("an-unlisted-top-1-said-at-nothing", "tabed/page/reasons.py",
+           "top1, top = test.target_top1, position.target[0][1]",
+           "top1 = test.target_top1; top = target.get(top1, 0.0)",
+           ("tests/page/test_stepper.py::test_each_verdict_says_why_in_one_line",)),
+    Mutant("a-draft-proposed-by-the-methods-that-guessed-otherwise", "tabed/page/reasons.py",
+           "if j < len(guesses) and guesses[j] == token)", "if j < len(guesses) and guesses[j] != token)",
+           ("tests/page/test_reasons.py::test_a_drafts_detail_says_its_place_who_proposed_it_and_its_verdict",)),
+    Mutant("a-lead-of-exactly-the-margin-is-none", "tabed/page/reasons.py",
+           "if rate[leader] - rate[behind] >= LEAD:", "if rate[leader] - rate[behind] > LEAD:",
+           ("tests/page/test_reasons.py::test_a_lead_of_exactly_the_margin_leads_and_a_sole_method_is_compared_with_none",)),
+    Mutant("the-history-stops-at-a-block-without-an-update", "tabed/page/reasons.py",
+           """update.rule != "w-grid" or update.shared:
+            continue""", """update.rule != "w-grid" or update.shared:
+            break""",
+           ("tests/page/test_reasons.py::test_the_history_figures_are_the_last_w_grid_choice_of_rows_of_their_own",)),
 )
 
 

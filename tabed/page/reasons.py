@@ -20,14 +20,14 @@ def why(word: Words, position: Verified) -> str:
     test, draft = position.test, position.draft
     target = dict(map(tuple, position.target))
     if test.kind == "greedy":
-        top1 = test.target_top1
+        top1, top = test.target_top1, position.target[0][1]  # the likeliest listed: the top-1's, tied or not
         if test.kept:
-            return f"the target's top-1 is {word(top1)} ({target.get(top1, 0.0):.2f}): the draft is it, kept"
+            return f"the target's top-1 is {word(top1)} ({top:.2f}): the draft is it, kept"
         if draft not in target:
-            return (f"the target's top-1 is {word(top1)} ({target.get(top1, 0.0):.2f}); the draft {word(draft)} is "
+            return (f"the target's top-1 is {word(top1)} ({top:.2f}); the draft {word(draft)} is "
                     f"not even among the target's top {len(target)}: rejected")
-        under, top = below(target[draft], target.get(top1, 0.0))  # a near tie shown with the decimals it needs
-        return (f"the target's top-1 is {word(top1)} ({top}); the draft {word(draft)} had {under} under the target: "
+        under, shown = below(target[draft], top)  # a near tie shown with the decimals it needs
+        return (f"the target's top-1 is {word(top1)} ({shown}); the draft {word(draft)} had {under} under the target: "
                 "rejected")
     tried = test.tried or [Tried(-1, draft, test.kept, test.u, test.p, test.q)]
     tests = "; ".join(_drawn(word, t) if k == 0 else  # a tree's next draw meets what the rejected one left
@@ -86,10 +86,9 @@ def guesses_matched(blocks: list[BlockEvent]) -> dict[str, tuple[int, int]]:
 
 def _verified(block: BlockEvent) -> list[int]:
     """The target's token at each position of a block it verified: the kept drafts, then its own token at the
-    first rejection (a bonus token follows no draft, so it is no position a method guessed at)."""
-    if block.target_token is None and block.accepted == 0:
-        return []
-    truth = block.draft[:block.accepted] + [block.target_token]
+    first rejection (a bonus token follows no draft, so it is no position a method guessed at; an answer cut
+    before the target's token, by an end token or max new tokens, verified its kept drafts alone)."""
+    truth = block.draft[:block.accepted] + ([] if block.target_token is None else [block.target_token])
     return truth[:len(block.draft)]
 
 
@@ -207,7 +206,7 @@ def alone_matches(update: WeightUpdate, methods: list[str]) -> dict[str, float] 
 LEAD = 0.1  # a method leads when its share of right guesses is ahead by this much or more
 
 
-def _lead(rate: dict[str, float], learned: bool, sat: str = "") -> str:
+def _lead(rate: dict[str, float], learned: bool, sat: str) -> str:
     """The method that led by `LEAD` or more, or that none did and what the weights followed (and, `sat`,
     where they sat: a tie-break can still put all of the weight on one method, which the chart shows)."""
     if len(rate) < 2:
@@ -230,13 +229,13 @@ def where_weights_sat(blocks: list[BlockEvent]) -> str:
     if not blocks or len(blocks[0].weights) < 2:
         return ""
     methods = list(blocks[0].weights)
-    whole = {m: sum(block.weights.get(m, 0.0) >= 0.999 for block in blocks) for m in methods}
+    whole = {m: sum(block.weights[m] >= 0.999 for block in blocks) for m in methods}  # every block weighs them all
     top = max(whole, key=whole.get)
     if 2 * whole[top] > len(blocks):
         others = " and ".join(m for m in methods if m != top)
         return (f": it gave {top} all of the weight in {whole[top]} of {counted(len(blocks), 'block')}, where "
                 f"{others} had none")
-    mean = " · ".join(f"{m} {sum(block.weights.get(m, 0.0) for block in blocks) / len(blocks):.2f}" for m in methods)
+    mean = " · ".join(f"{m} {sum(block.weights[m] for block in blocks) / len(blocks):.2f}" for m in methods)
     return f": on average {mean}"
 
 

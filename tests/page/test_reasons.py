@@ -3,14 +3,29 @@
 from dataclasses import replace
 
 from conftest import word_tokenizer
-from tabed.engine.events import BlockEvent, Candidate, StopReason, WeightUpdate
-from tabed.page.reasons import fast_or_slow, guesses_matched, m_against_t, who_led
+from tabed.engine.events import BlockEvent, Candidate, DraftTest, Position, StopReason, WeightUpdate
+from tabed.page.reasons import (
+    NEVER_TESTED,
+    alone_matches,
+    draft_detail,
+    fast_or_slow,
+    guesses_matched,
+    history_matches,
+    m_against_t,
+    unasked,
+    where_they_differed,
+    where_weights_sat,
+    who_led,
+)
 from tabed.page.texts import TIMING, WEIGHTS_NOTE, notes_for
 from tabed.page.words import Words
 
 
 def block(draft: list[int], accepted: int, target: int, drafts: dict[str, list[int]]) -> BlockEvent:
-    return BlockEvent(index=0, weights={m: 1 / len(drafts) for m in drafts}, draft=draft, drafts=drafts,
+    """A block whose drafting methods share the weight evenly; a method that rested (M or T without guesses) has
+    none, as a run weighs every method in every block."""
+    weights = {m: 1 / len(drafts) if m in drafts else 0.0 for m in dict.fromkeys(["M", "T", *drafts])}
+    return BlockEvent(index=0, weights=weights, draft=draft, drafts=drafts,
                       accepted=accepted, target_token=target, bonus=accepted == len(draft),
                       emitted=draft[:accepted] + [target], draft_probs=[0.5] * len(draft),
                       target_probs=[0.5] * len(draft), target_token_prob=0.5, method_accepted={},
@@ -135,6 +150,127 @@ def test_a_method_that_rested_is_not_compared_on_a_few_positions():
     assert "M led: its guesses matched at 93% of the positions it guessed at, T's at 36%" in text
 
 
+def test_a_drafts_detail_says_its_place_who_proposed_it_and_its_verdict():
+    """Draft j of a block: its place (counted from 1), the methods whose own guess it was (a method whose guesses
+    stop short proposed none there; none: the mix's own), kept or rejected with the probabilities, the test it
+    met where inspected, and never tested after a rejection."""
+    tokenizer = word_tokenizer(["a", "b", "c", "d"])
+    a, b, c, d = tokenizer.convert_tokens_to_ids(["a", "b", "c", "d"])
+    word = Words(tokenizer)
+    drafted = replace(block([a, b, c], 1, d, {"M": [a, c, c], "T": [a], "C": [b, b, c]}), index=4,
+                      draft_probs=[0.9, 0.6, 0.3], target_probs=[0.8, 0.1, 0.2])
+    assert draft_detail(word, drafted, 0) == (
+        "block 4 · draft 1 of 3 · proposed by M, T · kept · drafters' mix p=0.90 · target p=0.80")
+    assert draft_detail(word, drafted, 1) == (
+        "block 4 · draft 2 of 3 · proposed by C · rejected · drafters' mix p=0.60 · target p=0.10")
+    assert draft_detail(word, drafted, 2) == f"block 4 · draft 3 of 3 · proposed by M, C · {NEVER_TESTED}"
+    assert "proposed by the mix only" in draft_detail(word, replace(drafted, drafts={"M": [b]}), 0)
+    inspected = replace(drafted, positions=[Position(a, {}, [[a, 0.8]], [[a, 0.8], [d, 0.1]],
+                                                     DraftTest("greedy", True, target_top1=a))])
+    assert draft_detail(word, inspected, 0) == (
+        f"block 4 · draft 1 of 3 · proposed by M, T · kept: the target's top-1 is {word(a)} (0.80): the draft is "
+        f"it, kept · the target's top-3: {word.top([[a, 0.8], [d, 0.1]])} · this draft: target p=0.80, drafters' "
+        "mix q=0.90")
+
+
+def test_a_block_cut_before_its_target_token_verified_only_its_kept_drafts():
+    """The answer ended before the target's token (max new tokens): its kept drafts are the positions verified,
+    none when none was kept."""
+    cut = replace(block([1, 2], 1, 3, {"M": [1, 2]}), target_token=None)
+    assert guesses_matched([cut]) == {"M": (1, 1)}
+    assert guesses_matched([replace(cut, accepted=0)]) == {"M": (0, 0)}
+
+
+def test_a_method_is_compared_from_a_quarter_of_the_most_positions_under_five():
+    """Under five positions, a method is compared when it guessed at a quarter of the most or more: 3 of 12 is,
+    2 of 10 is not (a fifth)."""
+    both, m_alone = block([1, 2], 2, 3, {"M": [1, 2], "T": [1, 9]}), block([4, 5], 2, 6, {"M": [4, 5]})
+    quarter = [both, block([7], 1, 8, {"M": [7], "T": [7]})] + [m_alone] * 4 + [block([4], 1, 6, {"M": [4]})]
+    text = who_led(quarter, shared=[], pictures=False, learned=False)
+    assert "M's at 12 of 12 positions, T's at 2 of 3 positions" in text
+    assert "too few" not in text and "M led" in text
+    fifth = who_led([both] + [m_alone] * 4, shared=[], pictures=False, learned=False)
+    assert "M's at 10 of 10 positions" in fifth and "T drafted at too few positions to compare" in fifth
+
+
+def test_methods_that_rested_are_named_together_and_none_of_three_leading_is_said():
+    """Three methods: two that rested are named together; where none led, "no method" (not "neither")."""
+    rested = [block([1, 2], 2, 3, {"M": [1, 2], "T": [1, 9], "C": [9, 2]})] + [block([4, 5], 2, 6, {"M": [4, 5]})] * 5
+    assert "T and C drafted at too few positions to compare" in who_led(rested, [], False, False)
+    even = [block([1, 2], 1, 3, {"M": [1, 9], "T": [1, 8], "C": [1, 7]})]
+    assert who_led(even, [], False, False).endswith(" No method led by much.")
+
+
+def test_a_lead_of_exactly_the_margin_leads_and_a_sole_method_is_compared_with_none():
+    """M at 1 of 10, T at 0 of 10: ahead by exactly `LEAD` (0.1) is a lead. A method alone compares with no one:
+    the text stops after its agreement."""
+    behind = [block([1, 2], 2, 3, {"M": [8, 9], "T": [7, 9]})] * 4
+    text = who_led(behind + [block([1, 2], 2, 3, {"M": [1, 9], "T": [7, 9]})], shared=[], pictures=False,
+                   learned=False)
+    assert "M led: its guesses matched at 10% of the positions it guessed at, T's at 0%." in text
+    alone = who_led([block([1, 2], 2, 3, {"M": [1, 2]})], shared=[], pictures=True, learned=True)
+    assert alone == "The target agreed with the drafts' own guesses: M's at 2 of 2 positions."
+
+
+def test_every_method_missed_is_not_said_at_half():
+    half = [block([1, 2], 1, 3, {"M": [1, 2], "T": [1, 2]})]  # each right at 1 of 2
+    assert "Every method missed" not in who_led(half, shared=[], pictures=True, learned=True)
+
+
+def test_where_they_differed_without_m_or_t_and_the_quotes_of_exactly_two():
+    """A block without M's guesses (it rested) gives no position for M against T, and nothing is said where
+    there is none; a kind with exactly two positions quotes both and says no more."""
+    tokenizer = word_tokenizer(["a", "b", "c", "d"])
+    a, b, c, d = tokenizer.convert_tokens_to_ids(["a", "b", "c", "d"])
+    no_m = [block([a, b], 2, c, {"T": [a, b]})]
+    assert m_against_t(no_m) == {"both": [], "M": [], "T": [], "neither": []}
+    assert where_they_differed(no_m) == ""
+    two = [block([a, b], 2, c, {"M": [a, b], "T": [a, b]})]
+    said = where_they_differed(two, Words(tokenizer))
+    assert "both were right at 2 (the words so far gave the next token away, no picture needed: “<b>a</b>”, " \
+           "“a <b>b</b>”)" in said and "more" not in said
+
+
+def test_the_history_figures_are_the_last_w_grid_choice_of_rows_of_their_own():
+    """The last block that chose its weights by w-grid gives the figures, past later blocks without an update
+    or by another rule; a choice for methods drafted as one row (no picture) tells them no apart."""
+    grid = WeightUpdate("w-grid", 14, [1.0, 0.0], winner=0, most_matches=[0],
+                        candidates=[Candidate([1.0, 0.0], 13.0, 0.1), Candidate([0.0, 1.0], 5.0, 0.9)])
+    plain = block([1, 2], 2, 3, {"M": [1, 2], "T": [1, 9]})
+    chosen = replace(plain, weight_update=grid)
+    kld = replace(plain, weight_update=WeightUpdate("kld", 16, [0.5, 0.5], divergence=[1.0, 1.0]))
+    assert history_matches([chosen, plain, kld]) == (14, {"M": 13.0, "T": 5.0})
+    assert history_matches([replace(plain, weight_update=replace(grid, shared=["M", "T"]))]) is None
+    no_t_alone = replace(grid, candidates=grid.candidates[:1] + [Candidate([0.5, 0.5], 9.0, 0.3)])
+    assert alone_matches(no_t_alone, ["M", "T"]) is None  # no weighting all on T: nothing to say of T alone
+    assert history_matches([replace(plain, weight_update=no_t_alone)]) is None
+
+
+def test_where_the_weights_sat_needs_two_methods():
+    assert where_weights_sat([]) == ""
+    assert where_weights_sat([replace(block([1], 1, 2, {"M": [1]}), weights={"M": 1.0})]) == ""  # M alone
+    assert where_weights_sat([block([1], 1, 2, {"M": [1], "T": [1]})]) == ": on average M 0.50 · T 0.50"
+    def weighed(*weights: dict[str, float]) -> list[BlockEvent]:
+        return [replace(block([1], 1, 2, {m: [1] for m in w}), weights=w) for w in weights]
+
+    whole, even = {"M": 0.999, "T": 0.001, "C": 0.0}, {"M": 0.5, "T": 0.25, "C": 0.25}  # 0.999: all, to rounding
+    assert where_weights_sat(weighed(whole, whole, even)) == (
+        ": it gave M all of the weight in 2 of 3 blocks, where T and C had none")
+    assert where_weights_sat(weighed(whole, whole, even, even)).startswith(": on average M 0.75")  # half: not most
+    assert where_weights_sat(weighed(whole, whole, even, even, even)).startswith(": on average M 0.70")
+
+
+def test_the_questions_words_the_answer_lacks():
+    """Beside the commonest words and those of two letters, plurals as one word, any case: [] when the answer
+    holds one of the question's words or the question has none, else the question's words in order."""
+    assert unasked("What colour are the Shapes?", "a red shape") == []
+    assert unasked("What colour are the shapes?", "It is red.") == ["colour", "shape"]
+    assert unasked("Is it ok?", "no") == []  # "ok" is too short, "is" and "it" too common
+    assert unasked("Describe the picture in detail, please.", "A cat.") == []
+    assert unasked("Zebras' stripes?", "STRIPE") == [] and unasked("Why?", "") == []
+    assert unasked("How many cats sat there", "dogs") == ["cat", "sat"]
+
+
 def test_a_made_up_fact_every_method_misses_and_only_the_target_knows():
     missed = [block([1, 2], 0, 3, {"M": [1, 2], "T": [1, 2]}), block([4], 0, 5, {"M": [4], "T": [4]})]
     text = who_led(missed, shared=[], pictures=True, learned=True)
@@ -173,6 +309,17 @@ def test_fast_or_slow_in_one_sentence():
     assert "A verify cost 1.84 plain steps, not one: the target reads every draft of a block in its pass (6.5 on " \
            "average here)" in fast_or_slow(3.2, 2.6, 1.31, verify=1.84, checked=6.5)
     assert "A verify cost" not in fast_or_slow(3.2, 2.1, 1.52, verify=1.1, checked=6.5)
+
+
+def test_fast_or_slow_at_its_edges():
+    """0.90× is slower, not about even; a pass that cost under one step predicts more than its tokens, and one
+    that cost nothing (none measured) predicts nothing rather than failing; a verify shown as 1.00 is not under
+    one step, and one of exactly `VERIFY_DEAR` (1.25) steps is worth its word."""
+    assert fast_or_slow(1.0, 1.2, 0.9).startswith("Slower than plain decoding: each target pass produced only 1.00")
+    assert fast_or_slow(1.0, 0.8, 1.0).endswith("cost 0.80 plain steps; these predict 1.25×, the clock gave 1.00×.")
+    assert fast_or_slow(1.0, 0.0, 1.0).endswith("cost 0.00 plain steps; these predict 0.00×, the clock gave 1.00×.")
+    assert "under one plain step" not in fast_or_slow(3.2, 2.1, 1.52, verify=0.996)
+    assert "A verify cost 1.25 plain steps, not one" in fast_or_slow(3.2, 2.1, 1.52, verify=1.25, checked=3.0)
 
 
 def test_a_method_alone_that_beat_the_ensemble_is_said_and_why():

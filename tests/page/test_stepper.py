@@ -106,13 +106,21 @@ def test_each_verdict_says_why_in_one_line(tokenizer):
     kept = why(word, position("sampling", True, u=0.42, p=0.07, q=0.1))
     assert kept == f"{seven}: u = 0.42 < p/q = 0.70 kept"
     rejected = why(word, position("sampling", False, u=0.9, p=0.07, q=0.6, residual_token=9))
-    assert rejected.startswith(f"{seven}: u = 0.90 ≥ p/q = 0.12 rejected; the target's {nine} is drawn")
+    assert rejected == (f"{seven}: u = 0.90 ≥ p/q = 0.12 rejected; the target's {nine} is drawn from what is left "
+                        "of its distribution, max(p − q, 0) renormalised")
+    past = replace(position("greedy", False, target_top1=9), target=[[3, 0.2], [7, 0.1]])  # 9 tied with 3, unlisted
+    assert why(word, past) == (f"the target's top-1 is {nine} (0.20); the draft {seven} had 0.10 under the target: "
+                               "rejected")
     assert why(word, position("sampling", True, u=0.93, p=0.18, q=0.1)) == (
         f"{seven}: p/q = 1.80 ≥ 1, so kept whatever u (u = 0.93)")  # the target likes it more than the mix did
     close = why(word, position("sampling", True, u=0.4098, p=0.041, q=0.1))  # a draw a hair under p/q
     assert close == f"{seven}: u = 0.4098 < p/q = 0.4100 kept"
     hair = why(word, position("sampling", False, u=0.4102, p=0.041, q=0.1, residual_token=9))
     assert hair.startswith(f"{seven}: u = 0.4102 ≥ p/q = 0.4100 rejected")
+    assert why(word, position("sampling", True, u=0.5, p=0.1, q=0.1)) == (  # p/q of exactly 1: whatever u
+        f"{seven}: p/q = 1.00 ≥ 1, so kept whatever u (u = 0.50)")
+    assert why(word, position("sampling", True, u=0.5, p=0.1, q=0.0)) == (  # a draw the mix gave no mass
+        f"{seven}: p/q = inf ≥ 1, so kept whatever u (u = 0.50)")
 
 
 def test_the_weights_are_explained_by_the_rules_own_figures(pair, image):
