@@ -92,7 +92,7 @@ def _one_row(shared: list[str], block: BlockEvent) -> str:
     """Methods drafted as one row (no picture) weigh as one: the chart's single line, here split equally."""
     if len(shared) < 2:
         return ""
-    total = sum(block.weights.get(m, 0.0) for m in shared)
+    total = sum(block.weights[m] for m in shared)  # every block weighs every method
     return f" ({one_row(shared)}, the chart's line {'='.join(shared)} {total:.2f}, split equally here)"
 
 

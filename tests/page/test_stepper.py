@@ -3,8 +3,10 @@ the block's (the answer's colours), the target's own token after them, a reason 
 verdict, and how the weights were chosen, in the words of the rule's own figures."""
 
 import html
+import math
 import re
 from dataclasses import replace
+from html.parser import HTMLParser
 from itertools import pairwise
 from pathlib import Path
 
@@ -12,13 +14,13 @@ import pytest
 
 from tabed.engine import resting
 from tabed.engine.config import GenerationConfig
-from tabed.engine.events import DraftTest, Position, StopReason, TreeNode, Tried
+from tabed.engine.events import DraftTest, Position, StopReason, TreeNode, Tried, WeightUpdate
 from tabed.engine.loop import collect, speculative_generate
 from tabed.engine.spec import parse_spec
 from tabed.models.chat import Turn
 from tabed.page.reasons import NEVER_TESTED
 from tabed.page.render import TokenStream, counted, token_word
-from tabed.page.stepper import Words, drafted, moved_why, step_html, weights_why, why
+from tabed.page.stepper import Words, chosen_block, drafted, moved_why, refused_html, step_html, weights_why, why
 
 
 def run(pair, image, **settings):
@@ -61,6 +63,65 @@ def test_the_stepper_clamps_its_block_and_says_what_it_cannot_show(pair, image):
     assert "Run a prompt" in step_html(pair.tokenizer, [], 0)
     plain = [replace(block, positions=[]) for block in result.blocks]
     assert "inspect was off" in step_html(pair.tokenizer, plain, 1)
+
+
+def test_the_block_asked_for_is_a_whole_number_of_the_answers_blocks():
+    """The number box's value: emptied (None) shows block 0 and says nothing; what is no whole number (a bool, a
+    word, a fraction, infinity, NaN) shows block 0 and says so; one outside the answer's blocks shows the
+    nearest, and says which; with no blocks, block 0 and nothing said."""
+    assert chosen_block(None, 5) == (0, None)
+    assert chosen_block(2, 5) == (2, None) and chosen_block(3.0, 5) == (3, None)
+    for wrong in (True, "3", 2.5, math.inf, math.nan):
+        assert chosen_block(wrong, 5) == (0, f"block must be a whole number, one of this answer's blocks; got "
+                                             f"{wrong!r}")
+    assert chosen_block(7, 0) == (0, None)
+    assert chosen_block(7, 5) == (4, "block 7 is not one of this answer's blocks (0 to 4): showing block 4")
+    assert chosen_block(-1.0, 5) == (0, "block -1 is not one of this answer's blocks (0 to 4): showing block 0")
+    assert refused_html("block <7>") == '<p class="tabed-step-refused">\u26a0\ufe0f block &lt;7&gt;</p>'
+
+
+class _Rows(HTMLParser):
+    """The cells of each table row, a cell as wide as its colspan."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows: list[int] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tr":
+            self.rows.append(0)
+        elif tag in ("td", "th"):
+            self.rows[-1] += int(dict(attrs).get("colspan", 1))
+
+
+@pytest.mark.parametrize("settings", [{"adaptive": False, "gamma": 6}, {"tree_width": 2}], ids=["chain", "tree"])
+def test_every_row_of_the_steppers_table_is_as_wide_as_its_header(loose_pair, image, settings):
+    """The verified positions, the discarded drafts after a rejection, the reasons under them and the target's
+    own token: each row spans the header's columns (#, draft, a column per method, mix, target, verdict)."""
+    pair = loose_pair
+    blocks = run(pair, image, **settings).blocks
+    assert any(len(block.draft) > block.accepted + 1 for block in blocks)  # a block with discarded drafts
+    for index, block in enumerate(blocks):
+        rows = _Rows()
+        rows.feed(step_html(pair.tokenizer, blocks, index))
+        methods = len(block.positions[0].methods) if block.positions else 0  # none drafted: no method's column
+        assert rows.rows == [2 + methods + 3] * len(rows.rows)
+
+
+def test_the_steppers_empty_page_and_the_first_blocks_reason_as_given(pair, image):
+    blocks = run(pair, image).blocks
+    assert step_html(pair.tokenizer, [], 0) == (
+        '<div class="tabed-step">Run a prompt, then step through its blocks here.</div>')
+    assert "Weights M 0.50 · T 0.50: a reason of the caller&#x27;s own." in step_html(
+        pair.tokenizer, blocks, 0, unlearned="a reason of the caller's own")
+
+
+def test_the_methods_a_weight_update_waits_for_are_named_together(pair, image):
+    first = run(pair, image).blocks[0]
+    update = WeightUpdate("kld", 10, [0.5, 0.5], divergence=[1.0, 2.0], waiting=3)
+    waiting = replace(first, weight_update=update, resting=["M", "T"])
+    assert "(3 more wait for M and T's row to catch up" in weights_why(waiting)
+    assert "(3 more wait for a method's row to catch up" in weights_why(replace(waiting, resting=[]))
 
 
 def test_without_a_picture_the_stepper_says_its_weights_are_the_charts_one_row(pair, image):
