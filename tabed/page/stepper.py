@@ -117,13 +117,14 @@ def _discarded_row(word: Words, token: int, j: int, span: int, said: bool) -> st
 def _target_row(word: Words, block: BlockEvent, span: int) -> str:
     if len(block.emitted) <= block.accepted:
         text = "the answer ended here: nothing follows"
+    elif not block.draft:  # no room left to draft: the pass gave the target's token alone (a bonus, as coloured)
+        text = f"{VERDICTS['bonus']}: nothing was drafted, so the target's own next token is {word(block.target_token)}"
     elif block.bonus:
         text = f"{VERDICTS['bonus']}: every draft kept, so the target's own next token {word(block.target_token)} " \
                "comes free"
     else:
         text = (f"{VERDICTS['corrected']}: the target's {word(block.target_token)} takes the first rejected "
-                "draft's place" if block.draft else
-                f"{VERDICTS['corrected']}: nothing was drafted; the target's {word(block.target_token)}")
+                "draft's place")
     return f'<tr class="tabed-why"><td colspan="{span}"><div><b>{html.escape(text)}</b></div></td></tr>'
 
 

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import hand_block
 from tabed.engine import resting
 from tabed.engine.config import GenerationConfig
-from tabed.engine.events import DraftTest, Position, StopReason, TreeNode, Tried, WeightUpdate
+from tabed.engine.events import Candidate, DraftTest, Position, StopReason, TreeNode, Tried, WeightUpdate
 from tabed.engine.loop import collect, speculative_generate
 from tabed.engine.spec import parse_spec
 from tabed.models.chat import Turn
@@ -122,6 +123,40 @@ def test_the_methods_a_weight_update_waits_for_are_named_together(pair, image):
     waiting = replace(first, weight_update=update, resting=["M", "T"])
     assert "(3 more wait for M and T's row to catch up" in weights_why(waiting)
     assert "(3 more wait for a method's row to catch up" in weights_why(replace(waiting, resting=[]))
+
+
+def test_a_mix_that_matched_more_than_any_method_alone_is_said_and_so_is_a_shared_row():
+    block = hand_block([1, 2], 1, 3)
+    grid = WeightUpdate("w-grid", 12, [0.5, 0.5], winner=1, most_matches=[1],
+                        candidates=[Candidate([1.0, 0.0], 7.0, 0.4), Candidate([0.5, 0.5], 9.0, 0.3),
+                                    Candidate([0.0, 1.0], 6.0, 0.5)])
+    mixed = ("How this block's weights were chosen: over the 12 positions the target had verified, M's top-1 matched "
+             "the target's 7 times, T's top-1 matched the target's 6 times (w-grid). Of the 3 weightings tried, 1 "
+             "matched most often (9, more than any method alone: a mix's top-1 is that of the weighted sum of the "
+             "methods' distributions, which can be right where each one's own top-1 is not), and won: M 0.50 · T "
+             "0.50")
+    assert weights_why(replace(block, weight_update=grid)) == mixed + "."
+    assert weights_why(replace(block, weight_update=replace(grid, shared=["M", "T"]))) == mixed + (
+        " (M and T read the same text (no picture): one row, its weight shared equally, since no split of it "
+        "changes the mix).")
+
+
+def test_what_a_block_changed_before_weights_chosen_by_another_rule():
+    """A divergence rule has no w-grid figures to quote: the weights' move alone."""
+    block = hand_block([1, 2], 1, 3)
+    kld = WeightUpdate("kld", 12, [0.75, 0.25], divergence=[1.0, 3.0])
+    after = replace(block, index=3, weights={"M": 0.75, "T": 0.25}, weight_update=kld)
+    assert moved_why(block, after) == (
+        "What this block changed: its 0 verified positions joined the history, which holds 12 positions now, and "
+        "the next block's weights go from M 0.50 · T 0.50 to M 0.75 · T 0.25. Block 3 says how they were chosen.")
+
+
+def test_a_block_with_no_room_to_draft_says_the_target_made_its_token_alone(tokenizer):
+    """The token limit left no room for drafts: the pass gave the target's token alone, a bonus as the answer
+    colours it, not a correction of a draft."""
+    page = html.unescape(step_html(tokenizer, [hand_block([], 0, 5, stop="budget")], 0))
+    assert f"+ bonus: nothing was drafted, so the target's own next token is {Words(tokenizer)(5)}" in page
+    assert "every draft kept" not in page and "rejected" not in page
 
 
 def test_without_a_picture_the_stepper_says_its_weights_are_the_charts_one_row(pair, image):
