@@ -151,6 +151,23 @@ def test_what_a_block_changed_before_weights_chosen_by_another_rule():
         "the next block's weights go from M 0.50 · T 0.50 to M 0.75 · T 0.25. Block 3 says how they were chosen.")
 
 
+@pytest.mark.parametrize("update, said", [
+    (WeightUpdate("kld", 12, [0.75, 0.25], divergence=[1.0, 3.0]),
+     "each method's summed divergence from the target (kld): M 1.00, T 3.00; weights ∝ 1 / divergence: M 0.75 · "
+     "T 0.25."),
+    (WeightUpdate("tvd", 12, [0.75, 0.25], divergence=[0.5, 1.5]),
+     "each method's summed divergence from the target (tvd): M 0.50, T 1.50; weights ∝ 1 / divergence: M 0.75 · "
+     "T 0.25."),
+    (WeightUpdate("hedge", 12, [0.6, 0.4], loss=[2.0, 3.0], rate=0.405),
+     "each method's summed log-loss (hedge): M 2.00, T 3.00; weights ∝ exp(−0.405 × loss): M 0.60 · T 0.40.")],
+    ids=["kld", "tvd", "hedge"])
+def test_each_rules_weights_are_explained_by_its_own_figures(update, said):
+    block = replace(hand_block([1, 2], 1, 3), weights=dict(zip("MT", update.weights, strict=True)),
+                    weight_update=update)
+    assert weights_why(block) == ("How this block's weights were chosen: over the 12 positions the target had "
+                                  f"verified, {said}")
+
+
 def test_a_block_with_no_room_to_draft_says_the_target_made_its_token_alone(tokenizer):
     """The token limit left no room for drafts: the pass gave the target's token alone, a bonus as the answer
     colours it, not a correction of a draft."""
