@@ -934,6 +934,18 @@ MUTANTS = (
             continue""", """update.rule != "w-grid" or update.shared:
             break""",
            ("tests/page/test_reasons.py::test_the_history_figures_are_the_last_w_grid_choice_of_rows_of_their_own",)),
+    Mutant("the-steppers-discarded-rows-a-column-short", "tabed/page/stepper.py",
+           "block.draft[j], j, 2 + len(methods) + 3,", "block.draft[j], j, 2 + len(methods) + 2,",
+           ("tests/page/test_stepper.py::test_every_row_of_the_steppers_table_is_as_wide_as_its_header",)),
+    Mutant("a-fraction-of-a-block-shown-as-another", "tabed/page/stepper.py",
+           "or not math.isfinite(index) or index % 1:", "or not math.isfinite(index):",
+           ("tests/page/test_stepper.py::test_the_block_asked_for_is_a_whole_number_of_the_answers_blocks",)),
+    Mutant("a-block-with-no-room-said-to-keep-every-draft", "tabed/page/stepper.py",
+           "    elif not block.draft:  #", "    elif False:  #",
+           ("tests/page/test_stepper.py::test_a_block_with_no_room_to_draft_says_the_target_made_its_token_alone",)),
+    Mutant("tvds-weights-explained-as-hedges", "tabed/page/stepper.py", 'if update.rule in ("kld", "tvd"):',
+           'if update.rule == "kld":',
+           ("tests/page/test_stepper.py::test_each_rules_weights_are_explained_by_its_own_figures",)),
 )
 
 

@@ -141,6 +141,18 @@ def test_a_mix_that_matched_more_than_any_method_alone_is_said_and_so_is_a_share
         "changes the mix).")
 
 
+def test_closeness_equal_to_six_decimals_is_a_tie_and_a_method_alone_has_no_reason_to_weigh():
+    """KLs that differ only in the seventh decimal are as close as the winner (the first in order won); a single
+    method's weight needs no reason."""
+    block = replace(hand_block([1, 2], 1, 3), weights={"M": 1.0, "T": 0.0})
+    grid = WeightUpdate("w-grid", 12, [1.0, 0.0], winner=0, most_matches=[0, 1],
+                        candidates=[Candidate([1.0, 0.0], 9.0, 0.1234561), Candidate([0.5, 0.5], 9.0, 0.1234564),
+                                    Candidate([0.0, 1.0], 6.0, 0.5)])
+    assert ("M alone 0.12, M and T equally 0.12. As close as the winner to six decimals, the first of them in the "
+            "rule's order won: M 1.00 · T 0.00") in weights_why(replace(block, weight_update=grid))
+    assert weights_why(replace(block, weights={"M": 1.0})) == "Weights M 1.00."
+
+
 def test_what_a_block_changed_before_weights_chosen_by_another_rule():
     """A divergence rule has no w-grid figures to quote: the weights' move alone."""
     block = hand_block([1, 2], 1, 3)
