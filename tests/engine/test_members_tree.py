@@ -106,6 +106,20 @@ def test_adaptive_chains_stop_where_each_would_alone_and_the_tree_with_the_last(
     assert grow.unsure(born) and not grow.tips
 
 
+def test_a_nodes_score_is_its_calibrated_chance_and_a_chain_at_the_minimum_goes_on():
+    """A node's score is the chance the block's calibration gives its ensemble probability (not the
+    probability itself, once verifications have taught it); a chain whose chance is exactly the block's
+    minimum goes on, as a chain drafting alone would (`keep_growing`: at least the minimum)."""
+    grow = growth([0.7, 0.3], adaptive=True)
+    length = grow.drafting.length
+    length.judged, length.accepted = [10] * len(length.judged), [9] * len(length.judged)  # 90% kept, whatever q
+    born = grow.depth([ROOT], logits((3, 4.0), (5, 4.0)))
+    assert grow.tree.scores == pytest.approx([length.acceptance(p) for p in grow.tree.probs])
+    assert grow.tree.scores != pytest.approx(grow.tree.probs)
+    grow.survival = {ENSEMBLE: 0.1, 0: length.threshold, 1: 0.1}
+    assert not grow.unsure(born) and grow.tips == {0: 0}
+
+
 def member_alone(pair, turns, methods: tuple[str, ...]):
     """A drafter of these rows alone, prefilled on the conversation: a member drafting by itself."""
     prompt = encode(pair.drafter_processor, turns, pair.device, pair.dtype)
