@@ -488,7 +488,7 @@ class RandomChoices:
         kept = bool(u * q_x < p_x)
         if self.record:
             self.tried.append({"node": node, "order": len(self.tried), "u": float(u), "p": float(p_x),
-                               "q": float(q_x), "kept": kept})
+                               "q": float(q_x)})  # whether kept: the tree's accepted path says
         return kept
 
     def sample(self, p: torch.Tensor) -> int:
