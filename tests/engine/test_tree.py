@@ -15,14 +15,25 @@ from tabed.engine.chain import draft_block
 from tabed.engine.config import GenerationConfig
 from tabed.engine.draft_length import DraftLength
 from tabed.engine.drafter import BatchedDrafter, build_rows, image_token_id
-from tabed.engine.drafts import AfterPrompt, AfterToken, DraftContext, DraftDistributions
+from tabed.engine.drafts import AfterPrompt, AfterToken, DraftChain, DraftContext, DraftDistributions
 from tabed.engine.events import TreeNode
 from tabed.engine.lookup import NgramLookup
 from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
 from tabed.engine.session import TargetSession
 from tabed.engine.settings import Settings
 from tabed.engine.spec import parse_spec
-from tabed.engine.tree import ROOT, UNSURE, Context, DraftTree, _likeliest_children, _spare, _TreeGrowth, draft_tree
+from tabed.engine.tree import (
+    BRANCH_MIN,
+    ROOT,
+    UNSURE,
+    Context,
+    DraftTree,
+    _graft,
+    _likeliest_children,
+    _spare,
+    _TreeGrowth,
+    draft_tree,
+)
 from tabed.errors import InputError
 from tabed.models.caches import DynamicBackend, StaticBackend
 from tabed.models.chat import Turn, encode
@@ -435,6 +446,35 @@ def test_a_depths_children_are_the_likeliest_across_its_frontier():
     assert [[token for token, _, _ in draws] for draws in everything] == [[3, 4, 5], [7, 6]]
 
 
+def test_a_depths_children_at_their_edges():
+    """A runner-up of exactly `BRANCH_MIN` is drafted; equally likely candidates keep the frontier's order; no
+    room left, no child."""
+    tree = DraftTree()
+    first, _ = tree.add(ROOT, 1, 0.5, 0.5)
+    second, _ = tree.add(ROOT, 2, 0.5, 0.5)
+    dummy = torch.zeros(2, 8), torch.zeros(8), None
+    contexts = [Context(*dummy, ranked=[(3, 0.6), (4, BRANCH_MIN)]), Context(*dummy, ranked=[(7, 0.6)])]
+
+    def tokens(count: int) -> list[list[int]]:
+        return [[t for t, _, _ in draws] for draws in _likeliest_children(tree, [first, second], contexts, count, None)]
+
+    assert tokens(3) == [[3, 4], [7]]
+    assert tokens(1) == [[3], []]  # 3 and 7 tie: the first node's, in frontier order
+    assert tokens(0) == [[], []]
+
+
+def test_a_chain_grafted_onto_a_tree_keeps_its_log_softmax():
+    """A block that forks (a chain, then a tree from its doubt) hands its drafts' log-softmax on with them:
+    the log-loss weight rules read it along the accepted path (`as_draft`)."""
+    rows = [torch.softmax(torch.randn(2, 8), -1) for _ in range(2)]
+    chain = DraftChain([3, 4], rows, [r.mean(0) for r in rows], [r.log() for r in rows])
+    tree = DraftTree()
+    assert _graft(tree, chain, None, GenerationConfig()) == 1
+    path = tree.as_draft([0, 1])
+    assert path.tokens == [3, 4] and all(torch.equal(a, b) for a, b in zip(path.row_log_probs, chain.row_log_probs,
+                                                                             strict=True))
+
+
 def _kept_third_choices(result) -> list:
     """Accepted tree nodes that were at least their parent's third child."""
     return [node for block in result.blocks for index, node in enumerate(block.tree)
@@ -472,6 +512,7 @@ def test_spare_nodes_are_unexpanded_ones_that_could_still_grow():
     assert _spare(tree, [deep], 3, frozenset({0}), 0.02) == [runner_up]
     assert _spare(tree, [], 2, frozenset({0}), 0.02) == [runner_up]  # deep is γ deep already
     assert _spare(tree, [], 3, frozenset(), 0.0) == [runner_up, ended, unlikely, deep]
+    assert _spare(tree, [], 3, frozenset({0}), 0.01) == [runner_up, unlikely, deep]  # at the floor exactly
 
 
 def test_a_frontier_left_short_grows_on_from_a_node_an_earlier_depth_left_unexpanded():
