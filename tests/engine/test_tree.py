@@ -28,6 +28,7 @@ from tabed.engine.tree import (
     UNSURE,
     Context,
     DraftTree,
+    _draws,
     _graft,
     _likeliest_children,
     _spare,
@@ -473,6 +474,24 @@ def test_a_chain_grafted_onto_a_tree_keeps_its_log_softmax():
     path = tree.as_draft([0, 1])
     assert path.tokens == [3, 4] and all(torch.equal(a, b) for a, b in zip(path.row_log_probs, chain.row_log_probs,
                                                                              strict=True))
+    assert tree.probs == pytest.approx(chain.confidences()) and tree.cached == [0, 1]
+    assert tree.contexts[ROOT].draws == [(0, None)]  # greedy: drawn from nothing
+    sampled = DraftTree()
+    _graft(sampled, chain, None, GenerationConfig(temperature=1.0))
+    assert [(node, torch.equal(q, chain.mixed_probs[k])) for k, (node, q) in
+            enumerate(draws for context in sampled.contexts.values() for draws in context.draws)] == [(0, True),
+                                                                                                       (1, True)]
+
+
+def test_a_node_draws_no_child_with_no_room_and_one_with_room_for_one():
+    context = Context(torch.softmax(torch.randn(2, 8), -1), torch.softmax(torch.randn(8), -1), None,
+                      ranked=[(3, 0.6), (4, 0.2)])
+    for config in (GenerationConfig(), GenerationConfig(temperature=1.0)):
+        for policy in ("ensemble", "methods"):
+            if config.temperature == 0 and policy == "ensemble":
+                continue  # chosen a depth at a time (`_likeliest_children`)
+            assert _draws(context, 0, policy, [0, 1], config, torch.Generator().manual_seed(0)) == []
+            assert len(_draws(context, 1, policy, [0, 1], config, torch.Generator().manual_seed(0))) == 1
 
 
 def _kept_third_choices(result) -> list:
