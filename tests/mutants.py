@@ -946,6 +946,18 @@ MUTANTS = (
     Mutant("tvds-weights-explained-as-hedges", "tabed/page/stepper.py", 'if update.rule in ("kld", "tvd"):',
            'if update.rule == "kld":',
            ("tests/page/test_stepper.py::test_each_rules_weights_are_explained_by_its_own_figures",)),
+    Mutant("a-grafted-chain-loses-its-log-softmax", "tabed/engine/tree.py",
+           "chain.row_log_probs[position] if chain.row_log_probs else None)", "None)",
+           ("tests/engine/test_tree.py::test_a_chain_grafted_onto_a_tree_keeps_its_log_softmax",)),
+    Mutant("a-members-chain-at-the-minimum-stops", "tabed/engine/tree.py",
+           "if self.survival[member] >= length.threshold}", "if self.survival[member] > length.threshold}",
+           ("tests/engine/test_members_tree.py::test_a_nodes_score_is_its_calibrated_chance_and_a_chain_at_the_minimum_goes_on",)),
+    Mutant("a-depths-tied-children-go-to-the-last-node", "tabed/engine/tree.py",
+           "candidates.sort(key=lambda candidate: candidate[0], reverse=True)", "candidates.sort(reverse=True)",
+           ("tests/engine/test_tree.py::test_a_depths_children_at_their_edges",)),
+    Mutant("greedy-methods-children-read-across-rows", "tabed/engine/tree.py",
+           "context.row_probs.argmax(-1)[order]", "context.row_probs.argmax(-2)[order]",
+           ("tests/engine/test_tree.py::test_a_greedy_nodes_methods_children_and_an_unsure_node_at_the_line",)),
 )
 
 

@@ -494,6 +494,19 @@ def test_a_node_draws_no_child_with_no_room_and_one_with_room_for_one():
             assert len(_draws(context, 1, policy, [0, 1], config, torch.Generator().manual_seed(0))) == 1
 
 
+def test_a_greedy_nodes_methods_children_and_an_unsure_node_at_the_line():
+    """Greedy "methods": the ensemble's top token, then each method's own in the given order, each once; an
+    "unsure" node whose ensemble top has exactly `UNSURE` is sure enough: one child, a chain there."""
+    rows = torch.full((2, 8), 0.01)
+    rows[0, 5], rows[1, 6], rows[1, 3] = 0.9, 0.8, 0.1
+    mixed = torch.full((8,), 0.01)
+    mixed[3], mixed[5] = 0.6, 0.3
+    context = Context(rows, mixed, None, ranked=[(3, UNSURE), (5, 0.3)])
+    greedy, generator = GenerationConfig(), torch.Generator()
+    assert [t for t, _, _ in _draws(context, 3, "methods", [1, 0], greedy, generator)] == [3, 6, 5]
+    assert [t for t, _, _ in _draws(context, 3, "unsure", [0, 1], greedy, generator)] == [3]
+
+
 def _kept_third_choices(result) -> list:
     """Accepted tree nodes that were at least their parent's third child."""
     return [node for block in result.blocks for index, node in enumerate(block.tree)
