@@ -505,6 +505,20 @@ def test_a_greedy_nodes_methods_children_and_an_unsure_node_at_the_line():
     greedy, generator = GenerationConfig(), torch.Generator()
     assert [t for t, _, _ in _draws(context, 3, "methods", [1, 0], greedy, generator)] == [3, 6, 5]
     assert [t for t, _, _ in _draws(context, 3, "unsure", [0, 1], greedy, generator)] == [3]
+    unsure = Context(rows, mixed, None, ranked=[(3, 0.4), (5, BRANCH_MIN), (6, BRANCH_MIN / 2)])
+    assert [t for t, _, _ in _draws(unsure, 3, "unsure", [0, 1], greedy, generator)] == [3, 5]  # at the line
+
+
+def test_a_sampled_nodes_draws_are_from_the_ensemble_then_each_method_in_order():
+    """Sampling "methods": the first child is drawn from the ensemble, the next from each method's own
+    distribution in the given order, and any more from the ensemble again; "ensemble": all from it."""
+    rows, mixed = torch.softmax(torch.randn(2, 8), -1), torch.softmax(torch.randn(8), -1)
+    context, sampling = Context(rows, mixed, None), GenerationConfig(temperature=1.0)
+    drawn = _draws(context, 4, "methods", [1, 0], sampling, torch.Generator().manual_seed(0))
+    assert all(torch.equal(proposal, wanted) for (_, proposal, _), wanted in
+               zip(drawn, [mixed, rows[1], rows[0], mixed], strict=True))
+    assert [prob for _, _, prob in drawn] == [float(mixed[token]) for token, _, _ in drawn]
+    assert all(q is mixed for _, q, _ in _draws(context, 3, "ensemble", [1, 0], sampling, torch.Generator()))
 
 
 def _kept_third_choices(result) -> list:
@@ -567,6 +581,7 @@ def test_a_frontier_left_short_grows_on_from_a_node_an_earlier_depth_left_unexpa
     assert grower.frontier(born) == [third]
     tree.tokens[born[0]] = 4  # a path that goes on keeps its slot, and the other slot is the spare's
     assert grower.frontier(born) == [born[0], third]
+    assert _TreeGrowth(drafting, tree, 5, 2, "methods").frontier(born) == [born[0]]  # each node's own: no pool
 
 
 def test_a_width_2_tree_grows_on_from_a_choice_its_depth_had_no_room_to_expand(teaching_pair):
