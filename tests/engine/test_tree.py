@@ -563,7 +563,8 @@ def test_spare_nodes_are_unexpanded_ones_that_could_still_grow():
 
 def test_a_frontier_left_short_grows_on_from_a_node_an_earlier_depth_left_unexpanded():
     """Both paths of a width-2 tree end in an end token at depth 2: the next frontier, empty of new nodes,
-    takes the root's third child, drafted but never expanded, so that the tree grows on from it."""
+    takes the root's likeliest children drafted but never expanded (over the minimum, where drafting is
+    adaptive), so that the tree grows on from them."""
     length = DraftLength(20, adaptive=True)
     length.threshold = 0.02  # the third child's chance is above the minimum
     drafting = DraftContext(SimpleNamespace(batch_rows=None), [], torch.tensor([0.5, 0.5]), 2,
@@ -574,11 +575,16 @@ def test_a_frontier_left_short_grows_on_from_a_node_an_earlier_depth_left_unexpa
     first, _ = tree.add(ROOT, 1, 0.6, 0.6)
     second, _ = tree.add(ROOT, 2, 0.3, 0.3)
     third, _ = tree.add(ROOT, 3, 0.05, 0.05)
+    unlikely, _ = tree.add(ROOT, 5, 0.01, 0.01)  # under the minimum
+    fourth, _ = tree.add(ROOT, 6, 0.04, 0.04)
     born = []
     for parent in (first, second):
         tree.contexts[parent] = Context(torch.zeros(2, 8), torch.zeros(8), None)
         born.append(tree.add(parent, 0, 0.9, 0.9)[0])
-    assert grower.frontier(born) == [third]
+    assert grower.frontier(born) == [third, fourth]
+    assert _TreeGrowth(drafting, tree, 5, 3, "ensemble").frontier(born) == [third, fourth]  # a slot left: not 0.01
+    fixed = replace(drafting, length=DraftLength(20, adaptive=False))  # no minimum: the unlikely one too
+    assert _TreeGrowth(fixed, tree, 5, 3, "ensemble").frontier(born) == [third, fourth, unlikely]
     tree.tokens[born[0]] = 4  # a path that goes on keeps its slot, and the other slot is the spare's
     assert grower.frontier(born) == [born[0], third]
     assert _TreeGrowth(drafting, tree, 5, 2, "methods").frontier(born) == [born[0]]  # each node's own: no pool
