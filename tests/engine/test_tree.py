@@ -561,6 +561,20 @@ def test_spare_nodes_are_unexpanded_ones_that_could_still_grow():
     assert _spare(tree, [], 3, frozenset({0}), 0.01) == [runner_up, unlikely, deep]  # at the floor exactly
 
 
+def test_a_pooled_depth_drafts_no_more_nodes_than_the_trees_budget_has_left():
+    """Width 4 ranks 16 children a depth; with two nodes of its budget (4 a position) left, a depth where ten
+    tokens are as likely drafts two."""
+    drafting = DraftContext(SimpleNamespace(batch_rows=None), [], torch.tensor([0.5, 0.5]), 2,
+                            GenerationConfig(tree_width=4), torch.Generator(), AfterToken(0),
+                            DraftLength(2, adaptive=False))
+    grower = _TreeGrowth(drafting, DraftTree(), 2, 4, "ensemble")
+    for token in range(grower.budget - 2):
+        grower.tree.add(ROOT, token, 0.01, 0.01)
+    logits = torch.full((2, 1, 64), -30.0)
+    logits[:, 0, :10] = 0.0  # ten tokens at 0.1 each, every one over BRANCH_MIN
+    assert len(grower.depth([0], logits)) == 2 and len(grower.tree.tokens) == grower.budget
+
+
 def test_a_frontier_left_short_grows_on_from_a_node_an_earlier_depth_left_unexpanded():
     """Both paths of a width-2 tree end in an end token at depth 2: the next frontier, empty of new nodes,
     takes the root's likeliest children drafted but never expanded (over the minimum, where drafting is
