@@ -561,18 +561,30 @@ def test_spare_nodes_are_unexpanded_ones_that_could_still_grow():
     assert _spare(tree, [], 3, frozenset({0}), 0.01) == [runner_up, unlikely, deep]  # at the floor exactly
 
 
-def test_a_pooled_depth_drafts_no_more_nodes_than_the_trees_budget_has_left():
-    """Width 4 ranks 16 children a depth; with two nodes of its budget (4 a position) left, a depth where ten
-    tokens are as likely drafts two."""
+@pytest.mark.parametrize("policy", ["ensemble", "unsure"])
+def test_a_depth_drafts_no_more_nodes_than_the_trees_budget_has_left(policy):
+    """Width 4 (pooled "ensemble" ranks 16 children a depth, "unsure" 4 a node); with two nodes of its budget
+    (4 a position) left, a depth where ten tokens are as likely drafts two."""
     drafting = DraftContext(SimpleNamespace(batch_rows=None), [], torch.tensor([0.5, 0.5]), 2,
                             GenerationConfig(tree_width=4), torch.Generator(), AfterToken(0),
                             DraftLength(2, adaptive=False))
-    grower = _TreeGrowth(drafting, DraftTree(), 2, 4, "ensemble")
+    grower = _TreeGrowth(drafting, DraftTree(), 2, 4, policy)
     for token in range(grower.budget - 2):
         grower.tree.add(ROOT, token, 0.01, 0.01)
     logits = torch.full((2, 1, 64), -30.0)
     logits[:, 0, :10] = 0.0  # ten tokens at 0.1 each, every one over BRANCH_MIN
     assert len(grower.depth([0], logits)) == 2 and len(grower.tree.tokens) == grower.budget
+
+
+def test_a_token_drawn_twice_is_one_new_node():
+    """Sampling, two draws of a node sure of its token name the same child, which the next frontier holds once."""
+    drafting = DraftContext(SimpleNamespace(batch_rows=None), [], torch.tensor([0.5, 0.5]), 2,
+                            GenerationConfig(temperature=1.0, tree_width=2), torch.Generator(), AfterToken(0),
+                            DraftLength(4, adaptive=False))
+    grower = _TreeGrowth(drafting, DraftTree(), 4, 2, "ensemble")
+    logits = torch.full((2, 1, 8), -30.0)
+    logits[:, 0, 3] = 30.0
+    assert grower.depth([ROOT], logits) == [0] and len(grower.tree.contexts[ROOT].draws) == 2
 
 
 def test_a_frontier_left_short_grows_on_from_a_node_an_earlier_depth_left_unexpanded():
