@@ -576,6 +576,18 @@ def test_a_depth_drafts_no_more_nodes_than_the_trees_budget_has_left(policy):
     assert len(grower.depth([0], logits)) == 2 and len(grower.tree.tokens) == grower.budget
 
 
+def test_a_methods_tree_draws_from_the_heavier_method_first():
+    """Sampling "methods": after the ensemble's draw, each method's own, the heaviest first."""
+    drafting = DraftContext(SimpleNamespace(batch_rows=None), [], torch.tensor([0.2, 0.8]), 2,
+                            GenerationConfig(temperature=1.0, tree_width=3), torch.Generator(), AfterToken(0),
+                            DraftLength(4, adaptive=False))
+    grower = _TreeGrowth(drafting, DraftTree(), 4, 3, "methods")
+    grower.depth([ROOT], torch.randn(2, 1, 8, generator=torch.Generator().manual_seed(0)))
+    context = grower.tree.contexts[ROOT]
+    proposals = [q for _, q in context.draws]
+    assert torch.equal(proposals[1], context.row_probs[1]) and torch.equal(proposals[2], context.row_probs[0])
+
+
 def test_a_token_drawn_twice_is_one_new_node():
     """Sampling, two draws of a node sure of its token name the same child, which the next frontier holds once."""
     drafting = DraftContext(SimpleNamespace(batch_rows=None), [], torch.tensor([0.5, 0.5]), 2,
