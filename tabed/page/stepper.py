@@ -219,8 +219,9 @@ def _closest(update: WeightUpdate, methods: list[str]) -> str:
         k for k in tied if k == update.winner or max(candidates[k].weights) == 1.0
         or all(abs(w - e) < 1e-3 for w, e in zip(candidates[k].weights, even, strict=True))]
     kls = [candidates[k].kl for k in shown]
-    apart = len({round(kl, 6) for kl in kls})  # as many decimals as tell the figures apart, six at most (they
-    digits = next(d for d in range(2, 7) if len({round(kl, d) for kl in kls}) == apart)  # read "0.16, 0.16" with two)
+    # as many decimals as tell the figures apart, six at most (they read "0.16, 0.16, 0.16" with two)
+    apart = len({round(kl, 6) for kl in kls})
+    digits = next(d for d in range(2, 7) if len({round(kl, d) for kl in kls}) == apart)
     said = ", ".join(f"{_weighting(candidates[k].weights, methods)} {candidates[k].kl:.{digits}f}"
                      for k in sorted(shown, key=lambda k: candidates[k].kl))
     left = len(tied) - len(shown)
