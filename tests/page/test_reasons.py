@@ -262,7 +262,7 @@ def test_where_the_weights_sat_needs_two_methods():
 
 def test_the_questions_words_the_answer_lacks():
     """Beside the commonest words and those of two letters, plurals as one word, any case: [] when the answer
-    holds one of the question's words or the question has none, else the question's words in order."""
+    holds one of the question's words or the question has none, else the question's words, sorted."""
     assert unasked("What colour are the Shapes?", "a red shape") == []
     assert unasked("What colour are the shapes?", "It is red.") == ["colour", "shape"]
     assert unasked("Is it ok?", "no") == []  # "ok" is too short, "is" and "it" too common
