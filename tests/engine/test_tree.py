@@ -478,9 +478,9 @@ def test_a_chain_grafted_onto_a_tree_keeps_its_log_softmax():
     assert tree.contexts[ROOT].draws == [(0, None)]  # greedy: drawn from nothing
     sampled = DraftTree()
     _graft(sampled, chain, None, GenerationConfig(temperature=1.0))
-    assert [(node, torch.equal(q, chain.mixed_probs[k])) for k, (node, q) in
-            enumerate(draws for context in sampled.contexts.values() for draws in context.draws)] == [(0, True),
-                                                                                                       (1, True)]
+    draws = [draw for context in sampled.contexts.values() for draw in context.draws]
+    assert [node for node, _ in draws] == [0, 1]  # sampling: each drawn from the ensemble it was drafted from
+    assert all(torch.equal(q, mixed) for (_, q), mixed in zip(draws, chain.mixed_probs, strict=True))
 
 
 def test_a_node_draws_no_child_with_no_room_and_one_with_room_for_one():
@@ -561,13 +561,18 @@ def test_spare_nodes_are_unexpanded_ones_that_could_still_grow():
     assert _spare(tree, [], 3, frozenset({0}), 0.01) == [runner_up, unlikely, deep]  # at the floor exactly
 
 
+def hand_drafting(config: GenerationConfig, length: DraftLength, weights: list[float] = (0.5, 0.5),
+                  ends: frozenset[int] = frozenset()) -> DraftContext:
+    """A drafting context for growing a tree by hand: no drafter, each depth's logits are given."""
+    return DraftContext(SimpleNamespace(batch_rows=None), [], torch.tensor(weights), len(weights), config,
+                        torch.Generator(), AfterToken(0), length, ends=ends)
+
+
 @pytest.mark.parametrize("policy", ["ensemble", "unsure"])
 def test_a_depth_drafts_no_more_nodes_than_the_trees_budget_has_left(policy):
     """Width 4 (pooled "ensemble" ranks 16 children a depth, "unsure" 4 a node); with two nodes of its budget
     (4 a position) left, a depth where ten tokens are as likely drafts two."""
-    drafting = DraftContext(SimpleNamespace(batch_rows=None), [], torch.tensor([0.5, 0.5]), 2,
-                            GenerationConfig(tree_width=4), torch.Generator(), AfterToken(0),
-                            DraftLength(2, adaptive=False))
+    drafting = hand_drafting(GenerationConfig(tree_width=4), DraftLength(2, adaptive=False))
     grower = _TreeGrowth(drafting, DraftTree(), 2, 4, policy)
     for token in range(grower.budget - 2):
         grower.tree.add(ROOT, token, 0.01, 0.01)
@@ -578,9 +583,8 @@ def test_a_depth_drafts_no_more_nodes_than_the_trees_budget_has_left(policy):
 
 def test_a_methods_tree_draws_from_the_heavier_method_first():
     """Sampling "methods": after the ensemble's draw, each method's own, the heaviest first."""
-    drafting = DraftContext(SimpleNamespace(batch_rows=None), [], torch.tensor([0.2, 0.8]), 2,
-                            GenerationConfig(temperature=1.0, tree_width=3), torch.Generator(), AfterToken(0),
-                            DraftLength(4, adaptive=False))
+    drafting = hand_drafting(GenerationConfig(temperature=1.0, tree_width=3), DraftLength(4, adaptive=False),
+                             weights=[0.2, 0.8])
     grower = _TreeGrowth(drafting, DraftTree(), 4, 3, "methods")
     grower.depth([ROOT], torch.randn(2, 1, 8, generator=torch.Generator().manual_seed(0)))
     context = grower.tree.contexts[ROOT]
@@ -590,9 +594,7 @@ def test_a_methods_tree_draws_from_the_heavier_method_first():
 
 def test_a_token_drawn_twice_is_one_new_node():
     """Sampling, two draws of a node sure of its token name the same child, which the next frontier holds once."""
-    drafting = DraftContext(SimpleNamespace(batch_rows=None), [], torch.tensor([0.5, 0.5]), 2,
-                            GenerationConfig(temperature=1.0, tree_width=2), torch.Generator(), AfterToken(0),
-                            DraftLength(4, adaptive=False))
+    drafting = hand_drafting(GenerationConfig(temperature=1.0, tree_width=2), DraftLength(4, adaptive=False))
     grower = _TreeGrowth(drafting, DraftTree(), 4, 2, "ensemble")
     logits = torch.full((2, 1, 8), -30.0)
     logits[:, 0, 3] = 30.0
@@ -605,9 +607,7 @@ def test_a_frontier_left_short_grows_on_from_a_node_an_earlier_depth_left_unexpa
     adaptive), so that the tree grows on from them."""
     length = DraftLength(20, adaptive=True)
     length.threshold = 0.02  # the third child's chance is above the minimum
-    drafting = DraftContext(SimpleNamespace(batch_rows=None), [], torch.tensor([0.5, 0.5]), 2,
-                            GenerationConfig(tree_width=2), torch.Generator(), AfterToken(0), length,
-                            ends=frozenset({0}))
+    drafting = hand_drafting(GenerationConfig(tree_width=2), length, ends=frozenset({0}))
     grower = _TreeGrowth(drafting, DraftTree(), 5, 2, "ensemble")
     tree = grower.tree
     first, _ = tree.add(ROOT, 1, 0.6, 0.6)

@@ -250,6 +250,7 @@ def test_where_the_weights_sat_needs_two_methods():
     assert where_weights_sat([]) == ""
     assert where_weights_sat([replace(block([1], 1, 2, {"M": [1]}), weights={"M": 1.0})]) == ""  # M alone
     assert where_weights_sat([block([1], 1, 2, {"M": [1], "T": [1]})]) == ": on average M 0.50 · T 0.50"
+
     def weighed(*weights: dict[str, float]) -> list[BlockEvent]:
         return [replace(block([1], 1, 2, {m: [1] for m in w}), weights=w) for w in weights]
 

@@ -99,12 +99,11 @@ class _Rows(HTMLParser):
 def test_every_row_of_the_steppers_table_is_as_wide_as_its_header(loose_pair, image, settings):
     """The verified positions, the discarded drafts after a rejection, the reasons under them and the target's
     own token: each row spans the header's columns (#, draft, a column per method, mix, target, verdict)."""
-    pair = loose_pair
-    blocks = run(pair, image, **settings).blocks
+    blocks = run(loose_pair, image, **settings).blocks
     assert any(len(block.draft) > block.accepted + 1 for block in blocks)  # a block with discarded drafts
     for index, block in enumerate(blocks):
         rows = _Rows()
-        rows.feed(step_html(pair.tokenizer, blocks, index))
+        rows.feed(step_html(loose_pair.tokenizer, blocks, index))
         methods = len(block.positions[0].methods) if block.positions else 0  # none drafted: no method's column
         assert rows.rows == [2 + methods + 3] * len(rows.rows)
 
