@@ -958,6 +958,13 @@ MUTANTS = (
     Mutant("greedy-methods-children-read-across-rows", "tabed/engine/tree.py",
            "context.row_probs.argmax(-1)[order]", "context.row_probs.argmax(-2)[order]",
            ("tests/engine/test_tree.py::test_a_greedy_nodes_methods_children_and_an_unsure_node_at_the_line",)),
+    Mutant("a-tree-nodes-target-probability-from-the-row-before", "tabed/engine/tree.py",
+           "target = probs[rows + 1, tokens]", "target = probs[rows - 1, tokens]",
+           ("tests/engine/test_tree.py::test_a_verified_trees_nodes_say_who_proposed_them_what_was_kept_and_both_probabilities",)),
+    Mutant("a-tree-verified-without-the-runs-top-p", "tabed/engine/tree.py",
+           "probs = logits_to_probs(logits, config.temperature, config.top_p)  # row 1 + n",
+           "probs = logits_to_probs(logits, config.temperature)  # row 1 + n",
+           ("tests/engine/test_lossless.py::test_a_tree_is_verified_against_the_targets_distribution_at_the_runs_temperature_and_top_p",)),
 )
 
 

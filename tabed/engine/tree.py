@@ -441,9 +441,9 @@ class TreeVerifier:
                        nodes=self._nodes(tree, set(path), probs), tried=choices.tried, residual=choices.residual)
 
     def _nodes(self, tree: DraftTree, kept: set[int], probs: torch.Tensor) -> list[TreeNode]:
-        parents = list(tree.contexts)  # every method's top-1 after each parent, read back at once
+        parents = list(tree.contexts)  # every method's top-1 after each parent (the root at least), read back at once
         top1 = dict(zip(parents, torch.stack([tree.contexts[n].row_probs for n in parents]).argmax(-1).tolist(),
-                        strict=True)) if parents else {}
+                        strict=True))
         rows, tokens = (torch.tensor(values, device=probs.device) for values in (tree.parents, tree.tokens))
         target = probs[rows + 1, tokens].tolist()  # each node's probability under the target, after its parent
         guessing = [(k, m) for k, m in enumerate(self.methods) if k not in tree.resting_rows]

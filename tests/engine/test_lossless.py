@@ -10,7 +10,7 @@ from conftest import SIZE, SPECS, conversations, make_pair, perturbed, random_ll
 from tabed.engine.chain import ChainVerifier
 from tabed.engine.config import GenerationConfig
 from tabed.engine.draft_length import parse_gamma
-from tabed.engine.drafts import AfterToken, DraftChain, DraftDistributions
+from tabed.engine.drafts import ROOT, AfterToken, DraftChain, DraftDistributions
 from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
 from tabed.engine.sampling import (
     choose_token,
@@ -21,6 +21,7 @@ from tabed.engine.sampling import (
     verify_sampling,
 )
 from tabed.engine.spec import parse_spec
+from tabed.engine.tree import Context, DraftTree, TreeVerifier
 from tabed.models.chat import Turn
 
 
@@ -304,6 +305,19 @@ def test_a_chain_is_verified_against_the_targets_distribution_at_the_runs_temper
     verdict = ChainVerifier(AfterToken(4)).verify(target, draft, config, torch.Generator().manual_seed(0))
     torch.testing.assert_close(verdict.target_probs, logits_to_probs(target.logits, temperature, top_p))
     assert verdict.draws == []  # not inspecting
+
+
+@pytest.mark.parametrize("temperature, top_p", RUN_SETTINGS)
+def test_a_tree_is_verified_against_the_targets_distribution_at_the_runs_temperature_and_top_p(temperature, top_p):
+    """The same for a tree (here one path of two nodes, which the target scores as a plain sequence)."""
+    tree, even = DraftTree(), torch.full((4,), 0.25)
+    for parent, token in ((ROOT, 0), (0, 1)):
+        node, _ = tree.add(parent, token, 0.25, 0.25)
+        tree.contexts[parent] = Context(torch.full((2, 4), 0.25), even, None, draws=[(node, even)])
+    config = GenerationConfig(temperature=temperature, top_p=top_p)
+    target = _FixedTarget(torch.softmax(LOGITS, -1))
+    verdict = TreeVerifier(("M", "T"), AfterToken(4)).verify(target, tree, config, torch.Generator().manual_seed(0))
+    torch.testing.assert_close(verdict.target_probs, logits_to_probs(target.logits, temperature, top_p))
 
 
 @pytest.mark.parametrize("temperature, top_p", RUN_SETTINGS)

@@ -2,7 +2,7 @@
 the accepted path, and decoding with trees stays lossless (greedy here; sampling in test_lossless)."""
 
 import copy
-from dataclasses import replace
+from dataclasses import astuple, replace
 from types import SimpleNamespace
 
 import pytest
@@ -28,6 +28,7 @@ from tabed.engine.tree import (
     UNSURE,
     Context,
     DraftTree,
+    TreeVerifier,
     _draws,
     _graft,
     _likeliest_children,
@@ -590,6 +591,37 @@ def test_a_methods_tree_draws_from_the_heavier_method_first():
     context = grower.tree.contexts[ROOT]
     proposals = [q for _, q in context.draws]
     assert torch.equal(proposals[1], context.row_probs[1]) and torch.equal(proposals[2], context.row_probs[0])
+
+
+@pytest.mark.parametrize("temperature, policy, ranked", [(0.0, "ensemble", 9), (0.0, "unsure", 3),
+                                                        (0.0, "methods", 0), (1.0, "ensemble", 0),
+                                                        (1.0, "unsure", 0), (1.0, "methods", 0)])
+def test_a_nodes_top_tokens_are_ranked_only_where_its_children_are_chosen_from_them(temperature, policy, ranked):
+    """Width 3: greedy "ensemble" ranks width² tokens a node (the depth's pool), greedy "unsure" width; the
+    others draw or take each method's top-1 and rank none (a top-k read back is a wait for a GPU)."""
+    drafting = hand_drafting(GenerationConfig(temperature=temperature, tree_width=3), DraftLength(4, adaptive=False))
+    grower = _TreeGrowth(drafting, DraftTree(), 4, 3, policy)
+    grower.depth([ROOT], torch.randn(2, 1, 16, generator=torch.Generator().manual_seed(0)))
+    assert len(grower.tree.contexts[ROOT].ranked) == ranked
+
+
+def test_a_verified_trees_nodes_say_who_proposed_them_what_was_kept_and_both_probabilities():
+    """Root → 1 (M's top-1) and 2 (T's), and 1 → 3 (M's; T's is 0). The target (greedy) keeps 1 then 3: each node
+    reads its target probability from the row after its parent, its draft probability from the tree."""
+    tree, target = DraftTree(), torch.tensor([[0.1, 0.5, 0.3, 0.1], [0.2, 0.1, 0.1, 0.6],
+                                              [0.7, 0.1, 0.1, 0.1], [0.4, 0.3, 0.2, 0.1]])
+    rows = {ROOT: [[0.1, 0.6, 0.2, 0.1], [0.1, 0.2, 0.6, 0.1]], 0: [[0.1, 0.1, 0.1, 0.7], [0.7, 0.1, 0.1, 0.1]]}
+    for parent, token, prob in ((ROOT, 1, 0.4), (ROOT, 2, 0.4), (0, 3, 0.45)):
+        node, _ = tree.add(parent, token, prob, prob)
+        context = tree.contexts.setdefault(parent, Context(torch.tensor(rows[parent]), torch.full((4,), 0.25), None))
+        context.draws.append((node, None))
+    session = SimpleNamespace(forward=lambda tokens, layout=None: target.log())
+    verdict = TreeVerifier(("M", "T"), AfterToken(9)).verify(session, tree, GenerationConfig(), torch.Generator())
+    assert (verdict.accepted, verdict.target_token) == (2, 0)
+    assert [astuple(node)[:4] for node in verdict.nodes] == [(1, ROOT, "M", True), (2, ROOT, "T", False),
+                                                             (3, 0, "M", True)]
+    assert [node.draft_prob for node in verdict.nodes] == pytest.approx([0.4, 0.4, 0.45])
+    assert [node.target_prob for node in verdict.nodes] == pytest.approx([0.5, 0.3, 0.6])
 
 
 def test_a_token_drawn_twice_is_one_new_node():
