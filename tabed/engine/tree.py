@@ -150,7 +150,7 @@ class DraftTree:
                      stop=self.stop)
 
 
-def draft_tree(drafting: DraftContext, gamma: int, width: int, policy: str = "ensemble",
+def draft_tree(drafting: DraftContext, gamma: int, width: int, policy: str,
                chain: DraftChain | None = None) -> DraftTree:
     """A tree at most γ deep: one drafter forward per depth, over that depth's frontier (the nodes most
     likely to be accepted, by the draft length's calibration; greedy "ensemble" trees fill the slots a

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from conftest import SIZE, SPECS, conversations, make_pair, sharpen
+from conftest import SIZE, SPECS, conversations, make_pair, random_llava, sharpen
 from tabed.bench.rows import row_settings
 from tabed.bench.suite import case_turns, default_suite, load_suite
 from tabed.engine.chain import draft_block
@@ -72,7 +72,7 @@ def small_tree() -> DraftTree:
 # methods hedge, the likeliest children across a depth, spare nodes, the third choice on the loose pair),
 # and `tests/mutants.py` holds a fault of each that those tests catch.
 HEDGED_CASE = "image-01"
-FORKING_CASE = "image-01"
+FORKING_CASE = "image-05"
 SURE_CASE = ("image-04", 8)
 THIRD_CHOICE_CASE = "image-03"
 SPARE_CASE = "odd-09"
@@ -296,33 +296,40 @@ def test_only_tabeds_first_block_with_a_picture_hedges_and_the_answers_stay_the_
     assert forked == (1 if drafting.tabed else 0)
 
 
-@pytest.mark.parametrize("source", ["loose-pair", "teaching-pair"])
+@pytest.mark.parametrize("source", ["sure-drafter", "teaching-pair"])
 @pytest.mark.parametrize("temperature", [0.0, 1.0], ids=["greedy", "sampling"])
 def test_an_unsure_tree_grown_on_from_its_chain_is_the_tree_drafted_whole(request, image, temperature, source):
     """An "unsure" tree is a chain while the ensemble is sure: it is drafted as one (less work per step)
     up to the first doubt, and grows on from there as a tree. Node for node, draw for draw (the same
     generator), that is the tree drafted whole, which is what the verification's exactness rests on.
-    First on the loose tiny pair's picture question, then (a second check) on a case of the teaching suite."""
-    if source == "loose-pair":
-        chosen, turns = request.getfixturevalue("loose_pair"), conversations(image)["image-first-turn"]
+    First with a tiny drafter sure of itself on a picture's follow-up, M weighed 0.75 (the tiny pairs' own
+    drafters doubt their first token: nothing to graft), then (a second check) on a case of the teaching suite."""
+    if source == "sure-drafter":
+        sure = sharpen(random_llava(SIZE, request.getfixturevalue("tokenizer"), seed=4), std=0.5, seed=4)
+        chosen = make_pair(request.getfixturevalue("target"), sure, request.getfixturevalue("processor"))
+        turns, weights = conversations(image)["image-second-turn"], torch.tensor([0.75, 0.25])
     else:
         chosen, turns = request.getfixturevalue("teaching_pair"), teaching_turns(FORKING_CASE)
+        weights = torch.tensor([0.5, 0.5])
     prompt = encode(chosen.drafter_processor, turns, CPU, torch.float32)
     config = GenerationConfig(temperature=temperature, tree_width=2, tree_policy="unsure")
-    weights, banned = torch.tensor([0.5, 0.5]), image_token_id(chosen.target)
-    drafts = []
+    banned = image_token_id(chosen.target)
+    drafts, grafted = [], 0
     for grow_on in (False, True):
         rows = build_rows(chosen.drafter, chosen.drafter_processor.tokenizer, prompt, ("M", "T"))
         drafter = BatchedDrafter(chosen.drafter, rows, chosen.backend("drafter", 2))
         # a low minimum, so that the chain goes on to the case's first doubt and the tree grows on from it
         generator, length = torch.Generator().manual_seed(3), DraftLength(20, adaptive=True, first_min_survival=0.02)
+        length.judged, length.accepted = [10] * 12, [9] * 12  # as if learned: a node's chance is not its probability
         first = AfterPrompt(prompt, drafter.prefill(), banned)
         drafting = DraftContext(drafter, [], weights, 2, config, generator, first, length, banned=banned,
                                 ends=frozenset(chosen.eos_token_ids))
         chain = draft_block(drafting, 20, fork_below=UNSURE) if grow_on else None
+        grafted += len(chain.tokens) if chain is not None else 0
         drafts.append(chain if chain is not None and chain.stop != "fork" else
                       draft_tree(drafting, 20, 2, policy="unsure", chain=chain))
     whole, grown = drafts
+    assert grafted > 0  # the chain drafted before it forked (or stopped): the grafting is tested
     if isinstance(grown, DraftTree):
         assert (grown.tokens, grown.parents, grown.cached, grown.stop) == (whole.tokens, whole.parents, whole.cached,
                                                                        whole.stop)
@@ -622,6 +629,21 @@ def test_a_verified_trees_nodes_say_who_proposed_them_what_was_kept_and_both_pro
                                                              (3, 0, "M", True)]
     assert [node.draft_prob for node in verdict.nodes] == pytest.approx([0.4, 0.4, 0.45])
     assert [node.target_prob for node in verdict.nodes] == pytest.approx([0.5, 0.3, 0.6])
+
+
+def test_a_resting_method_proposes_none_of_a_trees_nodes():
+    """T rests (the drafter has M's row only, T's left at zero, where an argmax reads token 0): the tree
+    drafted names it resting, and its node of token 0, M's top-1, is M's alone."""
+    logits = torch.full((1, 8), -5.0)
+    logits[0, 0] = 3.0
+    drafter = SimpleNamespace(batch_rows=[0], resting_rows=[1], step=lambda pending: logits)
+    drafting = DraftContext(drafter, [], torch.tensor([1.0, 0.0]), 2, GenerationConfig(tree_width=2),
+                            torch.Generator(), AfterToken(0), DraftLength(1, adaptive=False))
+    tree = draft_tree(drafting, 1, 2, "ensemble")
+    assert tree.tokens == [0] and tree.resting_rows == [1]
+    target = SimpleNamespace(forward=lambda tokens, layout=None: torch.zeros(len(tokens), 8))
+    verdict = TreeVerifier(("M", "T"), AfterToken(0)).verify(target, tree, GenerationConfig(), torch.Generator())
+    assert [node.proposer for node in verdict.nodes] == ["M"]
 
 
 def test_a_token_drawn_twice_is_one_new_node():
