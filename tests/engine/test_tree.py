@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from conftest import SIZE, SPECS, conversations, make_pair, random_llava, sharpen
+from conftest import SIZE, SPECS, conversations, make_pair, sharpen
 from tabed.bench.rows import row_settings
 from tabed.bench.suite import case_turns, default_suite, load_suite
 from tabed.engine.chain import draft_block
