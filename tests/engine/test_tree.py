@@ -16,7 +16,7 @@ from tabed.engine.config import GenerationConfig
 from tabed.engine.draft_length import DraftLength
 from tabed.engine.drafter import BatchedDrafter, build_rows, image_token_id
 from tabed.engine.drafts import AfterPrompt, AfterToken, DraftChain, DraftContext, DraftDistributions
-from tabed.engine.events import TreeNode
+from tabed.engine.events import StopReason, TreeNode
 from tabed.engine.lookup import NgramLookup
 from tabed.engine.loop import autoregressive_generate, collect, speculative_generate
 from tabed.engine.session import TargetSession
@@ -24,6 +24,7 @@ from tabed.engine.settings import Settings
 from tabed.engine.spec import parse_spec
 from tabed.engine.tree import (
     BRANCH_MIN,
+    NODE_BUDGET,
     ROOT,
     UNSURE,
     Context,
@@ -644,6 +645,20 @@ def test_a_resting_method_proposes_none_of_a_trees_nodes():
     target = SimpleNamespace(forward=lambda tokens, layout=None: torch.zeros(len(tokens), 8))
     verdict = TreeVerifier(("M", "T"), AfterToken(0)).verify(target, tree, GenerationConfig(), torch.Generator())
     assert [node.proposer for node in verdict.nodes] == ["M"]
+
+
+@pytest.mark.parametrize("gamma, adaptive, stop", [(1, False, StopReason.FIXED), (1, True, StopReason.CAP),
+                                                   (2, False, StopReason.NODES)])
+def test_a_tree_that_fills_its_node_budget_stops_for_nodes_only_before_its_last_depth(gamma, adaptive, stop):
+    """Width 4, ten tokens as likely: the first depth takes as many as the budget (4 a position) allows. At
+    γ = 1 that is the tree's cap, which is why it stopped; at γ = 2 the budget stopped it a depth early."""
+    logits = torch.full((2, 16), -30.0)
+    logits[:, :10] = 0.0
+    drafter = SimpleNamespace(batch_rows=None, resting_rows=[], step=lambda pending: logits)
+    drafting = DraftContext(drafter, [], torch.tensor([0.5, 0.5]), 2, GenerationConfig(tree_width=4),
+                            torch.Generator(), AfterToken(0), DraftLength(gamma, adaptive=adaptive, min_survival=0.0))
+    tree = draft_tree(drafting, gamma, 4, "ensemble")
+    assert (len(tree.tokens), tree.stop) == (NODE_BUDGET * gamma, stop)
 
 
 def test_a_token_drawn_twice_is_one_new_node():
