@@ -661,6 +661,18 @@ def test_a_tree_that_fills_its_node_budget_stops_for_nodes_only_before_its_last_
     assert (len(tree.tokens), tree.stop) == (NODE_BUDGET * gamma, stop)
 
 
+def test_a_tree_whose_every_newest_node_is_an_end_token_stops_there():
+    """γ = 2, the drafter sure of token 5, an end token: nothing after it could be emitted, so the tree is
+    that one node and says why it stopped."""
+    logits = torch.full((2, 16), -30.0)
+    logits[:, 5] = 0.0
+    drafter = SimpleNamespace(batch_rows=None, resting_rows=[], step=lambda pending: logits)
+    drafting = DraftContext(drafter, [], torch.tensor([0.5, 0.5]), 2, GenerationConfig(tree_width=2),
+                            torch.Generator(), AfterToken(0), DraftLength(2, adaptive=False), ends=frozenset({5}))
+    tree = draft_tree(drafting, 2, 2, "ensemble")
+    assert (tree.tokens, tree.stop) == ([5], StopReason.EOS)
+
+
 def test_a_token_drawn_twice_is_one_new_node():
     """Sampling, two draws of a node sure of its token name the same child, which the next frontier holds once."""
     drafting = hand_drafting(GenerationConfig(temperature=1.0, tree_width=2), DraftLength(4, adaptive=False))
