@@ -30,6 +30,7 @@ from tabed.engine.tree import (
     Context,
     DraftTree,
     TreeVerifier,
+    _contexts,
     _draws,
     _graft,
     _likeliest_children,
@@ -671,6 +672,25 @@ def test_a_tree_whose_every_newest_node_is_an_end_token_stops_there():
                             torch.Generator(), AfterToken(0), DraftLength(2, adaptive=False), ends=frozenset({5}))
     tree = draft_tree(drafting, 2, 2, "ensemble")
     assert (tree.tokens, tree.stop) == ([5], StopReason.EOS)
+
+
+@pytest.mark.parametrize("lookup", [None, NgramLookup([1, 2, 3, 1, 4], [])], ids=["rows", "N"])
+def test_each_frontier_nodes_context_is_its_own_column_and_path(lookup):
+    """A depth's frontier is scored at once, its logits a column per node: each node's context holds its
+    column's distributions, log-softmax and top tokens, and N's guess looked up after the node's own path
+    (after 1 it says 4, its latest match; after 3 it says 1)."""
+    tree = DraftTree()
+    for parent, token in ((ROOT, 1), (ROOT, 3)):
+        tree.add(parent, token, 0.5, 0.5)
+    methods = 2 + (lookup is not None)
+    distributions = DraftDistributions(methods, torch.full((methods,), 1 / methods), GenerationConfig(), True, lookup)
+    logits = torch.randn(2, 2, 6, generator=torch.Generator().manual_seed(0))
+    contexts = _contexts(distributions, logits, tree, [0, 1], 2)
+    for column, (node, context) in enumerate(zip([0, 1], contexts, strict=True)):
+        rows, mixed, log_q = distributions(logits[:, column], [tree.tokens[node]])
+        torch.testing.assert_close((context.row_probs, context.mixed, context.log_probs), (rows, mixed, log_q))
+        top = mixed.topk(2)
+        assert context.ranked == list(zip(top.indices.tolist(), top.values.tolist(), strict=True))
 
 
 def test_a_token_drawn_twice_is_one_new_node():
