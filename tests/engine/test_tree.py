@@ -125,6 +125,7 @@ def test_a_layout_shows_each_node_its_ancestors_and_is_none_for_a_plain_sequence
     assert tree.layout(PATH, PATH, shift=-1) is None  # one path, leaves off it not in the cache
     assert tree.layout([ROOT] + PATH, [ROOT] + PATH, shift=0) is None
     assert tree.layout([5], [0, 2, 5], shift=-1) is None
+    assert tree.layout([0, 5], [ROOT, 0, 5], shift=0) is None  # 2 left out: still each entry an ancestor of the next
     siblings = tree.layout([2, 3], [0, 2, 3], shift=-1)
     assert siblings.visible.tolist() == [[True, True, False], [True, False, True]]
     assert siblings.offsets.tolist() == [1, 1]
