@@ -132,6 +132,8 @@ def test_the_random_choices_accept_with_chance_min_1_p_over_q():
     for p_x, q_x in ((0.2, 0.8), (0.6, 0.3), (0.45, 0.5)):
         rate = sum(choices.accepts(torch.tensor(p_x), torch.tensor(q_x)) for _ in range(trials)) / trials
         assert rate == pytest.approx(min(1.0, p_x / q_x), abs=0.015)  # ~4 standard errors at 20k trials
+    choices.sample(torch.tensor([0.5, 0.5]))
+    assert choices.tried == [] and choices.residual is None  # not asked to record: 60k tests kept nothing
 
 
 def test_a_draw_of_exactly_zero_never_accepts_a_token_the_target_cannot_emit(monkeypatch):
