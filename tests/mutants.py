@@ -965,6 +965,12 @@ MUTANTS = (
            "probs = logits_to_probs(logits, config.temperature, config.top_p)  # row 1 + n",
            "probs = logits_to_probs(logits, config.temperature)  # row 1 + n",
            ("tests/engine/test_lossless.py::test_a_tree_is_verified_against_the_targets_distribution_at_the_runs_temperature_and_top_p",)),
+    Mutant("a-tree-ended-by-end-tokens-gives-no-reason", "tabed/engine/tree.py", "tree.stop = StopReason.EOS",
+           "tree.stop = None",
+           ("tests/engine/test_tree.py::test_a_tree_whose_every_newest_node_is_an_end_token_stops_there",)),
+    Mutant("a-trees-resting-method-proposes-its-nodes", "tabed/engine/tree.py",
+           "resting_rows=list(drafting.drafter.resting_rows))", "resting_rows=[])",
+           ("tests/engine/test_tree.py::test_a_resting_method_proposes_none_of_a_trees_nodes",)),
 )
 
 
