@@ -317,7 +317,7 @@ def test_an_unsure_tree_grown_on_from_its_chain_is_the_tree_drafted_whole(reques
     prompt = encode(chosen.drafter_processor, turns, CPU, torch.float32)
     config = GenerationConfig(temperature=temperature, tree_width=2, tree_policy="unsure")
     banned = image_token_id(chosen.target)
-    drafts, grafted = [], 0
+    drafts = []
     for grow_on in (False, True):
         rows = build_rows(chosen.drafter, chosen.drafter_processor.tokenizer, prompt, ("M", "T"))
         drafter = BatchedDrafter(chosen.drafter, rows, chosen.backend("drafter", 2))
@@ -328,11 +328,10 @@ def test_an_unsure_tree_grown_on_from_its_chain_is_the_tree_drafted_whole(reques
         drafting = DraftContext(drafter, [], weights, 2, config, generator, first, length, banned=banned,
                                 ends=frozenset(chosen.eos_token_ids))
         chain = draft_block(drafting, 20, fork_below=UNSURE) if grow_on else None
-        grafted += len(chain.tokens) if chain is not None else 0
         drafts.append(chain if chain is not None and chain.stop != "fork" else
                       draft_tree(drafting, 20, 2, policy="unsure", chain=chain))
     whole, grown = drafts
-    assert grafted > 0  # the chain drafted before it forked (or stopped): the grafting is tested
+    assert chain.tokens  # the chain drafted before it forked (or stopped): the grafting is tested
     if isinstance(grown, DraftTree):
         assert (grown.tokens, grown.parents, grown.cached, grown.stop) == (whole.tokens, whole.parents, whole.cached,
                                                                        whole.stop)
@@ -573,10 +572,15 @@ def test_spare_nodes_are_unexpanded_ones_that_could_still_grow():
 
 
 def hand_drafting(config: GenerationConfig, length: DraftLength, weights: list[float] = (0.5, 0.5),
-                  ends: frozenset[int] = frozenset()) -> DraftContext:
-    """A drafting context for growing a tree by hand: no drafter, each depth's logits are given."""
-    return DraftContext(SimpleNamespace(batch_rows=None), [], torch.tensor(weights), len(weights), config,
-                        torch.Generator(), AfterToken(0), length, ends=ends)
+                  ends: frozenset[int] = frozenset(), opening: torch.Tensor | None = None,
+                  resting: list[int] = ()) -> DraftContext:
+    """A drafting context for growing a tree by hand: no drafter, each depth's logits are given (the first
+    depth's, `opening`, by a stand-in's step; `resting` rows left out of it)."""
+    awake = [k for k in range(len(weights)) if k not in resting]
+    drafter = SimpleNamespace(batch_rows=awake if resting else None, resting_rows=list(resting),
+                              step=lambda pending: opening)
+    return DraftContext(drafter, [], torch.tensor(weights), len(weights), config, torch.Generator(), AfterToken(0),
+                        length, ends=ends)
 
 
 @pytest.mark.parametrize("policy", ["ensemble", "unsure"])
@@ -639,9 +643,8 @@ def test_a_resting_method_proposes_none_of_a_trees_nodes():
     drafted names it resting, and its node of token 0, M's top-1, is M's alone."""
     logits = torch.full((1, 8), -5.0)
     logits[0, 0] = 3.0
-    drafter = SimpleNamespace(batch_rows=[0], resting_rows=[1], step=lambda pending: logits)
-    drafting = DraftContext(drafter, [], torch.tensor([1.0, 0.0]), 2, GenerationConfig(tree_width=2),
-                            torch.Generator(), AfterToken(0), DraftLength(1, adaptive=False))
+    drafting = hand_drafting(GenerationConfig(tree_width=2), DraftLength(1, adaptive=False), weights=[1.0, 0.0],
+                             opening=logits, resting=[1])
     tree = draft_tree(drafting, 1, 2, "ensemble")
     assert tree.tokens == [0] and tree.resting_rows == [1]
     target = SimpleNamespace(forward=lambda tokens, layout=None: torch.zeros(len(tokens), 8))
@@ -656,9 +659,8 @@ def test_a_tree_that_fills_its_node_budget_stops_for_nodes_only_before_its_last_
     γ = 1 that is the tree's cap, which is why it stopped; at γ = 2 the budget stopped it a depth early."""
     logits = torch.full((2, 16), -30.0)
     logits[:, :10] = 0.0
-    drafter = SimpleNamespace(batch_rows=None, resting_rows=[], step=lambda pending: logits)
-    drafting = DraftContext(drafter, [], torch.tensor([0.5, 0.5]), 2, GenerationConfig(tree_width=4),
-                            torch.Generator(), AfterToken(0), DraftLength(gamma, adaptive=adaptive, min_survival=0.0))
+    drafting = hand_drafting(GenerationConfig(tree_width=4), DraftLength(gamma, adaptive=adaptive, min_survival=0.0),
+                             opening=logits)
     tree = draft_tree(drafting, gamma, 4, "ensemble")
     assert (len(tree.tokens), tree.stop) == (NODE_BUDGET * gamma, stop)
 
@@ -668,9 +670,8 @@ def test_a_tree_whose_every_newest_node_is_an_end_token_stops_there():
     that one node and says why it stopped."""
     logits = torch.full((2, 16), -30.0)
     logits[:, 5] = 0.0
-    drafter = SimpleNamespace(batch_rows=None, resting_rows=[], step=lambda pending: logits)
-    drafting = DraftContext(drafter, [], torch.tensor([0.5, 0.5]), 2, GenerationConfig(tree_width=2),
-                            torch.Generator(), AfterToken(0), DraftLength(2, adaptive=False), ends=frozenset({5}))
+    drafting = hand_drafting(GenerationConfig(tree_width=2), DraftLength(2, adaptive=False), ends=frozenset({5}),
+                             opening=logits)
     tree = draft_tree(drafting, 2, 2, "ensemble")
     assert (tree.tokens, tree.stop) == ([5], StopReason.EOS)
 
