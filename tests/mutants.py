@@ -1054,6 +1054,13 @@ def caught(mutant: Mutant) -> tuple[bool, float]:
         return status != 0, time.perf_counter() - started
 
 
+def unchecked_report(mutant: Mutant, error: RuntimeError, lines: int = 15) -> str:
+    """What a mutant left unchecked says: why, and the end of its tests' output, so that a failure on clean
+    code (a busy machine, a flaky test) can be told apart without running it again."""
+    why, *output = str(error).splitlines()
+    return "\n".join([f"UNCHECKED {mutant.name}: {why}", *(f"    {line}" for line in output[-lines:])])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="*", help="mutants to run (default: all)")
@@ -1071,7 +1078,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             killed, seconds = caught(mutant)
         except RuntimeError as error:  # its tests failed on clean code (a busy machine?): said, and the rest run
-            print(f"UNCHECKED {mutant.name}: {str(error).splitlines()[0]}", flush=True)
+            print(unchecked_report(mutant, error), flush=True)
             unchecked.append(mutant.name)
             continue
         print(f"{'caught  ' if killed else 'SURVIVED'} {mutant.name} ({seconds:.0f} s)", flush=True)

@@ -5,7 +5,7 @@ import ast
 
 import pytest
 
-from mutants import HUNG, MUTANTS, ROOT, pytest_run
+from mutants import HUNG, MUTANTS, ROOT, Mutant, passes_clean, pytest_run, unchecked_report
 
 
 def names_in(path) -> set[str]:
@@ -40,3 +40,15 @@ def test_tests_that_hang_under_a_mutant_are_stopped_and_said_to(tmp_path):
     (tmp_path / "test_forever.py").write_text("import time\n\n\ndef test_forever():\n    time.sleep(60)\n")
     status, _, said = pytest_run(tmp_path, ("test_forever.py",), limit_s=3)
     assert status == HUNG and said == "still running after 3 s"
+
+
+def test_a_mutant_whose_tests_fail_on_clean_code_is_unchecked_and_shows_why(tmp_path):
+    """A test that fails before any fault would count every fault caught: the mutant is left unchecked, and
+    the report ends with the failure itself, since a busy machine and a flaky test read the same otherwise."""
+    (tmp_path / "test_broken.py").write_text("def test_broken():\n    assert 1 + 1 == 3, 'broken before any fault'\n")
+    mutant = Mutant("broken", "test_broken.py", "1 + 1", "1 + 2", ("test_broken.py",))
+    with pytest.raises(RuntimeError) as raised:
+        passes_clean(tmp_path, mutant)
+    report = unchecked_report(mutant, raised.value)
+    assert report.startswith("UNCHECKED broken: broken: its tests do not pass on clean code (pytest exited 1")
+    assert "broken before any fault" in report and "1 failed" in report
