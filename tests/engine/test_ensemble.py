@@ -12,6 +12,7 @@ from tabed.engine.ensemble import (
     grid_choice,
     grid_stats_chunked,
     grid_stats_dense,
+    hedge_losses,
     hedge_rate,
     kl_divergence,
     position_stats,
@@ -76,6 +77,17 @@ def test_hedges_rate_over_its_horizon_of_at_least_one_position():
     assert hedge_rate(2, 1) == pytest.approx((8 * math.log(2)) ** 0.5)
     assert hedge_rate(2, 0) == hedge_rate(2, 1)
     assert hedge_rate(4, 128) == pytest.approx((8 * math.log(4) / 128) ** 0.5)
+
+
+@pytest.mark.parametrize("window", [0, 4])
+def test_hedge_learns_at_the_rate_of_its_window_or_else_its_horizon(window):
+    """Hedge's rate is set for the positions it weighs: a window of h keeps h, so its rate is over h, not over
+    the run's horizon (with a window of 4 it learns sqrt(32) times as fast as over 128)."""
+    h = WeightHistory(2, "hedge", window, horizon=128)
+    h.add(torch.tensor([P_A]), torch.tensor([Q_A]))
+    losses = hedge_losses(torch.tensor([P_A]), torch.tensor([Q_A]).log())[0]
+    rate = hedge_rate(2, window or 128)
+    assert h.weights().tolist() == pytest.approx(torch.softmax(-rate * losses, dim=0).tolist(), rel=1e-5)
 
 
 def test_kld_uses_the_log_softmax_where_probabilities_underflow():
