@@ -17,6 +17,7 @@ from tabed.page.reasons import (
     where_weights_sat,
     who_led,
 )
+from tabed.page.status import Exactness
 from tabed.page.texts import TIMING, WEIGHTS_NOTE, notes_for
 from tabed.page.words import Words
 
@@ -378,3 +379,14 @@ def test_a_slow_answer_whose_drafts_paid_for_their_checks_blames_the_rest_of_the
     assert "the rest of a pass (1.10 more) made it slow, not the drafts" in detail and "missed" not in detail
     missed = speed_reason(replace(speed, tokens_per_pass=2.1, measured=0.64), "bookkeeping", 3.0).detail
     assert "the drafts missed too often to pay for themselves" in missed
+
+
+def test_the_verdict_says_identical_only_for_a_greedy_answer_equal_to_plain_decodings():
+    """A greedy answer equal to plain decoding's is "identical" with its counts; one that differs says where,
+    and a sample is a sample of the same distribution even when it drew plain decoding's very tokens."""
+    said = {(sampled, same): Exactness(12, 12, sampled, same, first=0 if same else 5).verdict()
+            for sampled in (False, True) for same in (False, True)}
+    assert said[False, True] == "identical, 12 of 12 tokens"
+    assert said[False, False] == "differs from plain decoding from token 5 on"
+    assert said[True, True] == "a sample of the same distribution as plain decoding's, here the same sample"
+    assert said[True, False] == "a sample of the same distribution as plain decoding's"
