@@ -73,6 +73,20 @@ NEVER_COVERS = f"{BROWSER}::TestWithTheTinyPair::test_a_tokens_detail_never_cove
 REASONS_HOLD = f"{APP}::test_a_runs_view_says_each_of_its_reasons_only_where_it_holds"
 DRAFT_LENGTH = f"{RENDER}::test_the_block_tables_draft_length_says_how_many_and_why_only_when_it_stopped_early"
 
+MACHINE = "tests/bench/test_machine.py"
+HAND_MADE = f"{BENCH}::test_the_markdown_report_says_each_part_of_a_hand_made_report"
+MISSING_SCENARIO = f"{BENCH}::test_a_spec_missing_from_a_scenario_has_no_overall_speed_against_the_peers"
+TREE_ROW = f"{BENCH}::test_a_tree_row_reads_its_width_and_never_hedges_its_first_block"
+UNMODELLED = f"{BENCH}::test_a_starved_mismatched_or_short_answer_has_no_speed_model_and_a_pass_leaves_the_prefill_out"
+MODEL_GOAL = f"{BENCH}::test_the_model_goal_is_met_at_nine_answers_in_ten_and_the_report_lists_twelve_misses"
+MACHINE_LINE = f"{MACHINE}::test_the_report_line_names_the_gpu_first_then_its_host"
+BLAS = f"{MACHINE}::test_the_blas_says_whether_onednn_is_there"
+STARVED_SIDE = f"{BENCH}::test_a_run_is_starved_when_either_side_was"
+PEER_SIDE = f"{BENCH}::test_a_peers_plain_side_is_its_walltime_and_a_sample_never_mismatches"
+ANY_REPEAT = f"{BENCH}::test_a_failure_in_any_repeat_fails_the_case"
+SHARE_AND_TURN = f"{BENCH}::test_only_tabed_specs_have_a_weights_share_and_cases_run_in_turn"
+REPEAT_BOUNDS = f"{CLI_TESTS}::test_a_repeat_out_of_bounds_is_one_line"
+
 MUTANTS = (
     # the ten faults of issue 52's audit
     Mutant("tree-residual-unnormalised", "tabed/engine/sampling.py", "return left / total if total > 0 else p",
@@ -977,6 +991,85 @@ MUTANTS = (
     Mutant("a-trees-resting-method-proposes-its-nodes", "tabed/engine/tree.py",
            "resting_rows=list(drafting.drafter.resting_rows))", "resting_rows=[])",
            ("tests/engine/test_tree.py::test_a_resting_method_proposes_none_of_a_trees_nodes",)),
+    # a fresh audit of the bench and the command line (issue 87's promise: faults of the same kinds, tried again)
+    Mutant('busy-runs-counted-as-one', 'tabed/bench/report.py',
+           '"busy": sum(r.busy for r in mine),',
+           '"busy": any(r.busy for r in mine),', (HAND_MADE,)),
+    Mutant('a-spec-missing-a-scenario-compared-to-the-peers-overall', 'tabed/bench/report.py',
+           'if len(rows) == len(scenarios) and not',
+           'if not', (MISSING_SCENARIO,)),
+    Mutant('a-failed-row-a-cell-wider-than-its-header', 'tabed/bench/report.py',
+           'failed on every case |" + " |" * (len(header) - 3))',
+           'failed on every case |" + " |" * (len(header) - 2))', (HAND_MADE,)),
+    Mutant('peers-listed-among-the-overall-rows', 'tabed/bench/report.py',
+           '        if is_peer(spec):\n            continue\n        peer = [f"{row[\'speedup_vs_peer\']',
+           '        peer = [f"{row[\'speedup_vs_peer\']', (HAND_MADE,)),
+    Mutant('a-missed-goal-not-in-bold', 'tabed/bench/report.py',
+           "{'yes' if g['met'] else '**no**'}",
+           "{'yes' if g['met'] else 'no'}", (HAND_MADE,)),
+    Mutant('a-tree-rows-width-unchecked', 'tabed/bench/rows.py',
+           '        if not width.isdigit():\n            raise',
+           '        if False:\n            raise', (TREE_ROW,)),
+    Mutant('a-tree-row-hedges-its-first-block', 'tabed/bench/rows.py',
+           'tree_width=int(width), hedge_first=False,',
+           'tree_width=int(width),', (TREE_ROW,)),
+    Mutant('a-mismatched-answer-speed-modelled', 'tabed/bench/explained.py',
+           'run.busy or run.mismatch or run.new_tokens',
+           'run.busy or run.new_tokens', (UNMODELLED,)),
+    Mutant('a-starved-answer-speed-modelled', 'tabed/bench/explained.py',
+           'run.error or run.busy or run.mismatch',
+           'run.error or run.mismatch', (UNMODELLED,)),
+    Mutant('an-answers-passes-count-the-prefill', 'tabed/bench/explained.py',
+           'return speed_model(run.emitted, run.target_forwards - 1,',
+           'return speed_model(run.emitted, run.target_forwards,', (UNMODELLED,)),
+    Mutant('the-model-goal-missed-at-nine-in-ten', 'tabed/bench/explained.py',
+           '"met": within >= 0.9 * answers}',
+           '"met": within > 0.9 * answers}', (MODEL_GOAL,)),
+    Mutant('cores-and-threads-swapped-in-the-header', 'tabed/bench/machine.py',
+           "{machine['cores']} cores, {machine['torch_threads']} torch threads",
+           "{machine['torch_threads']} cores, {machine['cores']} torch threads", (MACHINE_LINE,)),
+    Mutant('onednn-never-named', 'tabed/bench/machine.py',
+           'return name + (", oneDNN" if torch.backends.mkldnn.is_available() else "")',
+           'return name', (BLAS,)),
+    Mutant('a-starved-plain-side-ignored', 'tabed/bench/runner.py',
+           'busy=m.busy or ar.metrics.busy,',
+           'busy=m.busy,', (STARVED_SIDE,)),
+    Mutant('a-peers-plain-side-leaves-out-the-prefill', 'tabed/bench/runner.py',
+           'ar_decode_s=ar.metrics.walltime_s,',
+           'ar_decode_s=ar.metrics.decode_s,', (PEER_SIDE,)),
+    Mutant('a-trailing-comma-is-a-bench-row', 'tabed/cli.py',
+           '[s.strip() for s in args.drafting.split(",") if s.strip()]',
+           '[s.strip() for s in args.drafting.split(",")]', (BENCH_OPTIONS,)),
+    Mutant('generate-repeat-2-without-compare-ar', 'tabed/cli.py',
+           'if args.repeat > 1 and not args.compare_ar:',
+           'if args.repeat > 2 and not args.compare_ar:', (REPEAT_BOUNDS,)),
+    Mutant('an-interrupted-bench-not-said-so', 'tabed/bench/report.py',
+           '("" if report["complete"] else " (interrupted: partial results)")',
+           '("" if not report["complete"] else " (interrupted: partial results)")', (HAND_MADE,)),
+    Mutant('the-html-report-escapes-twice', 'tabed/bench/report.py',
+           '.replace("&", "&amp;").replace("<", "&lt;")',
+           '.replace("<", "&lt;").replace("&", "&amp;")', (HAND_MADE,)),
+    Mutant('every-run-listed-as-a-mismatch', 'tabed/bench/report.py',
+           'for run in report["runs"] if run.get("mismatch")]',
+           'for run in report["runs"]]', (HAND_MADE,)),
+    Mutant('every-model-miss-listed', 'tabed/bench/explained.py',
+           '*misses[:SHOWN_MISSES]]',
+           '*misses]', (MODEL_GOAL,)),
+    Mutant('a-differing-sample-called-a-mismatch', 'tabed/bench/runner.py',
+           'if not is_greedy(config.temperature) or ids == plain:',
+           'if ids == plain:', (PEER_SIDE,)),
+    Mutant('a-later-repeats-failure-forgotten', 'tabed/bench/runner.py',
+           'error=next((r.error for r in runs if r.error), ""))',
+           'error=first.error)', (ANY_REPEAT,)),
+    Mutant('a-single-method-given-a-weights-share', 'tabed/bench/runner.py',
+           'if spec.startswith("tabed") and rows:',
+           'if rows:', (SHARE_AND_TURN,)),
+    Mutant('bench-cases-not-taken-in-turn', 'tabed/bench/runner.py',
+           'return in_turn(limit_cases(load_suite(settings.suite), settings.limit))',
+           'return limit_cases(load_suite(settings.suite), settings.limit)', (SHARE_AND_TURN,)),
+    Mutant('bench-prints-no-mismatches', 'tabed/cli.py',
+           '("block_efficiency", "speedup_vs_ar",\n' + " " * 80 + '"mismatches")',
+           '("block_efficiency", "speedup_vs_ar")', (BENCH_OPTIONS,)),
 )
 
 

@@ -365,14 +365,21 @@ def test_the_bench_options_reach_its_settings(capsys, monkeypatch, tmp_path):
     import tabed.cli
 
     seen = {}
+    row = {"block_efficiency": 2.5, "speedup_vs_ar": 1.5, "mismatches": 1, "walltime_s": 9.0}
     monkeypatch.setattr(tabed.cli, "_load", lambda args: "pair")
-    monkeypatch.setattr(tabed.bench.runner, "run_bench",
-                        lambda pair, settings, progress: seen.setdefault("settings", settings) and {"scenarios": {}})
+    monkeypatch.setattr(tabed.bench.runner, "run_bench", lambda pair, settings, progress: seen.setdefault(
+        "settings", settings) and {"scenarios": {"image": {"specs": {"M": row}}}})
     for extra, expected in (((), (None, True, 1)), (("--limit", 2, "--no-overhead", "--repeat", 3), (2, False, 3))):
         seen.clear()
         assert main(["bench", "--out", str(tmp_path / "out"), *map(str, extra)]) == 0, capsys.readouterr().err
         settings = seen["settings"]
         assert (settings.limit, settings.overhead, settings.repeat) == expected
+        # what it prints: each row's block efficiency, speedup and mismatches, nothing else
+        assert json.loads(capsys.readouterr().out) == {"scenarios": {"image": {"M": {
+            "block_efficiency": 2.5, "speedup_vs_ar": 1.5, "mismatches": 1}}}}
+    seen.clear()  # a stray comma or space between the rows is no row
+    assert main(["bench", "--out", str(tmp_path / "out"), "--drafting", " M, T,"]) == 0, capsys.readouterr().err
+    assert seen["settings"].specs == ["M", "T"]
 
 
 def test_repeat_reports_the_median_run_and_every_runs_speedup(capsys, pair_dirs, monkeypatch):
@@ -421,7 +428,7 @@ def test_repeat_reports_the_median_run_and_every_runs_speedup(capsys, pair_dirs,
 @pytest.mark.parametrize("extra, message", [
     (["--repeat", 0, "--compare-ar"], "--repeat must be from 1 to 9, got 0"),
     (["--repeat", 10, "--compare-ar"], "--repeat must be from 1 to 9, got 10"),
-    (["--repeat", 3], "--repeat repeats the comparison with plain decoding: give --compare-ar too"),
+    (["--repeat", 2], "--repeat repeats the comparison with plain decoding: give --compare-ar too"),
 ])
 def test_a_repeat_out_of_bounds_is_one_line(capsys, pair_dirs, extra, message):
     code, out, err = run_cli(capsys, "--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter",

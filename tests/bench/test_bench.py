@@ -2,16 +2,18 @@
 
 import json
 from dataclasses import asdict, replace
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from tabed import cli
-from tabed.bench import divergence, runner, suite
+from tabed.bench import divergence, explained, runner, suite
 from tabed.bench import report as reports
 from tabed.bench.rows import row_settings
 from tabed.engine import session
 from tabed.engine.config import GenerationConfig
+from tabed.engine.loop import autoregressive_generate, collect
 from tabed.engine.session import TargetSession
 from tabed.engine.settings import Settings
 from tabed.engine.spec import parse_spec
@@ -560,3 +562,117 @@ def test_nodes_a_block_are_pooled_over_the_runs():
     runs = [replace(run(case, "image", "M", 10, 4, 1.0, 2.0), blocks=blocks, nodes=nodes)
             for case, blocks, nodes in (("a", 2, 10), ("b", 8, 8))]
     assert reports.summarize(runs)["scenarios"]["image"]["specs"]["M"]["nodes_per_block"] == pytest.approx(18 / 10)
+
+
+def test_a_starved_mismatched_or_short_answer_has_no_speed_model_and_a_pass_leaves_the_prefill_out():
+    """An answer's model: 20 tokens after the first in 6 target forwards, the prompt's among them, is 4 tokens a
+    pass; a starved (busy) run, one that left plain decoding and one too short are not modelled."""
+    answer = replace(run("a", "image", "tabed-MT", 20, 6, 1.2, 2.1, accepted=12, drafted=20), draft_s=0.3,
+                     verify_s=0.7)
+    assert explained.run_model(answer).tokens_per_pass == 4.0
+    for unfit in (replace(answer, busy=True), replace(answer, mismatch=True), replace(answer, emitted=6,
+                                                                                     new_tokens=7)):
+        assert explained.run_model(unfit) is None
+    pooled_ = reports.summarize([answer, replace(answer, case="b", busy=True)])
+    assert pooled_["scenarios"]["image"]["specs"]["tabed-MT"]["speed_model"]["answers"] == 1
+
+
+def test_the_model_goal_is_met_at_nine_answers_in_ten_and_the_report_lists_twelve_misses():
+    def scenarios(within, misses=()):
+        model = {"tokens_per_pass": 4.0, "verify": 1.4, "drafting": 0.6, "draft_token": 0.15, "other": 0.1,
+                 "predicted": 2.0, "measured": 1.5, "answers": 10, "within": within, "misses": list(misses)}
+        return {"image": {"specs": {"tabed-MT": {"speed_model": model}}}}
+
+    assert explained.model_goal(scenarios(9))["met"] and not explained.model_goal(scenarios(8))["met"]
+    misses = [{"case": f"c{i}", "predicted": 2.0, "measured": 1.0, "why": "why"} for i in range(14)]
+    lines = explained.model_lines(scenarios(0, misses))
+    assert [line for line in lines if line.startswith("- image/")] == [
+        f"- image/c{i}, tabed-MT: predicted 2.00×, measured 1.00×: why" for i in range(explained.SHOWN_MISSES)]
+    assert lines[-1] == f"- … and {14 - explained.SHOWN_MISSES} more (report.json)"
+
+
+def test_the_markdown_report_says_each_part_of_a_hand_made_report():
+    """Two starved runs counted as two; a peer failed on every case as a row as wide as the header; no peer among
+    the overall rows; an interrupted run said so; a missed goal in bold; only the run that left plain decoding
+    under Mismatches; the HTML escaping each & and < once."""
+    failed = [suite.Run(c, "image", "peer-lookup", 0, 0, 0, error="ValueError: <image> & co") for c in "ab"]
+    runs = [replace(run("a", "image", "M", 8, 2, 1.0, 3.0), busy=True),
+            replace(run("b", "image", "M", 8, 2, 1.0, 3.0), busy=True, mismatch=True),
+            run("a", "image", "peer-default", 8, 2, 1.5, 3.0), run("b", "image", "peer-default", 8, 2, 1.5, 3.0),
+            *failed]
+    summary = reports.summarize(runs)
+    assert summary["scenarios"]["image"]["specs"]["M"]["busy"] == 2
+    report = {"pair": "p", "device": "cpu", "dtype": "float32", "gamma": 5, "adaptive": False, "max_new_tokens": 9,
+              "temperature": 0.0, "suite": "s", "cases": 2, "complete": False, "timing": "t", "default_spec": "M",
+              "specs_run": ["M", "peer-default", "peer-lookup"], "runs": [asdict(r) for r in runs],
+              "goals": [{"goal": "g1", "measured": "x", "met": False}, {"goal": "g2", "measured": "y", "met": True}],
+              **summary}
+    lines = reports.markdown(report).splitlines()
+    assert lines[2].endswith("2 cases (interrupted: partial results).")
+    assert "(interrupted" not in reports.markdown(report | {"complete": True})
+    header = next(line for line in lines if line.startswith("| scenario | spec | speedup vs AR"))
+    row = next(line for line in lines if line.startswith("| image | peer-lookup | failed on every case"))
+    assert row.count("|") == header.count("|")
+    assert [line.split(" | ")[1] for line in lines if line.startswith("| **all** |")] == ["**M**"]
+    assert "**Timings unreliable**: 2 runs got too little of the CPU (the machine was busy); run again when it " \
+           "is idle." in lines
+    assert "| g1 | x | **no** |" in lines and "| g2 | y | yes |" in lines
+    assert [line for line in lines if line.startswith("- a,") or line.startswith("- b,")] == [
+        "- b, M: differs from plain decoding"]
+    page = reports.html(report)
+    assert "ValueError: &lt;image> &amp; co" in page and "&amp;lt;" not in page
+
+
+def test_a_spec_missing_from_a_scenario_has_no_overall_speed_against_the_peers():
+    """Run by hand on one scenario of two while the peers ran on both: no comparison over scenarios it missed."""
+    runs = [run("a", "image", "M", 8, 2, 1.0, 3.0), run("a", "image", "peer-default", 8, 2, 1.5, 3.0),
+            run("b", "text", "peer-default", 8, 2, 1.5, 3.0)]
+    assert "speedup_vs_peer" not in reports.summarize(runs)["overall"]["M"]
+
+
+def test_a_tree_row_reads_its_width_and_never_hedges_its_first_block():
+    config = GenerationConfig(hedge_first=True)
+    for text in ("tabed-MT+tree1", "tabed-MT@5+tree2"):
+        assert not row_settings(Settings(config=config), text).config.hedge_first
+    assert row_settings(Settings(config=config), "tabed-MT").config.hedge_first
+    with pytest.raises(InputError, match=r"bench row tabed-MT\+treeX: give the tree width as a number"):
+        row_settings(Settings(config=config), "tabed-MT+treeX")
+
+
+def test_a_run_is_starved_when_either_side_was(pair, monkeypatch):
+    """A speculative run is busy when its own plain run was, though its own decoding was not."""
+    monkeypatch.setattr(session, "BUSY_SHARE", 0.0)  # nothing starved but what the test says
+    config, turns = GenerationConfig(max_new_tokens=6), [chat.Turn("w1 w2")]
+    case = suite.Case("a", "text", [], [{"prompt": "w1 w2"}])
+    ar = collect(autoregressive_generate(pair, turns, config))
+    for busy in (False, True):
+        plain = replace(ar, metrics=replace(ar.metrics, busy=busy))
+        assert runner._sd_run(pair, case, turns, "M", config, plain).busy is busy
+
+
+def test_a_peers_plain_side_is_its_walltime_and_a_sample_never_mismatches(monkeypatch):
+    """The peer's prefill cannot be told from its decoding, so its plain side counts the prefill too; a sampled
+    answer may differ from plain decoding's without being wrong."""
+    monkeypatch.setattr(runner, "peer_generate", lambda pair, turns, config, peer: ([5, 6], 1.5, 2))
+    ar = SimpleNamespace(token_ids=[5, 6], metrics=SimpleNamespace(walltime_s=3.0, decode_s=2.5))
+    case = suite.Case("a", "image", [], [{"prompt": "p"}])
+    peer = runner._peer_run(None, case, [], GenerationConfig(), ar, "peer-default")
+    assert (peer.ar_walltime_s, peer.ar_decode_s, peer.decode_s, peer.mismatch) == (3.0, 3.0, 1.5, False)
+    assert runner._checked(None, [], GenerationConfig(temperature=1.0), [1, 2], [1, 3]) == {"mismatch": False}
+
+
+def test_a_failure_in_any_repeat_fails_the_case():
+    runs = [run("a", "image", "peer-default", 8, 2, 1.0, 2.0), replace(run("a", "image", "peer-default", 0, 0, 0.0,
+                                                                           0.0), error="ValueError: x")]
+    assert runner.median_run(runs).error == "ValueError: x" and runner.median_run(runs[:1]).error == ""
+
+
+def test_only_tabed_specs_have_a_weights_share_and_cases_run_in_turn(tmp_path):
+    report = {"specs_run": ["M", "tabed-MT"], "scenarios": {"image": {"specs": {
+        spec: {"weights_s": 0.1, "decode_s": 2.0} for spec in ("M", "tabed-MT")}}}}
+    assert runner.overheads(None, [], tmp_path, report)["weights_share"] == {"tabed-MT": 0.05}
+    lines = [{"id": c, "scenario": scenario, "turns": ["w1"]} for c, scenario in
+             (("i1", "image"), ("i2", "image"), ("t1", "text"), ("f1", "followup"))]
+    (tmp_path / "s.jsonl").write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    settings = runner.BenchSettings(tmp_path / "s.jsonl", ["M"], GenerationConfig(), tmp_path / "out")
+    assert [case.id for case in runner.check_settings(settings)] == ["i1", "t1", "f1", "i2"]

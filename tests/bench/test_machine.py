@@ -16,9 +16,9 @@ def test_the_machine_is_described_from_what_the_process_sees(monkeypatch):
 
 
 def test_the_report_line_names_the_gpu_first_then_its_host():
-    cpu = {"cpu": "AMD EPYC 9B14", "cores": 2, "torch_threads": 2, "blas": "mkl, oneDNN", "torch": "2.13.0"}
-    assert machine.machine_line(cpu) == "AMD EPYC 9B14, 2 cores, 2 torch threads, BLAS mkl, oneDNN, torch 2.13.0"
-    assert machine.machine_line(cpu | {"gpu": "NVIDIA H200"}).startswith("NVIDIA H200; host AMD EPYC 9B14, 2 cores")
+    cpu = {"cpu": "AMD EPYC 9B14", "cores": 16, "torch_threads": 2, "blas": "mkl, oneDNN", "torch": "2.13.0"}
+    assert machine.machine_line(cpu) == "AMD EPYC 9B14, 16 cores, 2 torch threads, BLAS mkl, oneDNN, torch 2.13.0"
+    assert machine.machine_line(cpu | {"gpu": "NVIDIA H200"}).startswith("NVIDIA H200; host AMD EPYC 9B14, 16 cores")
 
 
 def test_the_report_names_how_each_models_linear_layers_multiplied():
@@ -43,3 +43,13 @@ def test_the_report_names_the_models_whose_steps_ran_compiled():
 
 def test_the_cpu_model_is_read_from_cpuinfo_when_there_is_one():
     assert machine.cpu_model() and machine.cpu_model() != "unknown"
+
+
+def test_the_blas_says_whether_onednn_is_there(monkeypatch):
+    """The BLAS torch names in its build, then oneDNN where torch has it for its CPU kernels."""
+    monkeypatch.setattr(torch.__config__, "show", lambda: "  - BLAS_INFO=openblas\n  - LAPACK_INFO=open")
+    for there, said in ((True, "openblas, oneDNN"), (False, "openblas")):
+        monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda there=there: there)
+        assert machine.blas() == said
+    monkeypatch.setattr(torch.__config__, "show", lambda: "no such line")
+    assert machine.blas() == "unknown"
