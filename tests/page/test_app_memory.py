@@ -1,7 +1,6 @@
 """A server left alone in public: sixty runs from one session leave a bounded disk and a flat memory, each
 run's downloads named for it, and nothing behind when the server stops."""
 
-import contextlib
 import os
 import re
 import shutil
@@ -18,18 +17,6 @@ from gradio_client import Client, handle_file
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = 60
 DISK_MB = 20  # what 60 runs may leave on the server, Gradio's copies included (one run's report is 4.8 MB)
-
-
-def _signals(pid: int) -> str:
-    """Each of a process's threads' pending, blocked and caught signals, as Linux gives them ("" elsewhere): the
-    Ctrl-C that twice did not stop the server was never seen by Python, and this says where it went."""
-    lines = []
-    for status in sorted(Path(f"/proc/{pid}/task").glob("*/status")):
-        with contextlib.suppress(OSError):
-            fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines() if ":\t" in line)
-            lines.append(" ".join(f"{key} {fields.get(key, '?').strip()}" for key in
-                                  ("Name", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt")))
-    return "\n".join(lines)
 
 
 def _free_port() -> int:
@@ -63,7 +50,10 @@ def test_sixty_runs_leave_one_runs_files_and_a_flat_memory(tmp_path):
     (one session, a picture each run: the hedged first block adds its tree to the report); stopped with
     Ctrl-C, as a teacher stops it. Short answers: each run still makes every frame, chart and download."""
     port = _free_port()
+    # Ctrl-C as in a terminal: a shell ignores it in what it starts in the background (`pytest ... &`), and the
+    # server inherited that (both full runs started so today failed here: Python never saw the signal)
     launch = ("import faulthandler, signal; faulthandler.register(signal.SIGUSR1); "  # its threads' stacks, on demand
+              "signal.signal(signal.SIGINT, signal.default_int_handler); "
               f"import app; app.demo.launch(server_port={port}, quiet=True)")
     temp, cache = tmp_path / "temp", tmp_path / "gradio"
     temp.mkdir()
@@ -93,11 +83,10 @@ def test_sixty_runs_leave_one_runs_files_and_a_flat_memory(tmp_path):
         server.send_signal(signal.SIGINT)
         try:
             server.wait(60)
-        except subprocess.TimeoutExpired:  # seen in 2 of 7 full runs, not understood: a second Ctrl-C, as a
+        except subprocess.TimeoutExpired:  # a second Ctrl-C, as a
             server.send_signal(signal.SIGUSR1)  # person presses it, after what each thread was doing is printed
             time.sleep(2)
             print("the first Ctrl-C did not stop the server in 60 s; its threads:\n" + log.read_text()[-20000:])
-            print("its threads' signals (pending, blocked, caught; SIGINT is bit 1):\n" + _signals(server.pid))
             server.send_signal(signal.SIGINT)
             assert server.wait(60) is not None
         assert not [path for path in _files(temp, cache) if "tabed" in path.name]  # no download left behind
