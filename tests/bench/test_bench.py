@@ -54,6 +54,14 @@ def test_statistics_on_hand_made_numbers():
     assert summary["average"]["T"]["block_efficiency"] == 2.0  # mean of 1.0 and 3.0
 
 
+def written(summary: dict, specs: list[str], cases: int, **fields) -> dict:
+    """A report as `run_bench` writes it, for `markdown` and `html`: the usual header (the first spec the
+    default), `fields` over it, then `summary`."""
+    return {"pair": "p", "device": "cpu", "dtype": "float32", "gamma": 5, "adaptive": False, "max_new_tokens": 9,
+            "temperature": 0.0, "suite": "s", "cases": cases, "complete": True, "specs_run": specs,
+            "default_spec": specs[0], "timing": "t", **fields, **summary}
+
+
 def report_of(runs):
     """The bench's report as `goals` reads it: the summary and every run."""
     return {**reports.summarize(runs), "runs": [asdict(r) for r in runs]}
@@ -167,9 +175,7 @@ def test_a_failing_peer_is_reported_and_left_out_of_the_comparison():
     without_m = [g["goal"] for g in reports.goals(reports.summarize([r for r in runs if r.spec != "M"]))]
     assert "tabed-MT at least as fast as the best peer on every scenario" in without_m  # a peer run needs no M
     assert not any("single method" in goal or "alone" in goal for goal in without_m)
-    report = {"pair": "p", "device": "cpu", "dtype": "float32", "gamma": 16, "adaptive": True, "max_new_tokens": 9,
-              "temperature": 0.0, "suite": "s", "cases": 2, "complete": True, "specs_run": list(text),
-              "default_spec": "tabed-MT", "timing": "t", **summary}
+    report = written(summary, list(text), 2, gamma=16, adaptive=True, default_spec="tabed-MT")
     markdown = reports.markdown(report)
     assert "| image | peer-lookup | failed on every case |" in markdown
     assert "peer-lookup on image: failed on 1 of 1 cases (ValueError: Image features and image tokens)" in markdown
@@ -334,8 +340,7 @@ def test_busy_runs_are_counted_and_the_report_says_their_timings_are_unreliable(
     assert runner.median_run(runs).busy and not runner.median_run(runs[1:]).busy
     summary = reports.summarize([runs[0], replace(runs[0], case="b", busy=False)])
     assert summary["scenarios"]["image"]["specs"]["M"]["busy"] == 1
-    report = {**summary, "pair": "p", "device": "cpu", "dtype": "float32", "gamma": 5, "max_new_tokens": 8,
-              "temperature": 0.0, "suite": "s", "cases": 2, "complete": True, "specs_run": ["M"], "timing": "t"}
+    report = written(summary, ["M"], 2, max_new_tokens=8, default_spec=None)
     assert "**Timings unreliable**: 1 runs got too little of the CPU" in reports.markdown(report)
 
 
@@ -468,9 +473,7 @@ def test_each_speed_rows_cells_are_its_own_figures():
             replace(run("b", "image", "M", 8, 2, 1.0, 3.5, mismatch=True, accepted=3, drafted=8), draft_s=0.2,
                     verify_s=0.4)]
     summary = reports.summarize(runs)
-    report = {"pair": "p", "device": "cpu", "dtype": "float32", "gamma": 5, "adaptive": False, "max_new_tokens": 9,
-              "temperature": 0.0, "suite": "s", "cases": 2, "complete": True, "specs_run": ["M"],
-              "default_spec": "M", "timing": "t", **summary}
+    report = written(summary, ["M"], 2)
     lines = reports.markdown(report).splitlines()
     header = next(line for line in lines if line.startswith("| scenario | spec |"))
     row = next(line for line in lines if line.startswith("| image | M |"))
@@ -505,9 +508,7 @@ def test_the_acceptance_table_gives_each_specs_own_counts_from_the_first_positio
 
 def test_the_html_report_opens_offline_with_its_charts():
     runs = [run("a", "image", "M", 10, 2, 1.0, 2.0), run("a", "image", "T", 6, 2, 1.0, 2.0)]
-    report = {"pair": "p", "device": "cpu", "dtype": "float32", "gamma": 5, "adaptive": False, "max_new_tokens": 9,
-              "temperature": 0.0, "suite": "s", "cases": 1, "complete": True, "specs_run": ["M", "T"],
-              "default_spec": "M", "timing": "t", **reports.summarize(runs)}
+    report = written(reports.summarize(runs), ["M", "T"], 1)
     page = reports.html(report)
     assert page.count('class="plotly-graph-div"') == 2 and page.count("plotly.js v") == 1  # plotly.js inside, once
     assert "<pre># Benchmark: p on cpu" in page
@@ -536,9 +537,7 @@ def test_a_spec_that_failed_names_its_first_three_errors_and_the_weights_share_i
                                                        for i, e in enumerate(errors)]
     summary = reports.summarize(runs)
     assert summary["scenarios"]["image"]["specs"]["M"]["errors"] == errors[:3]
-    report = {"pair": "p", "device": "cpu", "dtype": "float32", "gamma": 5, "adaptive": False, "max_new_tokens": 9,
-              "temperature": 0.0, "suite": "s", "cases": 6, "complete": True, "specs_run": ["M"],
-              "default_spec": "M", "timing": "t", "overhead": {"weights_share": {"tabed-MT": 0.0123}}, **summary}
+    report = written(summary, ["M"], 6, overhead={"weights_share": {"tabed-MT": 0.0123}})
     markdown = reports.markdown(report)
     assert "Weight computation of tabed-MT: 1.23% of its decode time." in markdown
     assert "M on image: failed on 5 of 6 cases (ValueError: case 0; ValueError: case 1; ValueError: case 2)" in markdown
@@ -602,11 +601,9 @@ def test_the_markdown_report_says_each_part_of_a_hand_made_report():
             *failed]
     summary = reports.summarize(runs)
     assert summary["scenarios"]["image"]["specs"]["M"]["busy"] == 2
-    report = {"pair": "p", "device": "cpu", "dtype": "float32", "gamma": 5, "adaptive": False, "max_new_tokens": 9,
-              "temperature": 0.0, "suite": "s", "cases": 2, "complete": False, "timing": "t", "default_spec": "M",
-              "specs_run": ["M", "peer-default", "peer-lookup"], "runs": [asdict(r) for r in runs],
-              "goals": [{"goal": "g1", "measured": "x", "met": False}, {"goal": "g2", "measured": "y", "met": True}],
-              **summary}
+    goals = [{"goal": "g1", "measured": "x", "met": False}, {"goal": "g2", "measured": "y", "met": True}]
+    report = written(summary, ["M", "peer-default", "peer-lookup"], 2, complete=False, goals=goals,
+                     runs=[asdict(r) for r in runs])
     lines = reports.markdown(report).splitlines()
     assert lines[2].endswith("2 cases (interrupted: partial results).")
     assert "(interrupted" not in reports.markdown(report | {"complete": True})

@@ -83,8 +83,8 @@ def test_sixty_runs_leave_one_runs_files_and_a_flat_memory(tmp_path):
         server.send_signal(signal.SIGINT)
         try:
             server.wait(60)
-        except subprocess.TimeoutExpired:  # a second Ctrl-C, as a
-            server.send_signal(signal.SIGUSR1)  # person presses it, after what each thread was doing is printed
+        except subprocess.TimeoutExpired:  # a second Ctrl-C, as a person presses it, after each thread's stack
+            server.send_signal(signal.SIGUSR1)
             time.sleep(2)
             print("the first Ctrl-C did not stop the server in 60 s; its threads:\n" + log.read_text()[-20000:])
             server.send_signal(signal.SIGINT)
