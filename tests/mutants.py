@@ -603,6 +603,9 @@ MUTANTS = (
            ("tests/page/test_stepper.py::test_a_trees_second_draw_is_said_to_meet_what_the_first_left",)),
     Mutant("a-finished-answer-never-steps", "tabed/page/view.py", "    tabed_html = STEPPABLE + tabed_html\n", "",
            (f"{BROWSER}::TestWithTheTinyPair::test_a_tapped_token_keeps_its_own_detail_on_a_phone",)),
+    Mutant("a-chart-click-steps-one-block-past", "tabed/page/texts.py", "String(Math.round(data.points[0].x))",
+           "String(Math.round(data.points[0].x) + 1)",
+           (f"{BROWSER}::TestWithTheTinyPair::test_step_through_every_block_at_1400_and_390_px",)),
     # issue 87's audit: faults no test was told about
     Mutant("n-never-matches-at-the-contexts-start", "tabed/engine/lookup.py",
            "for start in range(len(context) - n - 1, -1, -1):", "for start in range(len(context) - n - 1, 0, -1):",
