@@ -104,8 +104,8 @@ def _add_overhead(sub) -> None:
                                         "and where a second row's cost goes")
     p.add_argument("--image", help="image file (default: a plain grey picture)")
     p.add_argument("--prompt", default="Describe the image.")
-    p.add_argument("--steps", type=int, default=16)
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=16, help="steps timed per kind, the first two to warm up (default: 16)")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the K and row timings (default: 3)")
     p.add_argument("--gamma", type=int, default=5, help="draft length of the timed verify (default: 5)")
     _add_pair_arguments(p)
 
@@ -220,8 +220,14 @@ def overhead(args: argparse.Namespace) -> dict:
     from PIL import Image
 
     from .bench.machine import describe_machine
-    from .bench.overhead import batching_overhead, row_costs, step_costs
+    from .bench.overhead import WARM_STEPS, batching_overhead, row_costs, step_costs
 
+    if args.steps < WARM_STEPS + 1:
+        raise TabedError(f"--steps must be at least {WARM_STEPS + 1} (the first {WARM_STEPS} warm up), "
+                         f"got {args.steps}")
+    if args.rounds < 1:
+        raise TabedError(f"--rounds must be at least 1, got {args.rounds}")
+    GenerationConfig(gamma=args.gamma)  # the bounds a run's draft length has
     image = load_image(args.image) if args.image else Image.new("RGB", (336, 336), (128, 128, 128))
     pair = _load(args)
     warm_up(pair)

@@ -87,6 +87,31 @@ ANY_REPEAT = f"{BENCH}::test_a_failure_in_any_repeat_fails_the_case"
 SHARE_AND_TURN = f"{BENCH}::test_only_tabed_specs_have_a_weights_share_and_cases_run_in_turn"
 REPEAT_BOUNDS = f"{CLI_TESTS}::test_a_repeat_out_of_bounds_is_one_line"
 
+OVERHEAD = "tabed/bench/overhead.py"
+TIMINGS = "tests/bench/test_overhead.py"
+BATCHING = f"{TIMINGS}::test_batching_times_one_two_and_four_rows_and_gives_each_against_one"
+ROW_WAYS = f"{TIMINGS}::test_each_row_cost_is_timed_its_own_way_and_given_in_milliseconds"
+STEP_KINDS = f"{TIMINGS}::test_step_costs_time_each_step_as_named_and_the_bounds_add_them_up"
+DRAFT_STEP = f"{TIMINGS}::test_a_timed_draft_step_feeds_what_it_names_and_forgets_what_it_added"
+VERIFY_STEP = f"{TIMINGS}::test_a_timed_verify_scores_its_tokens_and_takes_them_back"
+MEDIAN_STEP = f"{TIMINGS}::test_a_timing_is_the_median_of_the_steps_after_the_warm_up"
+TWO_THREADS = "tests/page/test_quiet.py::test_a_probe_on_two_threads_needs_two_cores"
+PEERS = "tabed/bench/peers.py"
+PEER_TESTS = "tests/bench/test_peers.py"
+GAMMA5 = f"{PEER_TESTS}::test_the_papers_setting_drafts_five_with_no_confidence_stop_and_gives_the_drafter_back"
+PEER_FORWARDS = f"{PEER_TESTS}::test_a_peers_forwards_are_the_targets_own_count_prefill_included"
+PEER_SEED = f"{PEER_TESTS}::test_a_sampled_peer_draws_from_the_runs_seed_whatever_came_before"
+DIVERGENCE = "tabed/bench/divergence.py"
+ENDED = f"{BENCH}::test_where_one_answer_ended_the_other_goes_on_with_no_gap_to_read"
+OVERHEAD_ASKED = f"{CLI_TESTS}::test_overhead_times_the_gamma_rounds_and_picture_it_is_given"
+OVERHEAD_REFUSED = f"{CLI_TESTS}::test_overhead_refuses_numbers_it_cannot_time_in_one_line"
+PLAIN_OWN = f"{CLI_TESTS}::test_plain_decodings_own_speed_and_starving_are_reported_as_its_own"
+LOADING_TOLD = f"{CLI_TESTS}::test_loading_is_told_on_stderr_unless_the_output_is_json"
+REPEAT_ENDS = f"{CLI_TESTS}::test_a_repeat_at_its_ends_is_taken"
+REPEATS_LINE = f"{CLI_TESTS}::test_the_summary_line_says_the_repeats_and_a_run_that_differs"
+CTRL_C = f"{CLI_TESTS}::test_ctrl_c_exits_with_130_and_no_traceback"
+JSON_AR = f"{CLI_TESTS}::test_json_with_compare_ar"
+
 MUTANTS = (
     # the ten faults of issue 52's audit
     Mutant("tree-residual-unnormalised", "tabed/engine/sampling.py", "return left / total if total > 0 else p",
@@ -1073,6 +1098,92 @@ MUTANTS = (
     Mutant('bench-prints-no-mismatches', 'tabed/cli.py',
            '("block_efficiency", "speedup_vs_ar",\n' + " " * 80 + '"mismatches")',
            '("block_efficiency", "speedup_vs_ar")', (BENCH_OPTIONS,)),
+    # a fresh audit of the overhead, the peers, the divergence and the rest of the command line
+    Mutant('overhead-k-ratios-inverted', OVERHEAD, '{k: seconds[k] / seconds[1] for k in ROW_SETS}',
+           '{k: seconds[1] / seconds[k] for k in ROW_SETS}', (BATCHING,)),
+    Mutant('overhead-k4-three-rows', OVERHEAD, '4: ("M", "T", "C", "P")',
+           '4: ("M", "T", "C")', (BATCHING,)),
+    Mutant('overhead-row-costs-in-seconds', OVERHEAD, '{name: statistics.median(seconds) * 1e3 for',
+           '{name: statistics.median(seconds) for', (ROW_WAYS,)),
+    Mutant('overhead-rows-each-the-lean-way', OVERHEAD, 'draft_step_seconds(pair, turns, methods, steps, **how)',
+           'draft_step_seconds(pair, turns, methods, steps)', (ROW_WAYS,)),
+    Mutant('overhead-whole-llava-row-is-the-library', OVERHEAD, '"M,T whole": (("M", "T"), {"path": "whole"})',
+           '"M,T whole": (("M", "T"), {"path": "library"})', (ROW_WAYS,)),
+    Mutant('overhead-verify-a-token-short', OVERHEAD, 'target_step_seconds(pair, turns, gamma + 1, steps) * 1e3',
+           'target_step_seconds(pair, turns, gamma, steps) * 1e3', (STEP_KINDS,)),
+    Mutant('overhead-library-step-the-lean-way', OVERHEAD,
+           'target_step_seconds(pair, turns, 1, steps, path="library") * 1e3',
+           'target_step_seconds(pair, turns, 1, steps) * 1e3', (STEP_KINDS,)),
+    Mutant('overhead-tree-drafting-one-row', OVERHEAD, 'draft_step_seconds(pair, turns, ROW_SETS[2], steps, width)',
+           'draft_step_seconds(pair, turns, ROW_SETS[1], steps, width)', (STEP_KINDS,)),
+    Mutant('overhead-fed-two-feeds-one', OVERHEAD, 'drafter.step([token] * fed)',
+           'drafter.step([token])', (DRAFT_STEP,)),
+    Mutant('overhead-fed-two-never-forgotten', OVERHEAD, 'if layout is not None or fed > 1:',
+           'if layout is not None:', (DRAFT_STEP,)),
+    Mutant('overhead-tree-step-forgets-one-node', OVERHEAD, 'drafter.rollback(nodes if layout is not None else fed)',
+           'drafter.rollback(fed)', (DRAFT_STEP,)),
+    Mutant('overhead-two-nodes-not-a-tree', OVERHEAD, 'if nodes > 1 else None',
+           'if nodes > 2 else None', (DRAFT_STEP,)),
+    Mutant('overhead-tree-verify-without-the-committed-token', OVERHEAD,
+           'entries = [ROOT] + list(range(len(tree.tokens)))',
+           'entries = list(range(len(tree.tokens)))', (VERIFY_STEP,)),
+    Mutant('overhead-verify-forgets-one-token', OVERHEAD, '        session.rollback(count)',
+           '        session.rollback(1)', (VERIFY_STEP,)),
+    Mutant('overhead-timing-a-mean', OVERHEAD, '    return statistics.median(times[WARM_STEPS:])\n\n\nQUIET',
+           '    return statistics.mean(times[WARM_STEPS:])\n\n\nQUIET', (MEDIAN_STEP,)),
+    Mutant('quiet-probe-share-not-per-thread', OVERHEAD, '(time.perf_counter() - wall) / torch.get_num_threads()',
+           '(time.perf_counter() - wall)', (TWO_THREADS,)),
+    Mutant('peer-gamma5-drafts-twenty', PEERS,
+           'settings.num_assistant_tokens, settings.num_assistant_tokens_schedule = 5, "constant"',
+           'settings.num_assistant_tokens, settings.num_assistant_tokens_schedule = 20, "constant"', (GAMMA5,)),
+    Mutant('peer-gamma5-keeps-the-confidence-stop', PEERS, '        settings.assistant_confidence_threshold = 0.0\n',
+           '', (GAMMA5,)),
+    Mutant('peer-settings-never-given-back', PEERS, '            setattr(settings, name, value)',
+           '            pass', (GAMMA5,)),
+    Mutant('peer-forwards-without-the-prefill', PEERS, 'seconds, len(forwards)',
+           'seconds, len(forwards) - 1', (PEER_FORWARDS,)),
+    Mutant('peer-sampling-unseeded', PEERS, '            torch.manual_seed(config.seed)\n',
+           '            pass\n', (PEER_SEED,)),
+    Mutant('divergence-an-ended-answer-a-gap-of-zero', DIVERGENCE, 'return Divergence(index, *names, gap=None)',
+           'return Divergence(index, *names, gap=0.0)', (ENDED,)),
+    Mutant('divergence-plain-read-past-its-end', DIVERGENCE, 'plain[index] if index < len(plain) else None',
+           'plain[index] if index <= len(plain) else None', (ENDED,)),
+    Mutant('divergence-other-ended-by-plains-length', DIVERGENCE, 'other[index] if index < len(other) else None]',
+           'other[index] if index < len(plain) else None]', (ENDED,)),
+    Mutant('overhead-gamma-ignored', CLI, '**step_costs(pair, turns, args.gamma, args.steps)',
+           '**step_costs(pair, turns, steps=args.steps)', (OVERHEAD_ASKED,)),
+    Mutant('overhead-rounds-ignored-for-k', CLI,
+           'ratios = batching_overhead(pair, turns, steps=args.steps, rounds=args.rounds)',
+           'ratios = batching_overhead(pair, turns, steps=args.steps)', (OVERHEAD_ASKED,)),
+    Mutant('overhead-notes-dropped', CLI, ', "notes": pair.notes}',
+           '}', (OVERHEAD_ASKED,)),
+    Mutant('overhead-timed-without-the-picture', CLI, 'turns = [Turn(args.prompt, [image])]',
+           'turns = [Turn(args.prompt, [])]', (OVERHEAD_ASKED,)),
+    Mutant('overhead-two-steps-accepted', CLI, 'if args.steps < WARM_STEPS + 1:',
+           'if args.steps < WARM_STEPS:', (OVERHEAD_REFUSED,)),
+    Mutant('overhead-no-rounds-accepted', CLI, 'if args.rounds < 1:',
+           'if args.rounds < 0:', (OVERHEAD_REFUSED,)),
+    Mutant('overhead-any-gamma-accepted', CLI,
+           "    GenerationConfig(gamma=args.gamma)  # the bounds a run's draft length has\n",
+           '', (OVERHEAD_REFUSED,)),
+    Mutant('plain-busy-is-tabeds', CLI, '"busy": ar.metrics.busy,',
+           '"busy": result.metrics.busy,', (PLAIN_OWN,)),
+    Mutant('why-given-when-plain-starved', CLI, 'not (result.metrics.busy or ar.metrics.busy)',
+           'not result.metrics.busy', (PLAIN_OWN,)),
+    Mutant('plain-speed-is-tabeds', CLI, '"tokens_per_s": ar.metrics.tokens_per_s,',
+           '"tokens_per_s": result.metrics.tokens_per_s,', (PLAIN_OWN,)),
+    Mutant('json-output-tells-the-loading', CLI, 'pair = _load(args, quiet=args.json)',
+           'pair = _load(args)', (LOADING_TOLD,)),
+    Mutant('text-output-silent-while-loading', CLI, 'pair = _load(args, quiet=args.json)',
+           'pair = _load(args, quiet=True)', (LOADING_TOLD,)),
+    Mutant('ctrl-c-exits-1', CLI, '        return 130',
+           '        return 1', (CTRL_C,)),
+    Mutant('repeat-9-refused', CLI, 'REPEATS[0] <= args.repeat <= REPEATS[1]',
+           'REPEATS[0] <= args.repeat < REPEATS[1]', (REPEAT_ENDS,)),
+    Mutant('two-repeats-no-range', CLI, 'if len(repeats.get("speedups", [])) > 1 else ""',
+           'if len(repeats.get("speedups", [])) > 2 else ""', (REPEATS_LINE,)),
+    Mutant('dtype-with-torchs-prefix', CLI, 'str(pair.dtype).removeprefix("torch.")',
+           'str(pair.dtype)', (JSON_AR,)),
 )
 
 

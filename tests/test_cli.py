@@ -41,7 +41,7 @@ def test_json_with_compare_ar(capsys, pair_dirs, image_file):
     assert report["metrics"]["block_efficiency"] > 1.0
     assert report["metrics"]["walltime_s"] > 0 and report["metrics"]["speedup"] > 0
     assert report["ar"]["token_ids"] == report["token_ids"] and report["same_output"] is True
-    assert report["ar"]["walltime_s"] > 0
+    assert report["ar"]["walltime_s"] > 0 and report["dtype"] == "float32" and report["device"] == "cpu"
     busy = report["metrics"]["busy"] or report["ar"]["busy"]  # a starved run's timings explain nothing
     assert busy or report["why"].endswith(f"measured {report['metrics']['speedup']:.2f}×")
 
@@ -104,6 +104,53 @@ def test_a_busy_runs_speed_is_not_explained(capsys, pair_dirs, monkeypatch):
     assert code == 0 and "why" not in json.loads(out) and json.loads(out)["metrics"]["busy"]
     code, _, err = run_cli(capsys, *args)
     assert code == 0 and "why:" not in err and "timings unreliable" in err
+
+
+def test_plain_decodings_own_speed_and_starving_are_reported_as_its_own(capsys, pair_dirs, monkeypatch):
+    """Plain decoding alone starved (TABED's run quiet) and at a speed of its own: the JSON gives plain decoding's
+    figures, not TABED's; its timings are said unreliable and its speed not explained, in the JSON and the line."""
+    import tabed.cli as cli
+    from tabed.engine.events import Finished
+
+    def starved(*args, **kwargs):
+        for event in autoregressive(*args, **kwargs):
+            if isinstance(event, Finished):
+                event.result.metrics.busy, event.result.metrics.tokens_per_s = True, 123.0
+            yield event
+
+    autoregressive = cli.autoregressive_generate
+    monkeypatch.setattr(Clock, "cpu_share", lambda self: 1.0)
+    monkeypatch.setattr(cli, "autoregressive_generate", starved)
+    args = ["--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter", "--prompt", "w1 w2",
+            "--max-new-tokens", 12, "--compare-ar"]
+    code, out, err = run_cli(capsys, *args, "--json")
+    report = json.loads(out)
+    assert code == 0 and report["ar"]["busy"] and not report["metrics"]["busy"] and "why" not in report
+    assert report["ar"]["tokens_per_s"] == 123.0 != report["metrics"]["tokens_per_s"]
+    code, _, err = run_cli(capsys, *args)
+    assert code == 0 and "AR 123.0 tok/s" in err and "why:" not in err and "timings unreliable" in err
+
+
+def test_loading_is_told_on_stderr_unless_the_output_is_json(capsys, pair_dirs):
+    args = ["--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter", "--prompt", "w1",
+            "--max-new-tokens", 2]
+    code, _, err = run_cli(capsys, *args)
+    assert code == 0 and "[tabed] models ready" in err
+    code, out, err = run_cli(capsys, *args, "--json")
+    assert code == 0 and "[tabed]" not in err and json.loads(out)["token_ids"]
+
+
+def test_ctrl_c_exits_with_130_and_no_traceback(capsys, monkeypatch):
+    import tabed.cli as cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "generate", interrupted)
+    monkeypatch.setattr(cli, "overhead", interrupted)
+    assert main(["generate", "--prompt", "w1"]) == 130
+    assert main(["overhead"]) == 130
+    assert capsys.readouterr().err == ""
 
 
 def test_one_prompt_prints_its_answer_alone(capsys, pair_dirs):
@@ -260,6 +307,49 @@ def test_overhead_reports_per_step_costs(capsys, pair_dirs):
     assert set(report["row_ms"]) == {"T", "M", "T,T", "M,T", "T unfused", "M,T unfused", "T library", "M,T library",
                                      "M,T whole", "T fed 2", "M,T fed 2"}
     assert all(ms > 0 for ms in report["row_ms"].values())
+
+
+def test_overhead_times_the_gamma_rounds_and_picture_it_is_given(capsys, pair_dirs, monkeypatch):
+    """`--gamma 3 --rounds 1 --steps 5`: each measurement is asked for exactly that, on a turn with one picture,
+    and the report keeps every figure it got back and the pair's notes."""
+    import tabed.bench.overhead as overhead
+
+    asked = {}
+
+    def recorder(name, result):
+        def record(pair, turns, *args, **kwargs):
+            asked[name] = (len(turns), [len(turn.images) for turn in turns], args, kwargs)
+            return result
+        return record
+
+    monkeypatch.setattr(overhead, "batching_overhead", recorder("ratios", {1: 1.0, 2: 1.5}))
+    monkeypatch.setattr(overhead, "step_costs", recorder("steps", {"target_ms": 7.0}))
+    monkeypatch.setattr(overhead, "row_costs", recorder("rows", {"T": 2.0}))
+    code = main(["overhead", "--target", str(pair_dirs / "target"), "--drafter", str(pair_dirs / "drafter"),
+                 "--gamma", "3", "--rounds", "1", "--steps", "5"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["1"] == 1.0 and report["2"] == 1.5 and report["target_ms"] == 7.0
+    assert report["row_ms"] == {"T": 2.0} and report["notes"] == [] and report["device"] == "cpu"
+    assert asked == {"ratios": (1, [1], (), {"steps": 5, "rounds": 1}), "steps": (1, [1], (3, 5), {}),
+                     "rows": (1, [1], (), {"steps": 5, "rounds": 1})}
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--steps", 2], "--steps must be at least 3 (the first 2 warm up), got 2"),
+    (["--rounds", 0], "--rounds must be at least 1, got 0"),
+    (["--gamma", 0], "gamma must be between 1 and 64, got 0"),
+    (["--gamma", -1], "gamma must be between 1 and 64, got -1"),
+    (["--gamma", 65], "gamma must be between 1 and 64, got 65"),
+])
+def test_overhead_refuses_numbers_it_cannot_time_in_one_line(capsys, monkeypatch, extra, message):
+    """Once `--steps 2` and `--rounds 0` ended in a StatisticsError's traceback and `--gamma -1` in a reshape's,
+    after the models had loaded; `--gamma 0` timed a verify of one token. Now each is one line, exit 2, at once."""
+    import tabed.cli as cli
+
+    monkeypatch.setattr(cli, "_load", lambda args, quiet=False: pytest.fail("loaded the models"))
+    code = main(["overhead", *map(str, extra)])
+    out = capsys.readouterr()
+    assert code == 2 and out.err.strip() == f"error: {message}" and out.out == ""
 
 
 @pytest.mark.parametrize("tokens", [1, 1024])
@@ -436,6 +526,19 @@ def test_a_repeat_out_of_bounds_is_one_line(capsys, pair_dirs, extra, message):
     assert code == 2 and err.strip() == f"error: {message}" and out == ""
 
 
+@pytest.mark.parametrize("repeat", [1, 9])
+def test_a_repeat_at_its_ends_is_taken(capsys, pair_dirs, monkeypatch, repeat):
+    import tabed.cli as cli
+    from tabed.errors import TabedError
+
+    def loaded(args, quiet=False):
+        raise TabedError("past the checks")
+
+    monkeypatch.setattr(cli, "_load", loaded)
+    code, _, err = run_cli(capsys, "--prompt", "w1", "--repeat", repeat, "--compare-ar")
+    assert code == 2 and err.strip() == "error: past the checks"
+
+
 def test_the_summary_line_says_the_repeats_and_a_run_that_differs():
     from tabed.cli import _summary
 
@@ -446,3 +549,7 @@ def test_the_summary_line_says_the_repeats_and_a_run_that_differs():
     assert "run 3 answered differently from run 1: a bug, please report it" in line
     report["repeats"]["differing"] = []
     assert "differently" not in _summary(report)
+    report["repeats"] = {"speedups": [1.4, 1.6], "runs": [1, 2], "median_run": 1, "differing": []}
+    assert "(the median of 2 runs, 1.40-1.60x)" in _summary(report)  # two runs are a range too
+    report["repeats"] = {"speedups": [1.4], "runs": [1], "median_run": 1, "differing": []}
+    assert "median" not in _summary(report)

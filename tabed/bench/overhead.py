@@ -16,6 +16,7 @@ from ..models.lean import LeanDecoder
 from ..models.pair import ModelPair
 
 ROW_SETS = {1: ("M",), 2: ("M", "T"), 4: ("M", "T", "C", "P")}
+WARM_STEPS = 2  # each timing's first steps warm up: its median is of the steps after them
 
 
 def take_path(backend, path: str) -> None:
@@ -57,7 +58,7 @@ def draft_step_seconds(pair: ModelPair, turns: list[Turn], methods: tuple[str, .
         times.append(clock.now() - start)
         if layout is not None or fed > 1:
             drafter.rollback(nodes if layout is not None else fed)
-    return statistics.median(times[2:])  # the first steps warm up
+    return statistics.median(times[WARM_STEPS:])
 
 
 def bushy_tree(depth: int, width: int) -> DraftTree:
@@ -107,7 +108,7 @@ def target_step_seconds(pair: ModelPair, turns: list[Turn], count: int, steps: i
         session.forward(tokens, layout)
         times.append(clock.now() - start)
         session.rollback(count)
-    return statistics.median(times[2:])
+    return statistics.median(times[WARM_STEPS:])
 
 
 QUIET_TOKENS = 6  # the quiet verify's tokens: a block of five drafts and the last token

@@ -397,6 +397,16 @@ def test_first_difference():
     assert divergence.first_difference([], [4]) == 0
 
 
+def test_where_one_answer_ended_the_other_goes_on_with_no_gap_to_read(pair):
+    """Plain decoding's answer ended first, or the other did: the token is on the side that went on, the other
+    side empty, and no gap (there is no pair of logits to set apart)."""
+    turns = [chat.Turn("w1 w2")]
+    decode = pair.target_processor.tokenizer.decode
+    assert divergence.divergence(pair, turns, [7, 8, 9], [7, 8]) == divergence.Divergence(2, decode([9]), "", None)
+    assert divergence.divergence(pair, turns, [7, 8], [7, 8, 9]) == divergence.Divergence(2, "", decode([9]), None)
+    assert divergence.divergence(pair, turns, [7, 8], [7, 8]) is None
+
+
 def test_a_mismatch_says_where_it_left_plain_decoding_and_by_how_many_logits(pair, image, tmp_path, monkeypatch):
     """Plain decoding's answer is tampered with at token 3 (a token the target ranks below its own), so
     the speculative run, which is right, "mismatches" there: the report must name the token and give the

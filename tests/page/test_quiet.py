@@ -109,6 +109,18 @@ def test_a_probe_that_got_too_little_of_the_cpu_finds_no_quiet_costs(pair, monke
         assert costs.tokens == overhead.QUIET_TOKENS == 6 and costs.step_s > 0 and costs.verify_s > 0
 
 
+@pytest.mark.parametrize("share, quiet", [(1.96, True), (1.2, False)])
+def test_a_probe_on_two_threads_needs_two_cores(monkeypatch, share, quiet):
+    """Two torch threads that got 1.2 cores between them shared the machine, though one thread would not have."""
+    import torch
+
+    monkeypatch.setattr(overhead, "target_step_seconds", lambda pair, turns, count, steps: time.sleep(0.05) or 0.01)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    _fake_cpu(monkeypatch, share)
+    cpu = type("Pair", (), {"device": torch.device("cpu")})()
+    assert (overhead.quiet_costs(cpu) is not None) == quiet
+
+
 def test_the_probe_gives_the_step_then_the_check_and_on_a_gpu_never_finds_the_machine_busy(monkeypatch):
     """The costs in their order (a plain step, a 6-token check); on a GPU the CPU share says nothing of the
     machine (its threads wait on the device), so a probe there always keeps its costs."""
