@@ -1184,6 +1184,10 @@ MUTANTS = (
            'if len(repeats.get("speedups", [])) > 2 else ""', (REPEATS_LINE,)),
     Mutant('dtype-with-torchs-prefix', CLI, 'str(pair.dtype).removeprefix("torch.")',
            'str(pair.dtype)', (JSON_AR,)),
+    # a new user's trial: a question of one's own was said under "The example"
+    Mutant('a-question-of-ones-own-said-as-the-example', 'tabed/page/status.py',
+           'key = "The question" if lesson in (OWN_QUESTION, LATER_TURN) else "The example"', 'key = "The example"',
+           ("tests/page/test_reasons.py::test_a_question_not_an_examples_is_said_as_the_question",)),
 )
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from ..engine.session import BUSY_SHARE
 from ..engine.spec import METHOD_NAMES
 from ..engine.speed import FAR, TIMED_TOKENS, Repeats, RunCosts, SpeedModel
+from .examples import LATER_TURN, OWN_QUESTION
 from .reasons import ABOUT_EVEN, fast_or_slow, guesses_matched, who_led
 from .words import Words, counted, one_row
 from .worker import ALONE, SPECULATIVE
@@ -276,7 +277,8 @@ def alone_reason(label: str, ours: float, alone: dict[str, float]) -> Reason:
 
 
 def example_reason(lesson: str) -> Reason:
-    """What the bundled example was built to show: its first clause in the line, all of it in the detail."""
+    """What the bundled example was built to show, or what a question of one's own or a later turn is: its first
+    clause in the line, all of it in the detail."""
     shown = lesson.removeprefix("This example was built to show ")
     depth, head = 0, len(shown)
     for at, char in enumerate(shown):  # the first clause: up to a comma, semicolon or colon outside brackets
@@ -287,7 +289,8 @@ def example_reason(lesson: str) -> Reason:
     line = shown[:head].rstrip(".")
     if line[1:2].islower():  # a line goes on after its key's colon: "The example: this is…"
         line = line[:1].lower() + line[1:]
-    return Reason("The example", text(f"{line}."), text(lesson))
+    key = "The question" if lesson in (OWN_QUESTION, LATER_TURN) else "The example"  # none of the examples
+    return Reason(key, text(f"{line}."), text(lesson))
 
 
 def unasked_reason(missing: list[str]) -> Reason:

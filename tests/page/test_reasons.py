@@ -334,6 +334,19 @@ def test_a_method_alone_that_beat_the_ensemble_is_said_and_why():
     assert "beat" not in alone_reason("TABED", 2.0, {"M": 1.5, "T": 1.9}).detail
 
 
+def test_a_question_not_an_examples_is_said_as_the_question():
+    """A bundled example's lesson is "The example"; a question of one's own or a later turn is none of the
+    examples, so its line is "The question" (once "The example: this is a question of your own.")."""
+    from tabed.page.examples import LATER_TURN, OWN_QUESTION
+    from tabed.page.status import example_reason
+
+    shown = example_reason("This example was built to show arithmetic worked step by step, a sum at a time.")
+    assert (shown.key, shown.line) == ("The example", "arithmetic worked step by step.")
+    own, later = example_reason(OWN_QUESTION), example_reason(LATER_TURN)
+    assert (own.key, own.line) == ("The question", "this is a question of your own.")
+    assert (later.key, later.line) == ("The question", "this is a later turn.")
+
+
 def test_the_notes_are_worded_for_what_decoded():
     """A single method is no ensemble, a static ensemble learns nothing, and each runs first under its name."""
     timing, weights = notes_for("single", "M alone")
