@@ -1188,6 +1188,9 @@ MUTANTS = (
     Mutant('a-question-of-ones-own-said-as-the-example', 'tabed/page/status.py',
            'key = "The question" if lesson in (OWN_QUESTION, LATER_TURN) else "The example"', 'key = "The example"',
            ("tests/page/test_reasons.py::test_a_question_not_an_examples_is_said_as_the_question",)),
+    Mutant('the-race-clock-ends-when-the-loop-looked', VIEW, '            clock = end  #', '            pass  #',
+           (f"{APP}::test_replay_race_plays_both_answers",
+            f"{APP}::test_the_race_replays_at_a_half_or_a_quarter_of_the_measured_pace_and_says_so")),
 )
 
 
