@@ -306,7 +306,8 @@ def exact_reason(exact: Exactness, label: str, half_precision: bool) -> Reason:
     if exact.sampled:
         same = "the same sample" if exact.same else "a different sample"
         detail = (f"Sampling: {same} from the same distribution. Each draft x is kept with probability "
-                  "min(1, p(x)/q(x)) (p the target's, q the ensemble's) and a rejected one is replaced from "
+                  "min(1, p(x)/q(x)) (p the target's, q the ensemble's: kept when a uniform draw u from 0 to 1 "
+                  "is below p/q) and a rejected one is replaced from "
                   "what is left of p, so the answer is distributed exactly as plain decoding's. One pair of "
                   "answers cannot show a distribution; this page can show its parts: a token's detail gives the test "
                   "it met, with its numbers, and at temperature 0 the same steps give the target's own answer, "

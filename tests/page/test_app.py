@@ -837,6 +837,7 @@ def test_the_status_shows_lossless_and_names_what_decoded(tiny_app, image_path, 
     sampled = final(list(tiny_app.run(image_path, "w1 w2 w3", None, **settings(temperature=1.0, seed=3))))
     assert "its answer is a sample of the same distribution as plain decoding's" in sampled.status.splitlines()[0]
     assert "from the same distribution" in sampled.status and "min(1, p(x)/q(x))" in sampled.status
+    assert "kept when a uniform draw u from 0 to 1 is below p/q" in sampled.status  # the u each token's test gives
     assert "The conversation goes on from TABED's sample." in sampled.status  # of the two shown, the one it keeps
     assert "One pair of answers cannot show a distribution" in sampled.status  # and how a student checks it
     assert "at temperature 0 the same steps give the target's own answer, identical token for token" in sampled.status
