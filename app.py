@@ -314,8 +314,11 @@ def _wire(state: gr.State, note: gr.Markdown, ask: SimpleNamespace, show: Simple
     ask.stop.click(request_stop, None, None, queue=False, api_name=False, trigger_mode="multiple",
                    cancels=[run_event, follow_event, submit_event, race_event] if ZERO_GPU else None)
     preset.change(pair_note, [preset], [note], queue=False, api_name=False)
+    # single method: one ticked; an ensemble: two at least. trigger_mode="always_last": with Gradio's "once" for
+    # `.input`, an ensemble picked while the last pick's methods were on their way was dropped (Run then said
+    # "single-method drafting uses one method; 2 are ticked")
     mode.input(lambda m, e: methods_for_mode(m, e, PAGE.methods), [methods, mode], [methods], queue=False,
-               api_name=False)  # single method: one ticked; an ensemble: two at least
+               api_name=False, trigger_mode="always_last")
     mode.change(lambda m: [gr.update(interactive=ENSEMBLES.get(m) == "tabed")] * 2, [mode],
                 [ask.settings["rule"], ask.settings["window"]], queue=False, api_name=False)  # TABED's own
     for control in (methods, mode, tree_width, hedge_first):

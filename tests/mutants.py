@@ -1191,6 +1191,10 @@ MUTANTS = (
     Mutant('the-race-clock-ends-when-the-loop-looked', VIEW, '            clock = end  #', '            pass  #',
            (f"{APP}::test_replay_race_plays_both_answers",
             f"{APP}::test_the_race_replays_at_a_half_or_a_quarter_of_the_measured_pace_and_says_so")),
+    Mutant('an-ensemble-picked-while-the-last-is-pending-dropped', 'app.py',
+           '[methods], queue=False,\n               api_name=False, trigger_mode="always_last")',
+           '[methods], queue=False,\n               api_name=False)',
+           (f"{BROWSER}::TestWithTheTinyPair::test_the_ensemble_picked_last_sets_the_methods_while_the_last_pick_is_on_its_way",)),
 )
 
 

@@ -730,6 +730,32 @@ class TestWithTheTinyPair:
         page.locator("#settings").get_by_label(MODES[0]).check()  # back to an ensemble: two methods again
         expect(page.locator("#settings").get_by_label("T: ")).to_be_checked()
 
+    def test_the_ensemble_picked_last_sets_the_methods_while_the_last_pick_is_on_its_way(self, page, monkeypatch):
+        """Single method, then TABED, then single method again while TABED's ticked methods are still on their
+        way (each pick's take 1.5 s to come back here, as on a busy server; the weight rule's switch, a request
+        of its own, is back at once): the methods follow the last pick, M alone, and Run works. (Once the last
+        pick was dropped, Gradio's default for an input event: T stayed ticked and Run said "single-method
+        drafting uses one method; 2 are ticked", seen in CI.)"""
+        picked = app.methods_for_mode
+
+        def slowly(*args):
+            time.sleep(1.5)
+            return picked(*args)
+
+        monkeypatch.setattr(app, "methods_for_mode", slowly)
+        open_settings(page)
+        settings, rule = page.locator("#settings"), page.locator("#settings-rule input").first
+        settings.get_by_label("single method").check()
+        expect(settings.get_by_label("T: ")).not_to_be_checked()
+        settings.get_by_label("TABED (adaptive weights)").check()
+        expect(rule).to_be_enabled()  # TABED picked; its methods not back yet
+        settings.get_by_label("single method").check()
+        page.wait_for_timeout(4_000)  # every pick's methods back, the last pick's last
+        expect(settings.get_by_label("T: ")).not_to_be_checked()
+        expect(settings.get_by_label("M: ")).to_be_checked()
+        ask(page, None, "w1 w2")
+        expect(page.locator("#status")).not_to_contain_text("ticked")
+
     def test_token_trees_are_drawn_block_by_block(self, page, chart_png):
         expect(page.locator("#trees-plot")).to_be_visible()  # the default hedges the first block
         open_settings(page)
