@@ -736,10 +736,11 @@ class TestWithTheTinyPair:
         of its own, is back at once): the methods follow the last pick, M alone, and Run works. (Once the last
         pick was dropped, Gradio's default for an input event: T stayed ticked and Run said "single-method
         drafting uses one method; 2 are ticked", seen in CI.)"""
-        picked = app.methods_for_mode
+        picked, answered = app.methods_for_mode, []
 
         def slowly(*args):
             time.sleep(1.5)
+            answered.append(args)
             return picked(*args)
 
         monkeypatch.setattr(app, "methods_for_mode", slowly)
@@ -750,7 +751,10 @@ class TestWithTheTinyPair:
         settings.get_by_label("TABED (adaptive weights)").check()
         expect(rule).to_be_enabled()  # TABED picked; its methods not back yet
         settings.get_by_label("single method").check()
-        page.wait_for_timeout(4_000)  # every pick's methods back, the last pick's last
+        for _ in range(100):  # until the server has answered every pick (the old code answered two)
+            if len(answered) == 3:
+                break
+            page.wait_for_timeout(200)
         expect(settings.get_by_label("T: ")).not_to_be_checked()
         expect(settings.get_by_label("M: ")).to_be_checked()
         ask(page, None, "w1 w2")
