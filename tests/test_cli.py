@@ -21,6 +21,18 @@ def image_file(tmp_path_factory, image):
     return path
 
 
+def on_finish(generate, change):
+    """`generate` with `change` applied to its finished result, as if the run had measured that."""
+    from tabed.engine.events import Finished
+
+    def wrapped(*args, **kwargs):
+        for event in generate(*args, **kwargs):
+            if isinstance(event, Finished):
+                change(event.result)
+            yield event
+    return wrapped
+
+
 def run_cli(capsys, *args):
     code = main(["generate", *map(str, args)])
     out = capsys.readouterr()
@@ -110,17 +122,12 @@ def test_plain_decodings_own_speed_and_starving_are_reported_as_its_own(capsys, 
     """Plain decoding alone starved (TABED's run quiet) and at a speed of its own: the JSON gives plain decoding's
     figures, not TABED's; its timings are said unreliable and its speed not explained, in the JSON and the line."""
     import tabed.cli as cli
-    from tabed.engine.events import Finished
 
-    def starved(*args, **kwargs):
-        for event in autoregressive(*args, **kwargs):
-            if isinstance(event, Finished):
-                event.result.metrics.busy, event.result.metrics.tokens_per_s = True, 123.0
-            yield event
+    def starved(result) -> None:
+        result.metrics.busy, result.metrics.tokens_per_s = True, 123.0
 
-    autoregressive = cli.autoregressive_generate
     monkeypatch.setattr(Clock, "cpu_share", lambda self: 1.0)
-    monkeypatch.setattr(cli, "autoregressive_generate", starved)
+    monkeypatch.setattr(cli, "autoregressive_generate", on_finish(cli.autoregressive_generate, starved))
     args = ["--target", pair_dirs / "target", "--drafter", pair_dirs / "drafter", "--prompt", "w1 w2",
             "--max-new-tokens", 12, "--compare-ar"]
     code, out, err = run_cli(capsys, *args, "--json")
@@ -478,21 +485,17 @@ def test_repeat_reports_the_median_run_and_every_runs_speedup(capsys, pair_dirs,
     second), every run's speedup listed, and the summary line gives the median with the range; a run whose
     answer is not the first's is named."""
     import tabed.cli as cli
-    from tabed.engine.events import Finished
 
     order, altered = [], set()
 
     def timed(side: str, times: list[float], generate):
-        def wrapped(*args, **kwargs):
-            for event in generate(*args, **kwargs):
-                if isinstance(event, Finished):
-                    run = len([s for s in order if s == side])
-                    event.result.metrics.decode_s = times[run]
-                    if (side, run) in altered:
-                        event.result.token_ids.append(event.result.token_ids[-1])
-                    order.append(side)
-                yield event
-        return wrapped
+        def change(result) -> None:
+            run = len([s for s in order if s == side])
+            result.metrics.decode_s = times[run]
+            if (side, run) in altered:
+                result.token_ids.append(result.token_ids[-1])
+            order.append(side)
+        return on_finish(generate, change)
 
     monkeypatch.setattr(Clock, "cpu_share", lambda self: 1.0)
     monkeypatch.setattr(cli, "speculative_generate", timed("tabed", [0.5, 1.0, 2.0], cli.speculative_generate))

@@ -735,7 +735,7 @@ class TestWithTheTinyPair:
         way (each pick's take 1.5 s to come back here, as on a busy server; the weight rule's switch, a request
         of its own, is back at once): the methods follow the last pick, M alone, and Run works. (Once the last
         pick was dropped, Gradio's default for an input event: T stayed ticked and Run said "single-method
-        drafting uses one method; 2 are ticked", seen in CI.)"""
+        drafting uses one method; 2 are ticked", seen in a full run.)"""
         picked, answered = app.methods_for_mode, []
 
         def slowly(*args):
