@@ -19,6 +19,7 @@ except ImportError:
 
 import os
 import threading
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -79,12 +80,16 @@ def respond(follow_up: bool, request: Request, browser: gr.Request = None,
             progress=gr.Progress(track_tqdm=True)):  # noqa: B008 - gradio's idiom
     """Validate, load the pair if needed, run TABED then plain decoding, and stream the page's frames
     (`Frame.values()`, in `OUTPUTS` order)."""
-    stop = STOPS.begin(_session(browser))
+    session = _session(browser)
+    stop = STOPS.begin(session)
+    STOPS.taken(session)
     try:
         for frame in _respond(follow_up, request, session_state(request.conversation), stop):
+            if STOPS.waiting(session) and isinstance(frame.status, str):  # Run pressed again meanwhile
+                frame = replace(frame, status=status.line_html(QUEUED) + frame.status)
             yield frame.values()
     finally:
-        STOPS.end(_session(browser), stop)
+        STOPS.end(session, stop)
         release_memory()
 
 
@@ -166,11 +171,15 @@ def check_upload(upload: list[dict] | None) -> tuple:
 
 WAITING = ("\u25f7 Waiting for the machine: it runs one request at a time, so that each is timed alone; yours starts "
            "when the one before it ends.")
+QUEUED = "\u25f7 Your next run waits: it starts when this one ends (Stop ends this one now)."
 
 
-def run_starts() -> tuple:
+def run_starts(browser: gr.Request = None) -> tuple:
     """Run (or a follow-up) pressed: the last replayed race goes, the status says the request waits its turn
-    until its first frame says more (another visitor's run may hold the machine), and Stop turns red."""
+    until its first frame says more (another visitor's run may hold the machine), and Stop turns red. Pressed
+    while one of the session's runs decodes, the new run waits behind it, and that run's frames say so
+    (`QUEUED`)."""
+    STOPS.ask(_session(browser))
     return "", status.line_html(WAITING), gr.update(variant="stop")
 
 

@@ -53,6 +53,7 @@ BROWSER = "tests/page/test_browser.py"
 REPEAT = "tests/page/test_repeat.py"
 QUIET = "tests/page/test_quiet.py"
 RUN_COSTS = "tests/engine/test_speed.py::test_a_runs_costs_are_held_against_the_same_forwards_on_the_quiet_machine"
+QUEUED_RUN = f"{APP}::test_run_pressed_while_a_run_decodes_is_said_by_that_runs_frames"
 FAR_OFF = f"{REPEAT}::test_a_run_far_off_the_quiet_costs_gives_no_figure_and_names_the_machine"
 CHECKS_SLOWER = f"{REPEAT}::test_when_the_checks_are_the_slower_kind_the_warning_and_the_record_say_so"
 REPORT = "tabed/bench/report.py"
@@ -1195,6 +1196,13 @@ MUTANTS = (
            '[methods], queue=False,\n               api_name=False, trigger_mode="always_last")',
            '[methods], queue=False,\n               api_name=False)',
            (f"{BROWSER}::TestWithTheTinyPair::test_the_ensemble_picked_last_sets_the_methods_while_the_last_pick_is_on_its_way",)),
+    # Run pressed during a run: the running run's frames say the new one waits behind it
+    Mutant('a-queued-run-never-said', 'app.py', 'if STOPS.waiting(session) and', 'if False and', (QUEUED_RUN,)),
+    Mutant('a-queued-run-never-said-on-the-page', 'app.py', 'if STOPS.waiting(session) and', 'if False and',
+           (f"{BROWSER}::TestWithTheTinyPair::test_run_pressed_during_a_run_says_the_new_run_waits_then_runs_it[390]",)),
+    Mutant('a-queued-run-said-after-it-began', 'app.py', '    STOPS.taken(session)\n', '', (QUEUED_RUN,)),
+    Mutant('a-run-queued-with-nothing-running', 'tabed/page/stops.py', 'if session and self.flags.get(session):',
+           'if session:', (QUEUED_RUN,)),
 )
 
 

@@ -427,6 +427,25 @@ def _never_done(frames) -> None:
     assert statuses and not any(status.startswith("\u2713") or "×" in status for status in statuses), statuses
 
 
+def test_run_pressed_while_a_run_decodes_is_said_by_that_runs_frames(tiny_app, image_path):
+    """Run pressed during a run queues the new run behind it (one decode at a time), and the running run's frames
+    overwrite the status that said so: each of them says it instead, until the queued run begins."""
+    queued = app.QUEUED  # `frame` gives the status as text
+    request = StopClient("queued")
+    events = tiny_app.run(image_path, "w1 w2", None, **settings(max_new_tokens=400), request=request)
+    assert queued not in str(frame(next(events)).status)
+    tiny_app.run_starts(StopClient("elsewhere"))  # another session's Run: its own status says it waits
+    assert queued not in str(frame(next(events)).status)
+    tiny_app.run_starts(request)
+    statuses = [str(out.status) for out in map(frame, events) if isinstance(out.status, str)]
+    assert statuses and all(said.startswith(queued) for said in statuses), statuses
+    assert "\u2713" in statuses[-1]  # the run's end, its verdict under the line
+    again = [str(out.status) for out in map(frame, tiny_app.run(image_path, "w3", None, **settings(),
+                                                                  request=request))]
+    assert again and not any(queued in said for said in again)  # the queued run has begun
+    assert not tiny_app.STOPS.asked and not tiny_app.STOPS.flags  # nothing left behind
+
+
 def test_stop_during_tabed_shows_stopped_and_keeps_the_partial_answer(tiny_app, image_path):
     request = StopClient("stop-during-tabed")
     after = _run_until(tiny_app, image_path, request, _tabed_past_block(3))

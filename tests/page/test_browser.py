@@ -760,6 +760,25 @@ class TestWithTheTinyPair:
         ask(page, None, "w1 w2")
         expect(page.locator("#status")).not_to_contain_text("ticked")
 
+    @pytest.mark.parametrize("width", [1400, 390])
+    def test_run_pressed_during_a_run_says_the_new_run_waits_then_runs_it(self, browser, tiny_server, chart_png,
+                                                                         width, long_answers):
+        """Run pressed again while plain decoding runs (paced to take seconds): the running run's status says, in
+        view, that the new run waits behind it; the new run then runs, and its status no longer says so."""
+        long_answers()  # 96 tokens a side
+        with _paced_plain_decoding(0.05), screen(browser, tiny_server, width, 1300) as page:
+            page.locator("#prompt textarea").fill("w1 w2 w3")
+            page.locator("#run").click()
+            expect(page.locator("#status")).to_contain_text("plain decoding (the target alone)…")
+            page.locator("#run").click()
+            queued = page.locator("#status .tabed-line").filter(has_text=app.QUEUED)
+            expect(queued).to_be_visible()
+            expect(queued).to_be_in_viewport()
+            expect(page.locator("#status")).to_contain_text("plain decoding (the target alone)…")  # the first run's
+            finished(page, 2)
+            expect(page.locator("#status")).not_to_contain_text(app.QUEUED)
+            no_error_badge(page)
+
     def test_token_trees_are_drawn_block_by_block(self, page, chart_png):
         expect(page.locator("#trees-plot")).to_be_visible()  # the default hedges the first block
         open_settings(page)
