@@ -80,7 +80,7 @@ FIELDS = {  # the decoding settings the page sends, by their config name
     "tree_width": Field("tree width", int, *LIMITS["tree_width"], meaning="1 drafts a chain"),
     "tree_policy": Field("tree branches", str, choices=TREE_POLICIES),
     "tree_blocks": Field("trees in", str, choices=TREE_BLOCKS),
-    "hedge_first": Field("hedge the first block", bool),
+    "hedge_first": Field("fork the first block where unsure", bool),
     "max_new_tokens": Field("max new tokens", int, *LIMITS["max_new_tokens"]),
     "temperature": Field("temperature", float, *LIMITS["temperature"], meaning="0 is greedy"),
     "top_p": Field("top-p", float, 0.0, 1.0, above_low=True, meaning="1 keeps every token"),

@@ -322,7 +322,7 @@ def _no_trees_title(width: int, hedge_first: bool) -> str:
     if width > 1:
         why = "no block branched: every one drafted a chain"
     elif hedge_first:
-        why = "the hedged first block did not fork: the ensemble was sure, or there was no picture"
+        why = "the first block did not fork: the ensemble was sure, or there was no picture"
     else:
         return "Token trees<br><sup>set the tree width above 1 to draft trees</sup>"
     return f"Token trees: none in this answer<br><sup>{why}</sup>"

@@ -170,7 +170,7 @@ def test_by_default_the_first_block_hedges_and_the_trees_chart_shows_it(tiny_app
     drawn = sum(len(trace.x) for trace in trees.data if trace.name in ("accepted node", "rejected node"))
     assert drawn == len(result["blocks"][0]["tree"]) and trees.layout.title.text.startswith("Token trees (hover")
     text_only = final(list(tiny_app.run(None, "w1 w2 w3", None, **settings(max_new_tokens=40))))
-    assert "the hedged first block did not fork" in text_only.trees.layout.title.text
+    assert "the first block did not fork" in text_only.trees.layout.title.text
     assert not any(block["tree"] for block in last_run(text_only.state)["results"]["speculative"]["blocks"])
     single = final(list(tiny_app.run(image_path, "w1 w2 w3", None, **settings(methods=["M"], mode=MODES[2]))))
     assert "set the tree width above 1" in single.trees.layout.title.text  # one method: nothing to hedge between
