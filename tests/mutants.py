@@ -53,6 +53,10 @@ BROWSER = "tests/page/test_browser.py"
 REPEAT = "tests/page/test_repeat.py"
 QUIET = "tests/page/test_quiet.py"
 RUN_COSTS = "tests/engine/test_speed.py::test_a_runs_costs_are_held_against_the_same_forwards_on_the_quiet_machine"
+MODES_KEPT = "tests/models/test_models.py::test_every_image_mode_keeps_what_it_shows"
+SPEC_READ = "tests/engine/test_settings.py::test_a_drafting_spec_reads_its_methods_and_its_ensemble"
+SPEC_REFUSED = "tests/engine/test_settings.py::test_a_drafting_spec_without_methods_is_refused_with_what_to_type"
+WIDEN_REFUSED = "tests/models/test_widen.py::test_a_model_the_widening_cannot_keep_exact_is_refused_with_why"
 QUEUED_RUN = f"{APP}::test_run_pressed_while_a_run_decodes_is_said_by_that_runs_frames"
 FAR_OFF = f"{REPEAT}::test_a_run_far_off_the_quiet_costs_gives_no_figure_and_names_the_machine"
 CHECKS_SLOWER = f"{REPEAT}::test_when_the_checks_are_the_slower_kind_the_warning_and_the_record_say_so"
@@ -1196,6 +1200,41 @@ MUTANTS = (
            '[methods], queue=False,\n               api_name=False, trigger_mode="always_last")',
            '[methods], queue=False,\n               api_name=False)',
            (f"{BROWSER}::TestWithTheTinyPair::test_the_ensemble_picked_last_sets_the_methods_while_the_last_pick_is_on_its_way",)),
+    # a fresh audit of the drafter, the widening, the spec and the chat's pictures: survivors, now caught
+    Mutant('a-16-bit-picture-clipped-to-white', 'tabed/models/chat.py',
+           'image = image.point(lambda v: v * (1 / 256)).convert("L")', 'image = image.convert("L")', (MODES_KEPT,)),
+    Mutant('a-float-picture-left-unscaled', 'tabed/models/chat.py',
+           'image = image.point(lambda v: v * 255).convert("L")', 'image = image.convert("L")', (MODES_KEPT,)),
+    Mutant('a-palettes-clear-colour-kept', 'tabed/models/chat.py',
+           ' or (image.mode == "P" and "transparency" in image.info)', '', (MODES_KEPT,)),
+    Mutant('a-clear-grey-picture-black', 'tabed/models/chat.py', 'if image.mode in ("RGBA", "LA", "PA")',
+           'if image.mode in ("RGBA", "PA")', (MODES_KEPT,)),
+    Mutant('a-clear-palette-picture-black', 'tabed/models/chat.py', 'if image.mode in ("RGBA", "LA", "PA")',
+           'if image.mode in ("RGBA", "LA")', (MODES_KEPT,)),
+    Mutant('a-spec-with-spaces-refused', 'tabed/engine/spec.py', "raw = text.strip()", "raw = text", (SPEC_READ,)),
+    Mutant('an-empty-spec-said-to-want-a-model-method', 'tabed/engine/spec.py', "if not letters or any(", "if any(",
+           (SPEC_REFUSED,)),
+    Mutant('tabed-with-n-refused', 'tabed/engine/spec.py', "if self.tabed and len(self.methods) < 2:",
+           "if self.tabed and len(self.model_methods) < 2:", (SPEC_READ,)),
+    Mutant('a-static-mix-with-n-read-as-one-method', 'tabed/engine/spec.py',
+           'return "single" if len(self.methods) == 1 else "static"',
+           'return "single" if len(self.model_methods) == 1 else "static"', (SPEC_READ,)),
+    Mutant('shared-key-value-heads-widened', 'tabed/models/widen.py', "if text.num_key_value_heads != small_heads:",
+           "if False:", (WIDEN_REFUSED,)),
+    Mutant('biased-projections-widened', 'tabed/models/widen.py',
+           'if getattr(text, "attention_bias", False) or getattr(text, "mlp_bias", False):',
+           'if getattr(text, "attention_bias", False):', (WIDEN_REFUSED,)),
+    Mutant('a-scaled-rope-widened', 'tabed/models/widen.py',
+           'if (text.rope_parameters or {}).get("rope_type", "default") != "default":', 'if False:', (WIDEN_REFUSED,)),
+    Mutant('a-widened-model-in-the-small-ones-dtype', 'tabed/models/widen.py', "dtype=dtype or model.dtype)",
+           "dtype=model.dtype)", ("tests/models/test_widen.py::test_a_widened_model_takes_the_dtype_asked_for",)),
+    Mutant('the-t-rows-newline-a-space-on-llama', 'tabed/engine/drafter.py',
+           "return torch.tensor(ids[-1:], dtype=torch.long)", "return torch.tensor(ids[:1], dtype=torch.long)",
+           ("tests/engine/test_drafter.py::test_the_t_row_stands_a_newline_for_the_picture_where_a_llama_tokenizer_"
+            "splits_it",)),
+    Mutant('a-bench-row-with-two-tree-policies-read-as-one', 'tabed/bench/rows.py',
+           "if len(blocks) > 1 or len(policies) > 1:", "if False:",
+           ("tests/engine/test_tree.py::test_a_bench_row_with_two_tree_policies_is_refused_not_read_as_one",)),
     # Run pressed during a run: the running run's frames say the new one waits behind it
     Mutant('a-queued-run-never-said', 'app.py', 'if STOPS.waiting(session) and', 'if False and', (QUEUED_RUN,)),
     Mutant('a-queued-run-never-said-on-the-page', 'app.py', 'if STOPS.waiting(session) and', 'if False and',

@@ -27,9 +27,12 @@ def row_settings(base: Settings, text: str) -> Settings:
             raise InputError(f"bench row {text}+tree{tree}: give the tree width as a number, e.g. +tree2")
         blocks = [option for option in options if option in TREE_BLOCKS]
         policies = [option for option in options if option not in TREE_BLOCKS]
+        if len(blocks) > 1 or len(policies) > 1:  # which one was meant is the user's to say
+            raise InputError(f"bench row {text}+tree{tree}: give one tree policy and one of "
+                             f"{', '.join(TREE_BLOCKS)} at most, e.g. +tree2:members:first")
         config = replace(config, tree_width=int(width), hedge_first=False,
-                         tree_policy=policies[-1] if policies else config.tree_policy,
-                         tree_blocks=blocks[-1] if blocks else config.tree_blocks)
+                         tree_policy=policies[0] if policies else config.tree_policy,
+                         tree_blocks=blocks[0] if blocks else config.tree_blocks)
     text, _, survival = text.partition("~")
     if survival:
         try:

@@ -2,7 +2,7 @@
 
 import torch
 
-from tabed.engine.drafter import BatchedDrafter, build_rows, image_runs, splice
+from tabed.engine.drafter import BatchedDrafter, build_rows, image_runs, newline_ids, splice
 from tabed.engine.session import TargetSession
 from tabed.models.chat import Turn, encode
 
@@ -133,3 +133,17 @@ def test_target_rollback_equals_a_fresh_prefix(pair, image):
     for (k1, v1), (k2, v2) in zip(*caches, strict=True):
         assert k1.shape == k2.shape and torch.allclose(k1, k2, atol=1e-5) and torch.allclose(v1, v2, atol=1e-5)
     assert torch.allclose(rolled.forward([20, 21]), fresh.forward([20, 21]), atol=1e-4)
+
+
+def test_the_t_row_stands_a_newline_for_the_picture_where_a_llama_tokenizer_splits_it():
+    """LLaVA's Llama tokenizer (SentencePiece, byte fallback) encodes "\n" as "▁" then the newline's byte: the T
+    row's stand-in for a picture is the byte, not the space before it. Built here as that tokenizer is."""
+    from tokenizers import Tokenizer, models, normalizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, "\u2581": 3, "<0x0A>": 4}
+    core = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>", byte_fallback=True))
+    core.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    assert tokenizer.convert_ids_to_tokens(tokenizer.encode("\n", add_special_tokens=False)) == ["\u2581", "<0x0A>"]
+    assert newline_ids(tokenizer).tolist() == [4]

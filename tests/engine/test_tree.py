@@ -776,6 +776,12 @@ def test_bench_rows_name_their_trees(row, width, policy, blocks):
     assert (config.tree_width, config.tree_policy, config.tree_blocks) == (width, policy, blocks)
 
 
+@pytest.mark.parametrize("row", ["tabed-MT+tree2:methods:members", "tabed-MT+tree2:first:all"])
+def test_a_bench_row_with_two_tree_policies_is_refused_not_read_as_one(row):
+    with pytest.raises(InputError, match=r"give one tree policy and one of all, first at most"):
+        bench_row(row)
+
+
 def test_a_bench_row_with_a_tree_width_of_1_is_chains_only():
     """The default hedges the first block; `+tree1` (like any '+tree' row) says exactly which trees to draft."""
     assert bench_row("tabed-MT")[1].hedge_first

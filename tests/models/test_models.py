@@ -100,3 +100,28 @@ def test_image_loading(tmp_path):
 def test_every_image_mode_becomes_rgb(mode):
     image = to_rgb(Image.new(mode, (5, 4)))
     assert image.mode == "RGB" and image.size == (5, 4)
+
+
+def _palette_with_a_clear_colour() -> Image.Image:
+    """A palette picture whose colour 0 (black) is marked transparent, as a GIF or an 8-bit PNG marks it."""
+    image = Image.new("P", (4, 4), 0)
+    image.putpalette([0, 0, 0, 200, 30, 30] + [0, 0, 0] * 254)
+    image.info["transparency"] = 0
+    return image
+
+
+@pytest.mark.parametrize("image, expected", [
+    (Image.new("I;16", (4, 4), 0x8000), (128, 128, 128)),  # a 16-bit grey of one half: half of 8 bits
+    (Image.new("I;16", (4, 4), 0xFFFF), (255, 255, 255)),
+    (Image.new("I", (4, 4), 0x8000), (128, 128, 128)),
+    (Image.new("F", (4, 4), 0.5), (127, 127, 127)),  # floats 0 to 1 (a depth map, a mask)
+    (Image.new("LA", (4, 4), (0, 0)), (255, 255, 255)),  # clear: on white, as a browser shows it
+    (Image.new("LA", (4, 4), (40, 255)), (40, 40, 40)),
+    (Image.new("PA", (4, 4), (1, 0)), (255, 255, 255)),
+    (_palette_with_a_clear_colour(), (255, 255, 255)),
+], ids=["16-bit-grey", "16-bit-white", "32-bit-grey", "float-grey", "grey-clear", "grey-opaque", "palette-alpha-clear",
+        "palette-transparency"])
+def test_every_image_mode_keeps_what_it_shows(image, expected):
+    """The picture a model sees is the one a viewer sees: a 16-bit or float grey keeps its brightness (not
+    clipped to white or black), a clear pixel is white whatever colour is under it."""
+    assert to_rgb(image).getpixel((0, 0)) == expected

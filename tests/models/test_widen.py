@@ -1,5 +1,6 @@
 """Widening computes the same function: the bundled models' logits and answers, at a bigger shape."""
 
+import copy
 import json
 
 import pytest
@@ -79,6 +80,29 @@ def test_rope_dimensions_keep_their_frequency():
 def test_impossible_shapes_are_refused(small, shape, message):
     with pytest.raises(InputError, match=message):
         widen(small["target"], shape)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"num_key_value_heads": 2}, "grouped-query attention is not supported"),
+    ({"attention_bias": True}, "biased attention or MLP projections"),
+    ({"mlp_bias": True}, "biased attention or MLP projections"),
+    ({"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}}, "only the default RoPE"),
+])
+def test_a_model_the_widening_cannot_keep_exact_is_refused_with_why(small, change, message):
+    """Widening copies each head, bias-free projection and rotary frequency as it is: a model with shared
+    key-value heads, biases or a scaled RoPE would come out computing another function, so it is refused."""
+    model = copy.deepcopy(small["target"])
+    for name, value in change.items():
+        setattr(model.config.text_config, name, value)
+    with pytest.raises(InputError, match=f"cannot widen this model: {message}"):
+        widen(model, SHAPES[1][0])
+
+
+def test_a_widened_model_takes_the_dtype_asked_for(small):
+    """A checkpoint widened for a GPU in half precision is made in it, not in the small model's float32 (twice the
+    memory of the paper-sized model)."""
+    assert widen(small["target"], SHAPES[1][0], dtype=torch.bfloat16).dtype == torch.bfloat16
+    assert widen(small["target"], SHAPES[1][0]).dtype == torch.float32
 
 
 @pytest.fixture(scope="module")
