@@ -54,8 +54,9 @@ REPEAT = "tests/page/test_repeat.py"
 QUIET = "tests/page/test_quiet.py"
 RUN_COSTS = "tests/engine/test_speed.py::test_a_runs_costs_are_held_against_the_same_forwards_on_the_quiet_machine"
 MODES_KEPT = "tests/models/test_models.py::test_every_image_mode_keeps_what_it_shows"
-SPEC_READ = "tests/engine/test_settings.py::test_a_drafting_spec_reads_its_methods_and_its_ensemble"
-SPEC_REFUSED = "tests/engine/test_settings.py::test_a_drafting_spec_without_methods_is_refused_with_what_to_type"
+SPEC_READ = "tests/models/test_models.py::test_a_drafting_spec_reads_its_methods_and_its_ensemble"
+SPEC_REFUSED = "tests/models/test_models.py::test_a_drafting_spec_without_methods_is_refused_with_what_to_type"
+OWN_LENGTHS = "tests/engine/test_drafter.py::test_rows_are_prefilled_at_their_own_lengths"
 WIDEN_REFUSED = "tests/models/test_widen.py::test_a_model_the_widening_cannot_keep_exact_is_refused_with_why"
 QUEUED_RUN = f"{APP}::test_run_pressed_while_a_run_decodes_is_said_by_that_runs_frames"
 FAR_OFF = f"{REPEAT}::test_a_run_far_off_the_quiet_costs_gives_no_figure_and_names_the_machine"
@@ -1232,6 +1233,16 @@ MUTANTS = (
            "return torch.tensor(ids[-1:], dtype=torch.long)", "return torch.tensor(ids[:1], dtype=torch.long)",
            ("tests/engine/test_drafter.py::test_the_t_row_stands_a_newline_for_the_picture_where_a_llama_tokenizer_"
             "splits_it",)),
+    Mutant('two-rows-of-two-lengths-prefilled-padded', 'tabed/engine/drafter.py',
+           "len({e.shape[0] for e in embeds}) > 1", "len({e.shape[0] for e in embeds}) > 2", (OWN_LENGTHS,)),
+    Mutant('rows-of-one-length-prefilled-one-by-one', 'tabed/engine/drafter.py',
+           "len({e.shape[0] for e in embeds}) > 1", "len(embeds) > 1", (OWN_LENGTHS,)),
+    Mutant('a-huge-pictures-line-wrapped-as-unreadable', 'tabed/models/chat.py',
+           "        if isinstance(exc, InputError):\n            raise\n", "",
+           ("tests/models/test_models.py::test_a_huge_picture_is_refused_in_one_line_that_says_so",)),
+    Mutant('a-turn-of-pictures-alone-refused', 'tabed/models/chat.py',
+           "if not turn.text.strip() and not turn.images:", "if not turn.text.strip():",
+           ("tests/models/test_models.py::test_a_turn_of_pictures_alone_is_a_question_and_a_turn_of_nothing_is_refused",)),
     Mutant('a-bench-row-with-two-tree-policies-read-as-one', 'tabed/bench/rows.py',
            "if len(blocks) > 1 or len(policies) > 1:", "if False:",
            ("tests/engine/test_tree.py::test_a_bench_row_with_two_tree_policies_is_refused_not_read_as_one",)),

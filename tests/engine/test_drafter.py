@@ -1,5 +1,6 @@
 """The batched drafter: rows, one forward for K rows, and cache roll-back."""
 
+import pytest
 import torch
 
 from tabed.engine.drafter import BatchedDrafter, build_rows, image_runs, newline_ids, splice
@@ -78,11 +79,15 @@ def test_one_batched_forward_equals_separate_forwards(pair, image):
         assert torch.allclose(together, torch.cat(separate), atol=1e-4), (together - torch.cat(separate)).abs().max()
 
 
-def test_rows_of_different_lengths_are_prefilled_one_by_one_unpadded(pair, image):
-    """A row padded to the longest costs as much as the longest: on a dynamic cache each row's prompt runs
-    alone, at its own length, and the caches are stacked left-padded (the steps after it are checked
-    against separate forwards above)."""
-    rows = rows_for(pair, [Turn("w1 w2 w3", [image])], ("M", "T", "P"))
+@pytest.mark.parametrize("methods, picture", [(("M", "T", "P"), True), (("M", "T"), True), (("M", "T"), False)],
+                         ids=["three-lengths", "two-lengths", "one-length"])
+def test_rows_are_prefilled_at_their_own_lengths(pair, image, methods, picture):
+    """A row padded to the longest costs as much as the longest: on a dynamic cache rows of different lengths
+    (M's picture is many tokens, T's one newline) each run alone, at their own length, and the caches are
+    stacked left-padded (the steps after it are checked against separate forwards above); rows of one length
+    (no picture) run as one batch."""
+    rows = rows_for(pair, [Turn("w1 w2 w3", [image] if picture else [])], methods)
+    lengths = [len(row.input_ids) for row in rows]
     seen = []
     hook = pair.drafter.model.language_model.layers[0].input_layernorm.register_forward_pre_hook(
         lambda _, args: seen.append(tuple(args[0].shape[:2])))  # every path runs the layers' own modules
@@ -91,11 +96,15 @@ def test_rows_of_different_lengths_are_prefilled_one_by_one_unpadded(pair, image
         drafter.prefill()
     finally:
         hook.remove()
-    assert seen == [(1, len(row.input_ids)) for row in rows]
-    longest = max(len(row.input_ids) for row in rows)
-    assert drafter.backend.mask.shape == (3, longest)
-    assert drafter.backend.lengths.tolist() == [len(row.input_ids) for row in rows]
-    assert all(layer.keys.shape[0] == 3 and layer.keys.shape[-2] == longest for layer in drafter.backend.cache.layers)
+    if not picture:
+        assert len(set(lengths)) == 1 and seen == [(len(rows), lengths[0])]
+        return
+    assert len(set(lengths)) == len(rows) and seen == [(1, length) for length in lengths]
+    longest = max(lengths)
+    assert drafter.backend.mask.shape == (len(rows), longest)
+    assert drafter.backend.lengths.tolist() == lengths
+    assert all(layer.keys.shape[0] == len(rows) and layer.keys.shape[-2] == longest
+               for layer in drafter.backend.cache.layers)
 
 
 def _cache_tensors(cache):

@@ -64,21 +64,3 @@ def test_the_three_grammars_give_one_settings_object():
     assert (cli.spec.name, cli.config.gamma, cli.config.adaptive) == ("tabed-MT", 8, True)
     assert Settings() == Settings.parse()  # one set of defaults
 
-
-@pytest.mark.parametrize("typed, methods, mode", [
-    (" tabed-MT ", ("M", "T"), "tabed"),  # as a list split at commas leaves it ("M, tabed-MT")
-    ("Tabed-tm", ("M", "T"), "tabed"),
-    ("tabed-MN", ("M", "N"), "tabed"),  # N is weighed beside M: two methods, one of them a drafter row
-    ("MN", ("M", "N"), "static"),  # a uniform mix of M and N, not M alone
-    ("NM", ("M", "N"), "static"),
-    ("T", ("T",), "single"),
-])
-def test_a_drafting_spec_reads_its_methods_and_its_ensemble(typed, methods, mode):
-    spec = parse_spec(typed)
-    assert (spec.methods, spec.mode) == (methods, mode)
-
-
-@pytest.mark.parametrize("typed", ["", "  ", "tabed-", "tabed-MM", "tabed-MX"])
-def test_a_drafting_spec_without_methods_is_refused_with_what_to_type(typed):
-    with pytest.raises(InputError, match="unknown drafting spec .*use letters from M, T, C, P, N"):
-        parse_spec(typed)

@@ -85,6 +85,40 @@ def test_specs():
     assert parse_spec("C").mode == "single"
 
 
+@pytest.mark.parametrize("typed, methods, mode", [
+    (" tabed-MT ", ("M", "T"), "tabed"),  # as a list split at commas leaves it ("M, tabed-MT")
+    ("Tabed-tm", ("M", "T"), "tabed"),
+    ("tabed-MN", ("M", "N"), "tabed"),  # N is weighed beside M: two methods, one of them a drafter row
+    ("MN", ("M", "N"), "static"),  # a uniform mix of M and N, not M alone
+    ("NM", ("M", "N"), "static"),
+    ("T", ("T",), "single"),
+])
+def test_a_drafting_spec_reads_its_methods_and_its_ensemble(typed, methods, mode):
+    spec = parse_spec(typed)
+    assert (spec.methods, spec.mode) == (methods, mode)
+
+
+@pytest.mark.parametrize("typed", ["", "  ", "tabed-", "tabed-MM", "tabed-MX"])
+def test_a_drafting_spec_without_methods_is_refused_with_what_to_type(typed):
+    with pytest.raises(InputError, match="unknown drafting spec .*use letters from M, T, C, P, N"):
+        parse_spec(typed)
+
+def test_a_huge_picture_is_refused_in_one_line_that_says_so(tmp_path, monkeypatch):
+    from tabed.models import chat
+
+    monkeypatch.setattr(chat, "MAX_IMAGE_PIXELS", 63)  # an 8 x 8 picture is past it
+    Image.new("RGB", (8, 8)).save(tmp_path / "huge.png")
+    with pytest.raises(InputError, match=r"^image too large: .*huge.png is 8x8 \(limit"):
+        load_image(tmp_path / "huge.png")
+
+
+def test_a_turn_of_pictures_alone_is_a_question_and_a_turn_of_nothing_is_refused(image):
+    from tabed.models.chat import Turn, validate
+
+    validate([Turn("", [image])])  # "what is this?" left unsaid
+    with pytest.raises(InputError, match="turn 1 is empty: type a prompt"):
+        validate([Turn("  ", [])])
+
 def test_image_loading(tmp_path):
     with pytest.raises(InputError, match="not found"):
         load_image(tmp_path / "missing.png")
