@@ -156,3 +156,21 @@ def test_the_t_row_stands_a_newline_for_the_picture_where_a_llama_tokenizer_spli
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
     assert tokenizer.convert_ids_to_tokens(tokenizer.encode("\n", add_special_tokens=False)) == ["\u2581", "<0x0A>"]
     assert newline_ids(tokenizer).tolist() == [4]
+
+
+def test_the_p_rows_picture_is_each_2x2_patch_block_averaged_in_reading_order_then_projected(pair, image):
+    """P sees the picture as M does, at a quarter of the tokens: token k is the mean of the k-th 2x2 block of
+    patches (left to right, top to bottom), through the projector. Worked out here patch by patch."""
+    from tabed.engine.drafter import pooled_image_features, vision_features
+
+    prompt = encode(pair.drafter_processor, [Turn("w1", [image])], CPU, torch.float32)
+    with torch.no_grad():
+        features = vision_features(pair.drafter, prompt)[0]
+        side = int(features.shape[0] ** 0.5)
+        grid = features.reshape(side, side, -1)  # row-major patches
+        blocks = [grid[2 * i:2 * i + 2, 2 * j:2 * j + 2].reshape(4, -1).mean(0)
+                  for i in range(side // 2) for j in range(side // 2)]
+        expected = pair.drafter.model.multi_modal_projector(torch.stack(blocks)[None])[0]
+        pooled = pooled_image_features(pair.drafter, prompt)
+    assert len(pooled) == 1 and pooled[0].shape == expected.shape
+    torch.testing.assert_close(pooled[0], expected)

@@ -118,6 +118,25 @@ def test_a_turn_of_pictures_alone_is_a_question_and_a_turn_of_nothing_is_refused
     validate([Turn("", [image])])  # "what is this?" left unsaid
     with pytest.raises(InputError, match="turn 1 is empty: type a prompt"):
         validate([Turn("  ", [])])
+    with pytest.raises(InputError, match="the last turn already has an answer"):
+        validate([Turn("q", [image], answer="a")])
+
+
+def test_a_turns_pictures_come_before_its_words_as_llava_was_taught():
+    """LLaVA-1.5 was trained on "USER: <image>\\n question": the chat template is given the pictures first."""
+    from tabed.models.chat import Turn, chat_messages
+
+    picture = Image.new("RGB", (4, 4))
+    assert chat_messages([Turn("q", [picture, picture], answer="a"), Turn("r")]) == [
+        {"role": "user", "content": [{"type": "image"}, {"type": "image"}, {"type": "text", "text": "q"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "a"}]},
+        {"role": "user", "content": [{"type": "text", "text": "r"}]}]
+
+
+@pytest.mark.parametrize("typed", ["N", "tabed-N"])
+def test_n_alone_is_refused_with_what_to_add(typed):
+    with pytest.raises(InputError, match="N \\(n-gram lookup\\) drafts beside a model method: add M, T, C or P"):
+        parse_spec(typed)
 
 def test_image_loading(tmp_path):
     with pytest.raises(InputError, match="not found"):
