@@ -1257,6 +1257,8 @@ MUTANTS = (
            'content = [{"type": "image"} for _ in turn.images] + [{"type": "text", "text": turn.text}]',
            'content = [{"type": "text", "text": turn.text}] + [{"type": "image"} for _ in turn.images]',
            ("tests/models/test_models.py::test_a_turns_pictures_come_before_its_words_as_llava_was_taught",)),
+    Mutant('a-padded-rows-mask-on-the-right', 'tabed/engine/drafter.py', "mask[i, longest - e.shape[0]:] = 1",
+           "mask[i, :e.shape[0]] = 1", ("tests/models/test_caches.py::test_static_gives_the_dynamic_paths_tokens",)),
     Mutant('a-bench-row-with-two-tree-policies-read-as-one', 'tabed/bench/rows.py',
            "if len(blocks) > 1 or len(policies) > 1:", "if False:",
            ("tests/engine/test_tree.py::test_a_bench_row_with_two_tree_policies_is_refused_not_read_as_one",)),
