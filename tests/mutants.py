@@ -55,7 +55,7 @@ QUIET = "tests/page/test_quiet.py"
 RUN_COSTS = "tests/engine/test_speed.py::test_a_runs_costs_are_held_against_the_same_forwards_on_the_quiet_machine"
 MODES_KEPT = "tests/models/test_models.py::test_every_image_mode_keeps_what_it_shows"
 SPEC_READ = "tests/models/test_models.py::test_a_drafting_spec_reads_its_methods_and_its_ensemble"
-SPEC_REFUSED = "tests/models/test_models.py::test_a_drafting_spec_without_methods_is_refused_with_what_to_type"
+SPEC_REFUSED = "tests/models/test_models.py::test_a_bad_drafting_spec_is_refused_with_what_to_type"
 OWN_LENGTHS = "tests/engine/test_drafter.py::test_rows_are_prefilled_at_their_own_lengths"
 WIDEN_REFUSED = "tests/models/test_widen.py::test_a_model_the_widening_cannot_keep_exact_is_refused_with_why"
 QUEUED_RUN = f"{APP}::test_run_pressed_while_a_run_decodes_is_said_by_that_runs_frames"
@@ -1249,7 +1249,7 @@ MUTANTS = (
            ("tests/engine/test_drafter.py::test_the_p_rows_picture_is_each_2x2_patch_block_averaged_in_reading_order_"
             "then_projected",)),
     Mutant('n-alone-taken', 'tabed/engine/spec.py', "if not self.model_methods:", "if not self.methods:",
-           ("tests/models/test_models.py::test_n_alone_is_refused_with_what_to_add",)),
+           (SPEC_REFUSED,)),
     Mutant('a-conversation-answered-to-its-end-taken', 'tabed/models/chat.py', "if last and turn.answer is not None:",
            "if False:", ("tests/models/test_models.py::test_a_turn_of_pictures_alone_is_a_question_and_a_turn_of_"
                          "nothing_is_refused",)),

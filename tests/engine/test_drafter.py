@@ -2,8 +2,18 @@
 
 import pytest
 import torch
+from tokenizers import Tokenizer, models, normalizers
+from transformers import PreTrainedTokenizerFast
 
-from tabed.engine.drafter import BatchedDrafter, build_rows, image_runs, newline_ids, splice
+from tabed.engine.drafter import (
+    BatchedDrafter,
+    build_rows,
+    image_runs,
+    newline_ids,
+    pooled_image_features,
+    splice,
+    vision_features,
+)
 from tabed.engine.session import TargetSession
 from tabed.models.chat import Turn, encode
 
@@ -147,9 +157,6 @@ def test_target_rollback_equals_a_fresh_prefix(pair, image):
 def test_the_t_row_stands_a_newline_for_the_picture_where_a_llama_tokenizer_splits_it():
     """LLaVA's Llama tokenizer (SentencePiece, byte fallback) encodes "\n" as "▁" then the newline's byte: the T
     row's stand-in for a picture is the byte, not the space before it. Built here as that tokenizer is."""
-    from tokenizers import Tokenizer, models, normalizers
-    from transformers import PreTrainedTokenizerFast
-
     vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, "\u2581": 3, "<0x0A>": 4}
     core = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>", byte_fallback=True))
     core.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
@@ -161,8 +168,6 @@ def test_the_t_row_stands_a_newline_for_the_picture_where_a_llama_tokenizer_spli
 def test_the_p_rows_picture_is_each_2x2_patch_block_averaged_in_reading_order_then_projected(pair, image):
     """P sees the picture as M does, at a quarter of the tokens: token k is the mean of the k-th 2x2 block of
     patches (left to right, top to bottom), through the projector. Worked out here patch by patch."""
-    from tabed.engine.drafter import pooled_image_features, vision_features
-
     prompt = encode(pair.drafter_processor, [Turn("w1", [image])], CPU, torch.float32)
     with torch.no_grad():
         features = vision_features(pair.drafter, prompt)[0]

@@ -63,4 +63,3 @@ def test_the_three_grammars_give_one_settings_object():
     assert cli == bench and page == Settings(cli.spec, replace(cli.config, inspect=True))  # the page inspects
     assert (cli.spec.name, cli.config.gamma, cli.config.adaptive) == ("tabed-MT", 8, True)
     assert Settings() == Settings.parse()  # one set of defaults
-
